@@ -1,0 +1,465 @@
+"""The one module that reads Hugging Face config field names.
+
+`parse_config(dict)` turns a `config.json` into a `ModelSpec`: one frozen spec per layer. It mirrors what
+transformers 5.24's config classes do with the same file (their defaults for absent keys, their
+`__post_init__` rewrites), because the cache transformers builds is the truth kvplan must equal.
+Nothing here imports transformers or runs code the config names (`auto_map` is ignored).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .dtypes import FLOAT32, DType, resolve_dtype
+from .errors import ConfigError, UnsupportedArchitectureError, WorkloadError
+from .layers import (
+    ChunkedAttentionSpec,
+    FullAttentionSpec,
+    MLASpec,
+    NoCacheSpec,
+    SlidingWindowSpec,
+    StateSpec,
+)
+from .model import ModelSpec
+
+# Field aliases, first match wins (vLLM's `get_total_num_kv_heads` order for KV heads).
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim")
+HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv", "kv_channels")
+
+# Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
+# stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
+# `sliding_window` gets 4096 from MistralConfig, so every layer becomes a 4096-token window.
+_GENERATED = json.loads((Path(__file__).parent / "data" / "family_defaults.json").read_text())
+# Values set outside the dataclass fields (kwargs read in __post_init__), and families transformers lacks.
+_EXTRA_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"sliding_window_pattern": 6},
+    "kimi_k2": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
+    "chatglm": {"multi_query_attention": False},
+}
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}
+    for mt in set(_GENERATED) | set(_EXTRA_DEFAULTS) if not mt.startswith("_")
+}
+
+# Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
+TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
+ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert"}
+SUPPORTED_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
+                         "mamba", "conv", "moe", "mlp", "dummy"}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Values the user supplies for fields a config lacks (CLI flags `--num-layers` ... `--head-dim`)."""
+
+    num_layers: int | None = None
+    num_heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ArchDims:
+    """Model sizes beyond the cache, used by the planner (weights, activations). Absent = None."""
+
+    hidden_size: int | None
+    num_heads: int | None
+    intermediate_size: int | None
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    tie_word_embeddings: bool
+
+
+class _Reader:
+    """Typed access to one (text) config dict with family defaults and overrides applied."""
+
+    def __init__(self, data: Mapping[str, Any], model_type: str, overrides: Overrides):
+        self.data = data
+        self.model_type = model_type
+        self.defaults = FAMILY_DEFAULTS.get(model_type, {})
+        self.overrides = overrides
+        self.used: dict[str, Any] = {}
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        if key in self.data:
+            return self.data[key]
+        return self.defaults.get(key, default)
+
+    def has(self, key: str) -> bool:
+        return key in self.data or key in self.defaults
+
+    def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+        """The first alias the config sets; only then the family defaults (older Falcon files say
+        `n_head`, which must win over FalconConfig's default `num_attention_heads` of 71)."""
+        for source in (self.data, self.defaults):
+            for key in keys:
+                if source.get(key) is not None:
+                    return key, source[key]
+        return None
+
+    def int_(self, key: str, value: Any, *, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json")
+        if int(value) < minimum:
+            raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json")
+        self.used[key] = int(value)
+        return int(value)
+
+    def opt_int(self, key: str, *, minimum: int = 1, default: Any = None) -> int | None:
+        value = self.raw(key, default)
+        return None if value is None else self.int_(key, value, minimum=minimum)
+
+    def need_int(self, keys: tuple[str, ...], concept: str, flag: str, override: int | None) -> int:
+        if override is not None:
+            self.used[concept] = override
+            return override
+        found = self.first(keys)
+        if found is None:
+            raise ConfigError(
+                f"config has no {concept} ({' / '.join(keys)}): pass {flag} N",
+                field=concept, flag=flag,
+            )
+        return self.int_(found[0], found[1])
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.raw(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+        self.used[key] = value
+        return value
+
+
+def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """Unwrap a multimodal config to its language model, as transformers' `get_text_config()` does.
+
+    Returns the text dict (dtype inherited from the wrapper when absent) and its model_type.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError("config.json must hold a JSON object: pass the model's config.json, not a list or a value")
+    top_type = data.get("model_type")
+    for key in TEXT_CONFIG_KEYS:
+        nested = data.get(key)
+        if isinstance(nested, Mapping) and nested:
+            text = dict(nested)
+            for dkey in ("dtype", "torch_dtype"):
+                if dkey not in text and dkey in data:
+                    text[dkey] = data[dkey]
+            model_type = text.get("model_type") or TEXT_MODEL_TYPES.get(str(top_type), top_type)
+            return text, _model_type(model_type)
+    return dict(data), _model_type(top_type)
+
+
+def _model_type(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if not isinstance(value, str):
+        raise ConfigError(f"config field 'model_type' must be a string, got {value!r}: fix the config.json")
+    return value
+
+
+def config_dtype(text: Mapping[str, Any]) -> DType:
+    """The activation dtype a model runs (and caches) in: `dtype` or `torch_dtype`, else float32
+    (what transformers' from_config uses when the config names none)."""
+    for key in ("dtype", "torch_dtype"):
+        value = text.get(key)
+        if value is None:
+            continue
+        try:
+            return resolve_dtype(value if isinstance(value, str) else str(value))
+        except WorkloadError:
+            raise ConfigError(f"config field {key!r} has unknown dtype {value!r}: pass --dtype explicitly") from None
+    return FLOAT32
+
+
+def parse_config(
+    data: Mapping[str, Any], *, name: str = "custom", source: str = "", overrides: Overrides | None = None
+) -> ModelSpec:
+    """Build the per-layer cache layout of the model a config.json describes."""
+    text, model_type = text_config(data)
+    if model_type in ENCODER_ONLY or text.get("is_encoder_decoder") is True:
+        raise UnsupportedArchitectureError(
+            f"{name}: model_type {model_type!r} is not a decoder-only generative model: kvplan sizes decoder KV caches"
+        )
+    reader = _Reader(text, model_type, overrides or Overrides())
+    notes: list[str] = []
+    builder = _FAMILY_BUILDERS.get(model_type, _build_transformer)
+    layers = builder(reader, notes)
+    if not layers:
+        raise ConfigError(f"{name}: the config describes 0 layers: pass --num-layers N", field="num_layers",
+                          flag="--num-layers")
+    return ModelSpec(
+        name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
+        fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader),
+    )
+
+
+def _dims(r: _Reader) -> ArchDims:
+    def soft(keys: tuple[str, ...]) -> int | None:
+        found = r.first(keys)
+        if found is None or isinstance(found[1], bool) or not isinstance(found[1], int) or found[1] < 1:
+            return None
+        return found[1]
+
+    tie = r.raw("tie_word_embeddings", True)
+    return ArchDims(
+        hidden_size=r.overrides.hidden_size or soft(HIDDEN_KEYS),
+        num_heads=r.overrides.num_heads or soft(HEAD_KEYS),
+        intermediate_size=soft(("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")),
+        vocab_size=soft(("vocab_size", "padded_vocab_size")),
+        max_position_embeddings=soft(("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")),
+        tie_word_embeddings=tie if isinstance(tie, bool) else True,
+    )
+
+
+# ---------------------------------------------------------------- attention geometry
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    num_layers: int
+    num_heads: int
+    kv_heads: int
+    head_dim: int
+
+
+def _geometry(r: _Reader, notes: list[str]) -> _Geometry:
+    o = r.overrides
+    num_layers = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", o.num_layers)
+    num_heads = r.need_int(HEAD_KEYS, "num_heads", "--num-heads", o.num_heads)
+    kv_heads = o.kv_heads if o.kv_heads is not None else _kv_heads(r, num_heads, notes)
+    head_dim = o.head_dim if o.head_dim is not None else _head_dim(r, num_heads, notes)
+    if o.kv_heads is not None:
+        r.used["kv_heads"] = kv_heads
+    return _Geometry(num_layers, num_heads, kv_heads, head_dim)
+
+
+def _kv_heads(r: _Reader, num_heads: int, notes: list[str]) -> int:
+    found = r.first(KV_HEAD_KEYS)
+    if found is None:
+        return num_heads  # no KV field: plain multi-head attention (GPT-2, LLaMA-1)
+    return r.int_(found[0], found[1])
+
+
+def _head_dim(r: _Reader, num_heads: int, notes: list[str]) -> int:
+    found = r.first(HEAD_DIM_KEYS)
+    if found is not None and not (isinstance(found[1], int) and not isinstance(found[1], bool) and found[1] <= 0):
+        head_dim = r.int_(found[0], found[1])
+        hidden = r.first(HIDDEN_KEYS)
+        if hidden and isinstance(hidden[1], int) and hidden[1] % num_heads == 0 and hidden[1] // num_heads != head_dim:
+            notes.append(f"head_dim {head_dim} comes from the config ({found[0]}); "
+                         f"hidden_size / heads would give {hidden[1] // num_heads}")
+        return head_dim
+    hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--head-dim", r.overrides.hidden_size)
+    if hidden % num_heads:
+        raise ConfigError(f"hidden size {hidden} is not divisible by {num_heads} heads: pass --head-dim N",
+                          field="head_dim", flag="--head-dim")
+    return hidden // num_heads
+
+
+def _window(r: _Reader) -> int | None:
+    if r.has("use_sliding_window") and not r.flag("use_sliding_window"):
+        return None  # Qwen2/Qwen3: __post_init__ drops sliding_window unless use_sliding_window
+    return r.opt_int("sliding_window")
+
+
+def _layer_types(r: _Reader, num_layers: int) -> list[str] | None:
+    value = r.raw("layer_types")
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != num_layers or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"config field 'layer_types' must list one string per layer ({num_layers}): "
+                          "fix the config.json")
+    unknown = sorted(set(value) - SUPPORTED_LAYER_TYPES)
+    if unknown:
+        raise UnsupportedArchitectureError(f"layer type(s) {', '.join(unknown)} are not supported yet: "
+                                           "open an issue with the model id")
+    r.used["layer_types"] = f"{len(value)} entries"
+    return value
+
+
+def _derived_layer_types(r: _Reader, g: _Geometry, window: int | None) -> list[str]:
+    """The per-layer pattern a family's config class derives when `layer_types` is absent."""
+    n, mt = g.num_layers, r.model_type
+    chunk = r.opt_int("attention_chunk_size")
+    if mt in ("qwen2", "qwen3", "qwen2_moe") and window is not None:
+        first_sliding = r.opt_int("max_window_layers", minimum=0) or 0
+        return ["sliding_attention" if i >= first_sliding else "full_attention" for i in range(n)]
+    if mt in ("gemma2", "gpt_oss", "cohere2", "gemma3_text") or r.has("sliding_window_pattern"):
+        default = {"gemma2": 2, "gpt_oss": 2, "cohere2": 4}.get(mt, 6)
+        pattern = r.opt_int("sliding_window_pattern", default=r.raw("_sliding_window_pattern", default))
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if mt == "llama4_text":
+        return _llama4_layer_types(r, n, chunk)
+    if window is not None:  # transformers: no layer_types + a window => every layer slides (Mistral, Phi-3)
+        return ["sliding_attention"] * n
+    if chunk is not None:
+        return ["chunked_attention"] * n
+    return ["full_attention"] * n
+
+
+def _llama4_layer_types(r: _Reader, n: int, chunk: int | None) -> list[str]:
+    # no_rope_layers[i] == 1 means layer i uses RoPE, i.e. chunked; every 4th layer is NoPE and full.
+    flags = r.raw("no_rope_layers")
+    if not flags:
+        interval = r.opt_int("no_rope_layer_interval")
+        flags = [int((i + 1) % interval != 0) for i in range(n)]
+    if not isinstance(flags, list) or len(flags) != n:
+        raise ConfigError("config field 'no_rope_layers' must list one flag per layer: fix the config.json")
+    return ["chunked_attention" if f and chunk is not None else "full_attention" for f in flags]
+
+
+def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: _Reader, window: int | None, mla=False):
+    if layer_type == "full_attention":
+        return MLASpec(kv, kd, vd) if mla else FullAttentionSpec(kv, kd, vd)
+    if layer_type == "sliding_attention":
+        if window is None:
+            raise ConfigError("layer_types has sliding layers but no sliding_window: fix the config.json",
+                              field="sliding_window")
+        return SlidingWindowSpec(kv, kd, vd, sliding_window=window)
+    chunk = r.opt_int("attention_chunk_size")
+    if chunk is None:
+        raise ConfigError("layer_types has chunked layers but no attention_chunk_size: fix the config.json",
+                          field="attention_chunk_size")
+    return ChunkedAttentionSpec(kv, kd, vd, chunk_size=chunk)
+
+
+# ---------------------------------------------------------------- family builders
+
+
+def _build_transformer(r: _Reader, notes: list[str]) -> list[tuple]:
+    """Every attention-only decoder: MHA, GQA, MQA, MLA, windows, chunks, KV sharing."""
+    g = _geometry(r, notes)
+    kv, kd, vd = _kv_shape(r, g, notes)
+    mla = r.used.get("kv_lora_rank") is not None
+    window = _window(r)
+    if r.raw("use_bidirectional_attention") is True and window is not None:
+        window = window // 2 + 1  # Gemma 3 config class: exclusive bound for bidirectional attention
+    types = _layer_types(r, g.num_layers) or _derived_layer_types(r, g, window)
+    layers = []
+    for layer_type in types:
+        if layer_type in ("moe", "mlp", "dummy"):
+            layers.append((NoCacheSpec("MLP-only layer"),))
+        elif layer_type in ("linear_attention", "mamba", "conv"):
+            raise UnsupportedArchitectureError(
+                f"model_type {r.model_type!r} has {layer_type} layers kvplan has no state formula for: "
+                "open an issue with the model id")
+        else:
+            layers.append((_attention_spec(layer_type, kv, kd, vd, r, window, mla),))
+    shared = r.opt_int("num_kv_shared_layers", minimum=0) or 0
+    if shared:
+        layers[-shared:] = [(NoCacheSpec("reuses the KV of an earlier layer"),)] * min(shared, len(layers))
+        notes.append(f"the last {shared} layers reuse earlier layers' KV and store nothing")
+    return layers
+
+
+def _kv_shape(r: _Reader, g: _Geometry, notes: list[str]) -> tuple[int, int, int]:
+    """(kv heads, K head dim, V head dim) as the cache stores them."""
+    rank = r.raw("kv_lora_rank")
+    if rank is not None and r.raw("qk_rope_head_dim") is not None:
+        rank = r.int_("kv_lora_rank", rank)
+        rope = r.int_("qk_rope_head_dim", r.raw("qk_rope_head_dim"))
+        notes.append(f"MLA (kv_lora_rank {rank}, qk_rope_head_dim {rope}): one latent of {rank + rope} "
+                     f"per token per layer; num_key_value_heads ({r.raw('num_key_value_heads')}) does not apply")
+        return 1, rank, rope
+    kv = _family_kv_heads(r, g, notes)
+    if g.num_heads % kv and r.overrides.kv_heads is None:
+        raise ConfigError(f"{g.num_heads} attention heads are not divisible by {kv} KV heads: pass --kv-heads N",
+                          field="kv_heads", flag="--kv-heads")
+    return kv, g.head_dim, g.head_dim
+
+
+def _family_kv_heads(r: _Reader, g: _Geometry, notes: list[str]) -> int:
+    mt = r.model_type
+    if r.overrides.kv_heads is not None:
+        return g.kv_heads
+    if mt == "falcon":
+        if r.flag("new_decoder_architecture"):
+            notes.append(f"Falcon new_decoder_architecture: transformers caches all {g.num_heads} attention "
+                         f"heads, not the {g.kv_heads} KV heads (vLLM caches {g.kv_heads})")
+            return g.num_heads
+        if r.flag("multi_query", True):
+            notes.append("Falcon multi_query: 1 KV head, whatever num_kv_heads says")
+            return 1
+        return g.kv_heads
+    if mt == "gpt_bigcode":
+        return 1 if r.flag("multi_query", True) else g.num_heads
+    if mt == "chatglm":
+        return g.kv_heads if r.flag("multi_query_attention") else g.num_heads
+    return g.kv_heads
+
+
+def _mamba_spec(r: _Reader, notes: list[str], prefix: str = "") -> StateSpec:
+    """Mamba-1 mixer: conv [I, kernel] + SSM [I, d_state], I = expand x hidden (transformers recomputes it)."""
+    hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--hidden-size", r.overrides.hidden_size)
+    expand = r.int_(prefix + "expand", r.raw(prefix + "expand"))
+    inner = expand * hidden
+    given = r.raw("intermediate_size")
+    if not prefix and isinstance(given, int) and given != inner:
+        notes.append(f"transformers 5.24 sets intermediate_size = expand x hidden = {inner:,}, "
+                     f"ignoring the config's intermediate_size {given:,}")
+    kernel = r.int_(prefix + ("d_conv" if prefix else "conv_kernel"), r.raw(prefix + ("d_conv" if prefix else "conv_kernel")))
+    state = r.int_(prefix + ("d_state" if prefix else "state_size"), r.raw(prefix + ("d_state" if prefix else "state_size")))
+    return StateSpec(conv_shape=(inner, kernel), recurrent_shape=(inner, state), mixer="mamba")
+
+
+def _build_mamba(r: _Reader, notes: list[str]) -> list[tuple]:
+    n = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", r.overrides.num_layers)
+    spec = _mamba_spec(r, notes)
+    notes.append("pure SSM: the cache is a constant state per sequence and does not grow with tokens")
+    return [(spec,)] * n
+
+
+def _build_mamba2(r: _Reader, notes: list[str]) -> list[tuple]:
+    n = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", r.overrides.num_layers)
+    hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--hidden-size", r.overrides.hidden_size)
+    inner = r.int_("expand", r.raw("expand")) * hidden
+    groups, state = r.int_("n_groups", r.raw("n_groups")), r.int_("state_size", r.raw("state_size"))
+    heads, head_dim = r.int_("num_heads", r.raw("num_heads")), r.int_("head_dim", r.raw("head_dim"))
+    kernel = r.int_("conv_kernel", r.raw("conv_kernel"))
+    spec = StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
+                     mixer="mamba2")
+    return [(spec,)] * n
+
+
+def _build_jamba(r: _Reader, notes: list[str]) -> list[tuple]:
+    g = _geometry(r, notes)
+    period, offset = r.opt_int("attn_layer_period"), r.opt_int("attn_layer_offset", minimum=0)
+    attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
+    mamba = _mamba_spec(r, notes, prefix="mamba_")
+    notes.append(f"attention every {period} layers from layer {offset}; the other layers keep Mamba state")
+    return [(attention,) if i % period == offset else (mamba,) for i in range(g.num_layers)]
+
+
+def _build_qwen3_next(r: _Reader, notes: list[str]) -> list[tuple]:
+    g = _geometry(r, notes)
+    types = _layer_types(r, g.num_layers)
+    if types is None:
+        interval = r.opt_int("full_attention_interval")
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(g.num_layers)]
+    k_heads, v_heads = r.opt_int("linear_num_key_heads"), r.opt_int("linear_num_value_heads")
+    k_dim, v_dim = r.opt_int("linear_key_head_dim"), r.opt_int("linear_value_head_dim")
+    kernel = r.opt_int("linear_conv_kernel_dim")
+    # Gated DeltaNet: conv over q, k and v channels; recurrent state [v_heads, k_dim, v_dim] per sequence.
+    gdn = StateSpec(conv_shape=(2 * k_heads * k_dim + v_heads * v_dim, kernel),
+                    recurrent_shape=(v_heads, k_dim, v_dim), mixer="gated_deltanet")
+    attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
+    return [(attention,) if t == "full_attention" else (gdn,) for t in types]
+
+
+_FAMILY_BUILDERS = {
+    "mamba": _build_mamba,
+    "falcon_mamba": _build_mamba,
+    "mamba2": _build_mamba2,
+    "jamba": _build_jamba,
+    "qwen3_next": _build_qwen3_next,
+}

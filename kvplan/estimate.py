@@ -1,0 +1,268 @@
+"""`estimate()`: the KV cache of a model for a workload, with its breakdown and formula. Pure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .dtypes import DType, resolve_dtype
+from .errors import WorkloadError
+from .hf_cache import CACHE_CHOICES, QUANT_BACKENDS, CachePlan, LayerBytes, layer_bytes
+from .layers import MLASpec, NoCacheSpec, StateSpec
+from .model import ModelSpec
+from .units import fmt_bytes, fmt_int
+
+MAX_TOKENS = 1 << 40   # far beyond any context; keeps int arithmetic sane under fuzzing
+MAX_BATCH = 1 << 24
+
+
+class GroupRow(BaseModel):
+    """Layers that cache the same thing, summed: e.g. gemma-2-9b's 21 sliding layers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str                   # full / sliding / chunked / mla / state / none
+    layers: int
+    layer_indices: str          # "0-31" or "0,2,4,...": which layers
+    detail: str                 # "2 x 8 KV heads x 128", "window 4096", "latent 512 + rope 64"
+    tokens: int | None          # tokens of storage kept per sequence (None: constant state)
+    logical_tokens: int | None  # tokens that still matter (sliding: W-1)
+    bytes_per_token: int        # per layer, per sequence, at the KV dtype (0 for state / none)
+    bytes: int                  # resident storage of all these layers, whole batch
+    logical_bytes: int
+    formula: str
+
+
+class Estimate(BaseModel):
+    """KV cache of one model under one workload and cache strategy (transformers 5.24 semantics).
+
+    `kv_cache_bytes` is the storage the cache holds in steady decode at `seq_len` tokens per sequence,
+    including the few 0-d bookkeeping tensors; `logical_bytes` counts only tokens attention still reads;
+    `prefill_peak_bytes` is what is resident right after a prefill of `prompt_len` tokens.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    model_type: str
+    engine: str = "hf"
+    cache: str
+    seq_len: int
+    batch_size: int
+    kv_dtype: str
+    activation_dtype: str
+    max_cache_len: int | None
+    prompt_len: int
+    quant_backend: str | None
+    kv_cache_bytes: int
+    logical_bytes: int
+    prefill_peak_bytes: int
+    bookkeeping_bytes: int
+    device_bytes: int
+    host_bytes: int
+    bytes_per_token: int        # growth per extra token per sequence while every unbounded layer grows
+    groups: list[GroupRow]
+    formula: str
+    notes: list[str]
+
+    @property
+    def kv_cache_gib(self) -> float:
+        return self.kv_cache_bytes / 2**30
+
+    @property
+    def kv_cache_gb(self) -> float:
+        return self.kv_cache_bytes / 1e9
+
+
+def estimate(
+    model: ModelSpec | str,
+    seq_len: int,
+    batch_size: int = 1,
+    kv_dtype: str | DType | None = None,
+    cache: str = "dynamic",
+    *,
+    max_cache_len: int | None = None,
+    prompt_len: int | None = None,
+    dtype: str | DType | None = None,
+    quant_backend: str | None = None,
+    q_group_size: int = 64,
+    residual_length: int = 128,
+) -> Estimate:
+    """KV cache bytes for `batch_size` sequences of `seq_len` cached tokens each.
+
+    `kv_dtype` defaults to the config's dtype (int4 for `cache="quantized"`); `dtype` is the activation
+    dtype (defaults to the config's, or to `kv_dtype` when that is a 16/32-bit float).
+    """
+    if isinstance(model, str):
+        from .library import load_model
+        model = load_model(model)
+    plan = make_plan(model, seq_len, batch_size, kv_dtype, cache, max_cache_len, prompt_len, dtype,
+                     quant_backend, q_group_size, residual_length)
+    return build_estimate(model, plan)
+
+
+def _positive(name: str, value, *, minimum: int = 1, maximum: int = MAX_TOKENS) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(f"{name} must be a whole number, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise WorkloadError(f"{name} must be between {minimum} and {maximum:,}, got {value:,}")
+    return value
+
+
+def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dynamic", max_cache_len=None,
+              prompt_len=None, dtype=None, quant_backend=None, q_group_size=64, residual_length=128) -> CachePlan:
+    """Validate a workload against a model and resolve its defaults."""
+    seq_len = _positive("seq_len", seq_len)
+    batch_size = _positive("batch_size", batch_size, maximum=MAX_BATCH)
+    if cache not in CACHE_CHOICES:
+        raise WorkloadError(f"unknown cache {cache!r}: use one of {', '.join(CACHE_CHOICES)}")
+    prompt_len = seq_len if prompt_len is None else _positive("prompt_len", prompt_len)
+    if prompt_len > seq_len:
+        raise WorkloadError(f"prompt_len {prompt_len:,} exceeds seq_len {seq_len:,}: the cache holds prompt + "
+                            "generated tokens, so pass a seq_len of at least the prompt length")
+    act, kv = _dtypes(model, cache, kv_dtype, dtype)
+    max_len = seq_len if max_cache_len is None else _positive("max_cache_len", max_cache_len)
+    if cache in ("static", "offloaded_static") and seq_len > max_len:
+        raise WorkloadError(f"seq_len {seq_len:,} exceeds max_cache_len {max_len:,}: a static cache cannot grow, "
+                            "so raise --max-cache-len")
+    backend = ""
+    if cache == "quantized":
+        backend = _backend(model, kv, quant_backend)
+        q_group_size = _positive("q_group_size", q_group_size, maximum=1 << 20)
+        residual_length = _positive("residual_length", residual_length, maximum=1 << 20)
+    return CachePlan(cache, seq_len, batch_size, act, kv, max_len, prompt_len, backend, q_group_size,
+                     residual_length)
+
+
+def _dtypes(model: ModelSpec, cache: str, kv_dtype, dtype) -> tuple[DType, DType]:
+    act = resolve_dtype(dtype) if dtype is not None else None
+    if act is not None and act.is_sub_16bit:
+        raise WorkloadError(f"activation dtype {act.name} is not one transformers computes in: "
+                            "use fp32, fp16 or bf16")
+    if cache == "quantized":
+        kv = resolve_dtype(kv_dtype) if kv_dtype is not None else resolve_dtype("int4")
+        if not kv.is_sub_16bit:
+            raise WorkloadError(f"the quantized cache stores int2, int4, int8 or fp8, not {kv.name}: "
+                                "pass --kv-dtype int4 (or use --cache dynamic)")
+        return act or model.dtype, kv
+    kv = resolve_dtype(kv_dtype) if kv_dtype is not None else (act or model.dtype)
+    if kv.is_sub_16bit:
+        raise WorkloadError(f"transformers stores {kv.name} KV only in a quantized cache: "
+                            f"add --cache quantized (or pick fp16 / bf16 / fp32)")
+    if act is not None and act != kv:
+        raise WorkloadError(f"an unquantized cache stores the activation dtype: kv_dtype {kv.name} "
+                            f"cannot differ from dtype {act.name}")
+    return kv, kv
+
+
+def _backend(model: ModelSpec, kv: DType, requested: str | None) -> str:
+    if not model.all_full_attention:
+        raise WorkloadError(f"{model.name} has sliding, chunked or state layers, and transformers' quantized "
+                            "cache accepts only full-attention models: use --cache dynamic or static")
+    default = {"float8_e4m3": "fp8", "int8": "hqq"}.get(kv.name, "quanto")
+    backend = requested or default
+    if backend not in QUANT_BACKENDS:
+        raise WorkloadError(f"unknown quantization backend {backend!r}: use one of {', '.join(QUANT_BACKENDS)}")
+    allowed = {"quanto": ("int2", "int4"), "hqq": ("int2", "int4", "int8"), "fp8": ("float8_e4m3",)}[backend]
+    if kv.name not in allowed:
+        raise WorkloadError(f"the {backend} backend stores {', '.join(allowed)}, not {kv.name}: "
+                            "pick a matching --kv-dtype or --quant-backend")
+    return backend
+
+
+def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
+    per_layer = [[layer_bytes(spec, plan) for spec in layer] for layer in model.layers]
+    groups = _group_rows(model, plan, per_layer)
+    flat = [lb for layer in per_layer for lb in layer]
+    scalars = sum(lb.scalars for lb in flat)
+    storage = sum(lb.storage for lb in flat) + scalars
+    device, host = _placement(plan, flat, storage)
+    unbounded = sum(g.bytes_per_token * g.layers for g in groups if g.kind in ("full", "mla"))
+    notes = list(model.notes) + _plan_notes(model, plan)
+    formula = " + ".join(g.formula for g in groups if g.bytes) or "0 B"
+    if scalars:
+        formula += f" + {fmt_int(scalars)} B bookkeeping scalars"
+    return Estimate.model_construct(
+        model=model.name, model_type=model.model_type, engine="hf", cache=plan.cache, seq_len=plan.seq_len,
+        batch_size=plan.batch_size, kv_dtype=plan.kv_dtype.name, activation_dtype=plan.act_dtype.name,
+        max_cache_len=plan.max_cache_len if plan.cache in ("static", "offloaded_static") else None,
+        prompt_len=plan.prompt_len, quant_backend=plan.backend or None,
+        kv_cache_bytes=storage, logical_bytes=sum(lb.logical for lb in flat) + scalars,
+        prefill_peak_bytes=sum(lb.after_prefill for lb in flat) + scalars, bookkeeping_bytes=scalars,
+        device_bytes=device, host_bytes=host, bytes_per_token=unbounded * plan.batch_size // plan.batch_size,
+        groups=groups, formula=f"{formula} = {fmt_int(storage)} B ({fmt_bytes(storage)})", notes=notes,
+    )
+
+
+def _placement(plan: CachePlan, flat: list[LayerBytes], storage: int) -> tuple[int, int]:
+    """(device, host) bytes. Offloading keeps one offloaded layer (the next to be prefetched) on the device
+    between steps, plus every layer that is never offloaded (state, sliding under offloaded_static)."""
+    if plan.cache not in ("offloaded", "offloaded_static"):
+        return storage, 0
+    offloaded = [lb.storage for lb in flat if lb.offloadable and lb.storage]
+    host = sum(offloaded[1:])
+    return storage - host, host
+
+
+def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
+    notes = []
+    if plan.cache in ("offloaded", "offloaded_static"):
+        notes.append("offloading needs CUDA; during a step a second offloaded layer is prefetched onto the device")
+    if plan.cache == "quantized" and plan.backend != "fp8":
+        notes.append(f"{plan.backend} {plan.kv_dtype.name}, group {plan.q_group_size}, residual "
+                     f"{plan.residual_length}: prompt quantized at prefill, (T - P) mod R tokens kept in "
+                     f"{plan.act_dtype.name}")
+    return notes
+
+
+def _group_rows(model: ModelSpec, plan: CachePlan, per_layer: list[list[LayerBytes]]) -> list[GroupRow]:
+    order: dict = {}
+    for index, layer in enumerate(model.layers):
+        for spec, lb in zip(layer, per_layer[index]):
+            order.setdefault(spec, []).append((index, lb))
+    return [_row(spec, items, plan) for spec, items in order.items()]
+
+
+def _row(spec, items: list[tuple[int, LayerBytes]], plan: CachePlan) -> GroupRow:
+    indices = [i for i, _ in items]
+    lb = items[0][1]
+    count = len(items)
+    total = sum(x.storage for _, x in items)
+    logical = sum(x.logical for _, x in items)
+    per_token = 0 if isinstance(spec, (StateSpec, NoCacheSpec)) else spec.elems_per_token * int(plan.kv_dtype.bytes)
+    if plan.cache == "quantized" and not isinstance(spec, (StateSpec, NoCacheSpec)):
+        per_token = 0  # packed groups + residual: no single per-token size (see the formula)
+    return GroupRow(
+        kind=spec.kind, layers=count, layer_indices=_ranges(indices), detail=spec.describe(), tokens=lb.tokens,
+        logical_tokens=lb.logical_tokens, bytes_per_token=per_token, bytes=total, logical_bytes=logical,
+        formula=_formula(spec, count, lb, plan, total),
+    )
+
+
+def _formula(spec, count: int, lb: LayerBytes, plan: CachePlan, total: int) -> str:
+    B, b = plan.batch_size, plan.kv_dtype
+    if isinstance(spec, NoCacheSpec):
+        return f"{count} layers x 0 ({spec.reason})"
+    if isinstance(spec, StateSpec):
+        return (f"{count} {spec.mixer} layers x {B} seq x ({fmt_int(spec.conv_elems)} x {int(plan.act_dtype.bytes)} B"
+                f" + {fmt_int(spec.recurrent_elems)} x 4 B)")
+    if plan.cache == "quantized":
+        return f"{count} layers x quantized K and V ({plan.backend} {b.name}) = {fmt_int(total)} B"
+    if isinstance(spec, MLASpec):
+        heads = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope)"
+    elif spec.k_head_dim == spec.v_head_dim:
+        heads = f"2 x {spec.kv_heads} KV heads x {spec.k_head_dim} head_dim"
+    else:
+        heads = f"{spec.kv_heads} KV heads x ({spec.k_head_dim} + {spec.v_head_dim})"
+    return f"{count} {spec.kind} layers x {heads} x {fmt_int(lb.tokens)} tokens x {B} seq x {int(b.bytes)} B"
+
+
+def _ranges(indices: list[int]) -> str:
+    """[0,1,2,3,5,7] -> '0-3,5,7'."""
+    parts, start = [], None
+    for i, value in enumerate(indices):
+        if start is None:
+            start = value
+        if i + 1 == len(indices) or indices[i + 1] != value + 1:
+            parts.append(str(start) if start == value else f"{start}-{value}")
+            start = None
+    return ",".join(parts)

@@ -1,0 +1,134 @@
+"""What transformers 5.24 `generate` keeps per layer, for each cache implementation.
+
+Pure arithmetic over the layer specs. Every rule here is pinned by a test against the real cache
+(tests/test_truth_*.py). T = tokens cached per sequence, P = prompt tokens, W = window, M = max_cache_len.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from .dtypes import FLOAT32, DType
+from .layers import FullAttentionSpec, NoCacheSpec, StateSpec
+
+CACHE_CHOICES = ("dynamic", "static", "quantized", "offloaded", "offloaded_static")
+QUANT_BACKENDS = ("quanto", "hqq", "fp8")
+
+INT64_BYTES = 8  # the 0-d bookkeeping tensors: `_sliding_window_tensor`, StaticLayer.cumulative_length
+FP32_BYTES = 4   # Fp8QuantizedLayer keeps one float32 scale for K and one for V per layer
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """The resolved workload one estimate runs on (all lengths in tokens per sequence)."""
+
+    cache: str
+    seq_len: int
+    batch_size: int
+    act_dtype: DType            # what the model computes in; unquantized caches store this
+    kv_dtype: DType             # what the cache stores (== act_dtype unless quantized)
+    max_cache_len: int          # static caches: preallocated length (defaults to seq_len)
+    prompt_len: int             # tokens in the prefill (defaults to seq_len)
+    backend: str = ""           # quantized: quanto / hqq / fp8
+    q_group_size: int = 64
+    residual_length: int = 128
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """One layer's bytes under a plan: resident storage, logical content, right after prefill, scalars."""
+
+    tokens: int | None          # tokens of storage kept (None for constant state)
+    logical_tokens: int | None
+    storage: int
+    logical: int
+    after_prefill: int
+    scalars: int
+    offloadable: bool
+
+
+def window_tokens(window: int, tokens: int) -> tuple[int, int]:
+    """(storage, logical) tokens a DynamicSlidingWindowLayer holds once decoding has reached `tokens`.
+
+    It keeps the last W-1 tokens as a view of the concatenation, so W tokens of storage stay pinned:
+    W=4096, T=10,000 -> 4,096 stored, 4,095 meaningful. W=1 slices `[-0:]`, which keeps everything.
+    """
+    if window <= 1:
+        return tokens, tokens
+    return min(tokens, window), min(tokens, window - 1)
+
+
+def layer_bytes(spec, plan: CachePlan) -> LayerBytes:
+    if isinstance(spec, NoCacheSpec):
+        return LayerBytes(0, 0, 0, 0, 0, 0, False)
+    if isinstance(spec, StateSpec):
+        return _state_bytes(spec, plan)
+    if plan.cache == "quantized":
+        return _quantized_bytes(spec, plan)
+    if plan.cache in ("static", "offloaded_static"):
+        return _static_bytes(spec, plan)
+    return _dynamic_bytes(spec, plan)
+
+
+def _per_token(spec: FullAttentionSpec, plan: CachePlan) -> int:
+    return plan.batch_size * spec.elems_per_token * int(plan.kv_dtype.bytes)
+
+
+def _dynamic_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
+    per_token = _per_token(spec, plan)
+    T, P = plan.seq_len, plan.prompt_len
+    if spec.window is None:
+        return LayerBytes(T, T, T * per_token, T * per_token, P * per_token, 0, True)
+    # steady decode: W tokens stored. Right after a prefill the whole P-token concatenation is still
+    # pinned by the W-1 view until the next step (gemma-2-9b, W 4096, P 8192: 8,192 tokens resident).
+    stored, logical = window_tokens(spec.window, T)
+    return LayerBytes(stored, logical, stored * per_token, logical * per_token, P * per_token,
+                      INT64_BYTES, plan.cache == "dynamic")
+
+
+def _static_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
+    per_token = _per_token(spec, plan)
+    M = plan.max_cache_len
+    tokens = M if spec.window is None else min(spec.window, M)  # StaticSlidingWindowLayer: min(W, M), not W-1
+    size = tokens * per_token
+    offloadable = spec.window is None  # offloaded_static keeps sliding layers on the device
+    return LayerBytes(tokens, tokens, size, size, size, INT64_BYTES, offloadable)
+
+
+def _state_bytes(spec: StateSpec, plan: CachePlan) -> LayerBytes:
+    # conv state in the activation dtype, recurrent state in float32 (transformers' torch path)
+    size = plan.batch_size * (spec.conv_elems * int(plan.act_dtype.bytes) + spec.recurrent_elems * FLOAT32.bits // 8)
+    return LayerBytes(None, None, size, size, size, 0, False)
+
+
+def quantized_tensor_bytes(elems_per_token: int, plan: CachePlan) -> tuple[int, int, int]:
+    """(storage, quantized tokens, residual tokens) of one K or V tensor of a quanto/HQQ QuantizedLayer.
+
+    The prefill is quantized whole; each decode token lands in a full-precision residual that is flushed
+    (everything re-quantized) when it would reach R tokens, so it holds (T - P) mod R tokens.
+    Quantized part: packed data ceil(n x bits / 8) + one scale and one zero-point per group of G, both in
+    the activation dtype. Example: n = 3,072 elements at int4, G 32, bf16 -> 1,536 + 2 x 96 x 2 = 1,920 B.
+    """
+    residual = (plan.seq_len - plan.prompt_len) % plan.residual_length
+    quantized = plan.seq_len - residual
+    act = int(plan.act_dtype.bytes)
+    n = plan.batch_size * quantized * elems_per_token
+    data = ceil(n * plan.kv_dtype.bits / 8)
+    groups = ceil(n / plan.q_group_size)
+    size = data + 2 * groups * act + plan.batch_size * residual * elems_per_token * act
+    return size, quantized, residual
+
+
+def _quantized_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
+    T = plan.seq_len
+    if plan.backend == "fp8":  # float8_e4m3fn data appended as-is; one fp32 scale per K and per V
+        size = plan.batch_size * T * spec.elems_per_token
+        return LayerBytes(T, T, size, size, plan.batch_size * plan.prompt_len * spec.elems_per_token,
+                          2 * FP32_BYTES, False)
+    k, quantized, residual = quantized_tensor_bytes(spec.k_elems_per_token, plan)
+    v, _, _ = quantized_tensor_bytes(spec.v_elems_per_token, plan)
+    prefill_plan = CachePlan(**{**plan.__dict__, "seq_len": plan.prompt_len})
+    after = (quantized_tensor_bytes(spec.k_elems_per_token, prefill_plan)[0]
+             + quantized_tensor_bytes(spec.v_elems_per_token, prefill_plan)[0])
+    return LayerBytes(T, T, k + v, k + v, after, 0, False)

@@ -1,0 +1,132 @@
+"""Where a model's config comes from: the bundled library, a local file or folder, or the Hub."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from .config import Overrides, parse_config
+from .errors import ConfigError, ModelNotAvailableError
+from .model import ModelSpec
+
+MAX_CONFIG_BYTES = 4 * 2**20  # real config.json files are < 100 KB; refuse anything absurd before parsing
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
+
+
+def library_dir() -> Path:
+    """The bundled `model_configs/`: the repository's top-level folder in a checkout, package data when installed."""
+    checkout = Path(__file__).resolve().parents[1] / "model_configs"
+    if checkout.is_dir():
+        return checkout
+    from importlib.resources import files
+
+    return Path(str(files("kvplan.model_configs")))
+
+
+@lru_cache(maxsize=1)
+def bundled_index() -> dict[str, Path]:
+    """Lower-cased HF id -> file. `meta-llama__Llama-3.1-8B.json` is `meta-llama/Llama-3.1-8B`."""
+    index = {}
+    for path in sorted(library_dir().glob("*.json")):
+        index[path.stem.replace("__", "/", 1).lower()] = path
+    return index
+
+
+def bundled_ids() -> list[str]:
+    """The bundled model ids, with their Hub capitalisation."""
+    return [path.stem.replace("__", "/", 1) for path in bundled_index().values()]
+
+
+def _find_bundled(name: str) -> tuple[str, Path] | None:
+    index = bundled_index()
+    key = name.strip().lower()
+    if key in index:
+        path = index[key]
+        return path.stem.replace("__", "/", 1), path
+    if "/" not in key:  # "Llama-3.1-8B" alone, when exactly one bundled id ends with it
+        matches = [p for k, p in index.items() if k.split("/", 1)[1] == key]
+        if len(matches) == 1:
+            return matches[0].stem.replace("__", "/", 1), matches[0]
+    return None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a config.json as JSON data only (no code, no pickle), with a size cap."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}: check the path") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is {size:,} bytes, too large for a config.json (limit {MAX_CONFIG_BYTES:,}): "
+                          "pass the model's config.json")
+    return parse_json_bytes(path.read_bytes(), str(path))
+
+
+def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{label} is {len(raw):,} bytes, too large for a config.json "
+                          f"(limit {MAX_CONFIG_BYTES:,}): pass the model's config.json")
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label} is not UTF-8 text: pass the model's config.json") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{label} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+                          "pass the model's config.json") from None
+    except RecursionError:
+        raise ConfigError(f"{label} is nested too deeply to be a config.json") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
+    return data
+
+
+def load_model(
+    source: str | Path | Mapping[str, Any],
+    *,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    overrides: Overrides | None = None,
+    name: str | None = None,
+) -> ModelSpec:
+    """Resolve `source` to a ModelSpec.
+
+    Order: a config dict; a bundled model id (no network, works for gated models); a path to a
+    config.json or a folder holding one; otherwise a Hub id fetched with `huggingface_hub`
+    (`revision`, `token`, `HF_TOKEN`, `HF_HUB_OFFLINE` and the Hub cache honoured).
+    """
+    if isinstance(source, Mapping):
+        return parse_config(source, name=name or "custom", source="dict", overrides=overrides)
+    text = str(source).strip()
+    if not text:
+        raise ModelNotAvailableError("no model given: pass a bundled id (see `kvplan models`), a config.json path "
+                                     "or a Hub id")
+    bundled = None if revision else _find_bundled(text)
+    if bundled:
+        model_id, path = bundled
+        return parse_config(read_config_file(path), name=name or model_id, source="bundled", overrides=overrides)
+    path = Path(text).expanduser()
+    if path.exists():
+        return _load_path(path, name, overrides)
+    if text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text:
+        raise ModelNotAvailableError(f"no such file or folder: {text}: check the path")
+    if not HUB_ID.match(text):
+        raise ModelNotAvailableError(f"{text!r} is not a bundled model, a file or a Hub id like org/name: "
+                                     "run `kvplan models` for the bundled ones")
+    from .hub import fetch_config
+
+    data = fetch_config(text, revision=revision, token=token)
+    return parse_config(data, name=name or text, source="hub", overrides=overrides)
+
+
+def _load_path(path: Path, name: str | None, overrides: Overrides | None) -> ModelSpec:
+    if path.is_dir():
+        candidate = path / "config.json"
+        if not candidate.is_file():
+            raise ModelNotAvailableError(f"{path} has no config.json: pass the folder that holds the model's "
+                                         "config.json, or the file itself")
+        path = candidate
+    label = name or (path.parent.name if path.name == "config.json" else path.stem)
+    return parse_config(read_config_file(path), name=label, source=str(path), overrides=overrides)

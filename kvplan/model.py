@@ -1,0 +1,89 @@
+"""A model as kvplan sees it: per-layer cache specs plus the config values that fed them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .dtypes import DType
+from .layers import FullAttentionSpec, LayerSpec, MLASpec, NoCacheSpec, StateSpec
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What sizes a model's cache. Built only by `kvplan.config.parse_config`.
+
+    `layers[i]` is the tuple of specs layer i caches: usually one, two for a hybrid layer that is
+    attention and SSM at once (Falcon-H1), none for a layer that caches nothing.
+    `fields` holds the config values used, under kvplan's own names, for formulas and display.
+    """
+
+    name: str
+    model_type: str
+    dtype: DType
+    layers: tuple[tuple[LayerSpec, ...], ...]
+    fields: dict = field(default_factory=dict, compare=False, hash=False)
+    notes: tuple[str, ...] = ()
+    source: str = ""
+    dims: object = None  # kvplan.config.ArchDims: sizes for weights and activations (planner)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def specs(self):
+        """Every (layer index, spec) pair, in layer order."""
+        for index, layer in enumerate(self.layers):
+            for spec in layer:
+                yield index, spec
+
+    @property
+    def attention_kinds(self) -> dict[str, int]:
+        """Layer count per cache kind, e.g. {'sliding': 21, 'full': 21} for gemma-2-9b."""
+        counts: Counter[str] = Counter()
+        for layer in self.layers:
+            counts.update(spec.kind for spec in layer) if layer else counts.update(["none"])
+        return dict(counts)
+
+    def _first_attention(self) -> FullAttentionSpec | None:
+        return next((s for _, s in self.specs() if isinstance(s, FullAttentionSpec)), None)
+
+    @property
+    def kv_heads(self) -> int | None:
+        spec = self._first_attention()
+        return spec.kv_heads if spec else None
+
+    @property
+    def head_dim(self) -> int | None:
+        spec = self._first_attention()
+        if spec is None or isinstance(spec, MLASpec):
+            return None
+        return spec.k_head_dim
+
+    @property
+    def is_mla(self) -> bool:
+        return isinstance(self._first_attention(), MLASpec)
+
+    @property
+    def has_state(self) -> bool:
+        return any(isinstance(s, StateSpec) for _, s in self.specs())
+
+    @property
+    def all_full_attention(self) -> bool:
+        """True when every layer is plain full attention (what transformers' QuantizedCache accepts)."""
+        return all(
+            len(layer) == 1 and type(layer[0]) in (FullAttentionSpec, MLASpec) for layer in self.layers
+        )
+
+    @property
+    def family(self) -> str:
+        return self.model_type
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in self.attention_kinds.items())
+        return f"{self.name}: {self.num_layers} layers ({kinds})"
+
+
+def no_cache(reason: str) -> tuple[LayerSpec, ...]:
+    """A layer entry that caches nothing, with the reason kept for display."""
+    return (NoCacheSpec(reason),)

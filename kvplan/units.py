@@ -1,0 +1,25 @@
+"""Byte formatting at the edges: GiB for 2**30, GB for 10**9, never mixed."""
+
+from __future__ import annotations
+
+GiB = 2**30
+MiB = 2**20
+KiB = 2**10
+GB = 10**9
+
+
+def fmt_int(value: int) -> str:
+    return f"{value:,}"
+
+
+def fmt_bytes(value: int) -> str:
+    """1,342,177,280 -> '1.25 GiB'. Binary units, labelled as such."""
+    for unit, size in (("TiB", 2**40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(value) >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,} B"
+
+
+def fmt_gb(value: int) -> str:
+    """Decimal gigabytes, for people comparing with '80 GB' catalog figures."""
+    return f"{value / GB:,.2f} GB"
