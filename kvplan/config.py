@@ -199,7 +199,7 @@ def parse_config(
                           flag="--num-layers")
     return ModelSpec(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
-        fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader),
+        fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), raw=dict(data),
     )
 
 
@@ -386,6 +386,7 @@ def _family_kv_heads(r: _Reader, g: _Geometry, notes: list[str]) -> int:
         if r.flag("new_decoder_architecture"):
             notes.append(f"Falcon new_decoder_architecture: transformers caches all {g.num_heads} attention "
                          f"heads, not the {g.kv_heads} KV heads (vLLM caches {g.kv_heads})")
+            r.used["engine_kv_heads"] = g.kv_heads  # what serving engines cache (kvplan.engines)
             return g.num_heads
         if r.flag("multi_query", True):
             notes.append("Falcon multi_query: 1 KV head, whatever num_kv_heads says")
@@ -399,14 +400,23 @@ def _family_kv_heads(r: _Reader, g: _Geometry, notes: list[str]) -> int:
 
 
 def _mamba_spec(r: _Reader, notes: list[str], prefix: str = "") -> StateSpec:
-    """Mamba-1 mixer: conv [I, kernel] + SSM [I, d_state], I = expand x hidden (transformers recomputes it)."""
+    """Mamba-1 mixer: conv [I, kernel] + SSM [I, d_state].
+
+    Mamba/FalconMamba: `__post_init__` sets I = expand x hidden, then re-applies the leftover kwargs, so an
+    `intermediate_size` in config.json wins (falcon-mamba-7b: expand 16 but intermediate_size 8,192, which
+    the weights use; measured 8,192 channels). Jamba always uses mamba_expand x hidden (modeling code).
+    """
     hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--hidden-size", r.overrides.hidden_size)
-    expand = r.int_(prefix + "expand", r.raw(prefix + "expand"))
-    inner = expand * hidden
-    given = r.raw("intermediate_size")
-    if not prefix and isinstance(given, int) and given != inner:
-        notes.append(f"transformers 5.24 sets intermediate_size = expand x hidden = {inner:,}, "
-                     f"ignoring the config's intermediate_size {given:,}")
+    expand_key = prefix + "expand"
+    given = None if prefix else r.data.get("intermediate_size")
+    if given is not None:
+        inner = r.int_("intermediate_size", given)
+        expand = r.raw(expand_key)
+        if isinstance(expand, int) and not isinstance(expand, bool) and expand * hidden != inner:
+            notes.append(f"intermediate_size {inner:,} from the config wins over expand x hidden "
+                         f"= {expand * hidden:,} (as in transformers 5.24)")
+    else:
+        inner = r.int_(expand_key, r.raw(expand_key)) * hidden
     kernel = r.int_(prefix + ("d_conv" if prefix else "conv_kernel"), r.raw(prefix + ("d_conv" if prefix else "conv_kernel")))
     state = r.int_(prefix + ("d_state" if prefix else "state_size"), r.raw(prefix + ("d_state" if prefix else "state_size")))
     return StateSpec(conv_shape=(inner, kernel), recurrent_shape=(inner, state), mixer="mamba")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from .dtypes import FLOAT32, DType
+from .errors import WorkloadError
 from .layers import FullAttentionSpec, NoCacheSpec, StateSpec
 
 CACHE_CHOICES = ("dynamic", "static", "quantized", "offloaded", "offloaded_static")
@@ -107,17 +108,53 @@ def quantized_tensor_bytes(elems_per_token: int, plan: CachePlan) -> tuple[int, 
 
     The prefill is quantized whole; each decode token lands in a full-precision residual that is flushed
     (everything re-quantized) when it would reach R tokens, so it holds (T - P) mod R tokens.
-    Quantized part: packed data ceil(n x bits / 8) + one scale and one zero-point per group of G, both in
-    the activation dtype. Example: n = 3,072 elements at int4, G 32, bf16 -> 1,536 + 2 x 96 x 2 = 1,920 B.
+    Quantized part (axis 0, transformers' default): n elements in n / G groups, one scale and one
+    zero-point per group in the activation dtype, plus the packed data:
+    - HQQ packs along the G rows of its [G, n / G] view: n x bits / 8 bytes exactly
+      (n = 3,072 at int4, G 32, bf16 -> 1,536 + 2 x 96 x 2 = 1,920 B);
+    - quanto packs along the n / G rows of its [n / G, G] view and pads them to whole bytes:
+      ceil((n / G) x bits / 8) x G bytes (n = 1,344 at int2, G 32: 11 x 32 = 352 B, not 336).
+    Raises WorkloadError for shapes the backend itself rejects (see `check_quantized_shape`).
     """
+    check_quantized_shape(elems_per_token, plan)
     residual = (plan.seq_len - plan.prompt_len) % plan.residual_length
     quantized = plan.seq_len - residual
     act = int(plan.act_dtype.bytes)
+    bits = plan.kv_dtype.bits
     n = plan.batch_size * quantized * elems_per_token
-    data = ceil(n * plan.kv_dtype.bits / 8)
-    groups = ceil(n / plan.q_group_size)
+    groups = n // plan.q_group_size
+    if plan.backend == "quanto":
+        data = ceil(groups * bits / 8) * plan.q_group_size
+    else:
+        data = n * bits // 8
     size = data + 2 * groups * act + plan.batch_size * residual * elems_per_token * act
     return size, quantized, residual
+
+
+def check_quantized_shape(elems_per_token: int, plan: CachePlan) -> None:
+    """Reject the group sizes quanto / HQQ refuse (or silently corrupt) for this workload.
+
+    Quantization happens on the prompt (P tokens) and at every flush (P + kR tokens). quanto needs G to
+    divide the elements per sequence at each of those points (`Group size must be a divisor`), HQQ needs G
+    to divide the whole tensor and to be a multiple of the values one byte packs (2 at int4, 4 at int2).
+    G | e.P and G | e.(P + R) imply G | e.(P + kR) for every k, so two points suffice.
+    """
+    G, e, P = plan.q_group_size, elems_per_token, plan.prompt_len
+    points = [P] + ([P + plan.residual_length] if plan.seq_len - P >= plan.residual_length else [])
+    if plan.backend == "hqq":
+        per_byte = 8 // plan.kv_dtype.bits
+        if G % per_byte:
+            raise WorkloadError(f"HQQ {plan.kv_dtype.name} packs {per_byte} values per byte along each group, "
+                                f"so q_group_size must be a multiple of {per_byte}, not {G}")
+        rows, per = plan.batch_size, f"{plan.batch_size} seq x "   # HQQ groups the whole tensor
+    else:
+        rows, per = 1, ""                                           # quanto groups within each sequence
+    for t in points:
+        if (rows * t * e) % G:
+            raise WorkloadError(
+                f"the {plan.backend} backend cannot split {per}{t:,} tokens x {e:,} elements = {rows * t * e:,} "
+                f"values into groups of {G} (transformers raises here): pick a q_group_size that divides the "
+                f"values of the prompt and of {plan.residual_length} residual tokens")
 
 
 def _quantized_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:

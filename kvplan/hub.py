@@ -1,28 +1,116 @@
 """Fetching config.json from the Hugging Face Hub with the real `huggingface_hub` client.
 
 Imported lazily (only when a model is neither bundled nor local), so estimates never pay for it.
+Only `config.json` is ever requested: never modeling code, whatever its `auto_map` names.
 Each Hub failure becomes one ModelNotAvailableError / ConfigError sentence that says what to do.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from .errors import ConfigError, ModelNotAvailableError
+from .errors import ConfigError, KVPlanError, ModelNotAvailableError
+
+CONFIG_FILE = "config.json"
+# One HEAD for a file of a few KB: 5 s is plenty (huggingface_hub's default is 10 s); HF_HUB_ETAG_TIMEOUT wins.
+ETAG_TIMEOUT_S = 5.0
 
 
 def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool | None = None) -> dict[str, Any]:
     """Download (or read from the Hub cache) `config.json` of `repo_id` and parse it as JSON data.
 
     `token=None` lets huggingface_hub use HF_TOKEN or the saved login. HF_HUB_OFFLINE=1 serves the
-    cache only. The repository's code (auto_map, modeling files) is never downloaded or run.
+    cache only (HF_HUB_CACHE / HF_HOME say where it is). The repository's code is never downloaded or run.
     """
-    from huggingface_hub import constants, hf_hub_download
+    offline = is_offline()
+    try:
+        with quiet_hub_logs():
+            path = _download(repo_id, revision, token, offline)
+    except KVPlanError:
+        raise
+    except Exception as exc:
+        error = _explain(exc, repo_id, revision, offline)
+        if error is None:
+            raise
+        raise error from None
+    from .library import read_config_file
+
+    return read_config_file(Path(path))
+
+
+def is_offline() -> bool:
+    """huggingface_hub's own rule, read now rather than at its import (a caller may set the variable later)."""
+    from huggingface_hub import constants
+
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return bool(constants.HF_HUB_OFFLINE) or flag.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _download(repo_id: str, revision: str | None, token: str | bool | None, offline: bool) -> str:
+    from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(repo_id, CONFIG_FILE, revision=revision)
+    if cached is _CACHED_NO_EXIST and offline:  # the Hub said so on an earlier online call
+        raise _no_config(repo_id, revision)
+    timeout = _etag_timeout()
+    if not offline and not isinstance(cached, str):
+        _probe(repo_id, revision, token, timeout)
+    return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, local_files_only=offline,
+                           etag_timeout=timeout, tqdm_class=_no_progress_bar())
+
+
+def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float) -> None:
+    """One HEAD without retries, for a config.json the cache lacks.
+
+    hf_hub_download retries an unreachable Hub (or a 5xx) 5 times with backoff, 1+2+4+8+8 = 23 s, before it
+    falls back to a cache that has nothing to give; this probe fails in one round trip instead. Hub errors
+    (gated, not found, ...) raise here exactly as hf_hub_download would raise them.
+    """
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+
+    meta = get_hf_file_metadata(hf_hub_url(repo_id, CONFIG_FILE, revision=revision), token=token, timeout=timeout)
+    if meta.commit_hash is None or meta.etag is None:  # a captive portal or a proxy that is not the Hub
+        raise ModelNotAvailableError(f"{constants.ENDPOINT} did not answer like the Hugging Face Hub for {repo_id} "
+                                     "(no X-Repo-Commit or ETag header): check HF_ENDPOINT and your proxy settings")
+
+
+def _etag_timeout() -> float:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_ETAG_TIMEOUT != constants.DEFAULT_ETAG_TIMEOUT:  # as hf_hub_download does
+        return constants.HF_HUB_ETAG_TIMEOUT
+    return ETAG_TIMEOUT_S
+
+
+def _no_progress_bar() -> type:
+    """A config.json is a few KB: a progress bar on stderr would be noise around kvplan's output."""
+    from huggingface_hub.utils import tqdm
+
+    class NoProgressBar(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+    return NoProgressBar
+
+
+def _no_config(repo_id: str, revision: str | None) -> ConfigError:
+    return ConfigError(f"{repo_id}{_at(revision)} has no config.json (GGUF-only, or not a transformers model): "
+                       "pass a config.json path")
+
+
+def _explain(exc: Exception, repo_id: str, revision: str | None, offline: bool) -> KVPlanError | None:
+    """The one kvplan error for a huggingface_hub failure, or None for anything unforeseen (left to propagate)."""
     from huggingface_hub.errors import (
+        DisabledRepoError,
         EntryNotFoundError,
         GatedRepoError,
+        HfHubHTTPError,
         HFValidationError,
         HTTPError,
         LocalEntryNotFoundError,
@@ -30,40 +118,75 @@ def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool
         RevisionNotFoundError,
     )
 
-    offline = bool(constants.HF_HUB_OFFLINE) or _env_true("HF_HUB_OFFLINE")
-    at = f" at revision {revision!r}" if revision else ""
-    try:
-        path = hf_hub_download(repo_id, "config.json", revision=revision, token=token, local_files_only=offline)
-    except GatedRepoError:  # a RepositoryNotFoundError: must come first
-        raise ModelNotAvailableError(f"{repo_id} is gated: accept its license on huggingface.co and set HF_TOKEN "
-                                     "(or pass the config.json path)") from None
-    except RepositoryNotFoundError:
-        raise ModelNotAvailableError(f"{repo_id} was not found on the Hub: check the id (private repos need "
-                                     "HF_TOKEN)") from None
-    except RevisionNotFoundError:
-        raise ModelNotAvailableError(f"{repo_id} has no revision {revision!r}: pass an existing branch, tag or "
-                                     "commit") from None
-    except LocalEntryNotFoundError:  # an EntryNotFoundError: must come first
-        how = "HF_HUB_OFFLINE is set" if offline else "the Hub could not be reached"
-        raise ModelNotAvailableError(f"{repo_id}/config.json{at} is not in the Hub cache and {how}: connect once, "
-                                     "or pass the config.json path") from None
-    except EntryNotFoundError:
-        raise ConfigError(f"{repo_id}{at} has no config.json (GGUF-only or not a transformers model): pass a "
-                          "config.json path") from None
-    except HFValidationError as exc:
-        raise ModelNotAvailableError(f"{repo_id!r} is not a valid Hub id ({_first_line(exc)}): use org/name") from None
-    except (HTTPError, OSError) as exc:  # transport failures, 5xx, proxies
-        raise ModelNotAvailableError(f"could not fetch {repo_id} from the Hub ({_first_line(exc)}): retry, or set "
-                                     "HF_HUB_OFFLINE=1 to use the cache") from None
-    from .library import read_config_file
+    at = _at(revision)
+    if isinstance(exc, GatedRepoError):  # a RepositoryNotFoundError: test it first
+        return ModelNotAvailableError(f"{repo_id} is gated: accept its license on huggingface.co and set HF_TOKEN to "
+                                      "a token of that account, or pass the config.json path")
+    if isinstance(exc, RepositoryNotFoundError):
+        return ModelNotAvailableError(f"{repo_id} was not found on the Hub: check the id, and set HF_TOKEN if the "
+                                      "repository is private")
+    if isinstance(exc, RevisionNotFoundError):
+        return ModelNotAvailableError(f"{repo_id} has no revision {revision!r}: pass an existing branch, tag or "
+                                      "commit")
+    if isinstance(exc, LocalEntryNotFoundError):  # an EntryNotFoundError: test it first
+        if offline:
+            return ModelNotAvailableError(f"{repo_id}/config.json{at} is not in the Hub cache and HF_HUB_OFFLINE is "
+                                          "set: fetch it once online, or pass the config.json path")
+        return ModelNotAvailableError(f"{repo_id}/config.json{at} is not in the Hub cache and the Hub could not be "
+                                      "reached: check your connection and retry, or pass the config.json path")
+    if isinstance(exc, EntryNotFoundError):
+        return _no_config(repo_id, revision)
+    if isinstance(exc, HFValidationError):
+        return ModelNotAvailableError(f"{repo_id!r} is not a valid Hub id ({_first_line(exc)}): use org/name")
+    if isinstance(exc, DisabledRepoError):
+        return ModelNotAvailableError(f"{repo_id} is disabled on the Hub: pass the config.json path")
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        if status in (401, 403):
+            return ModelNotAvailableError(f"the Hub refused access to {repo_id} (HTTP {status}): check that HF_TOKEN "
+                                          "is valid and can read this repository")
+        return ModelNotAvailableError(f"the Hub answered HTTP {status} for {repo_id}: retry later, or pass the "
+                                      "config.json path")
+    if isinstance(exc, (HTTPError, OSError)):  # httpx2.ConnectError / timeouts are HTTPError, not OSError
+        return ModelNotAvailableError(f"could not reach the Hub for {repo_id} ({_first_line(exc)}): check your "
+                                      "connection (and HF_ENDPOINT) and retry, or pass the config.json path")
+    return None
 
-    return read_config_file(Path(path))
 
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def _at(revision: str | None) -> str:
+    return f" at revision {revision!r}" if revision else ""
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:160] if text else type(exc).__name__
+
+
+_quiet_lock = threading.Lock()
+_quiet_users = 0
+_saved_level = logging.NOTSET
+
+
+@contextmanager
+def quiet_hub_logs() -> Iterator[None]:
+    """Hold back huggingface_hub's WARNING and ERROR log lines while kvplan calls it.
+
+    Its retry loop logs "'[Errno -2] Name or service not known' thrown while requesting HEAD ..." and
+    "Retrying in 1s [Retry 1/5]." to stderr; kvplan reports the failure once, as its own error. A user who
+    asked for more (HF_HUB_VERBOSITY=info or debug) keeps it. The level is process-wide while held.
+    """
+    global _quiet_users, _saved_level
+    logger = logging.getLogger("huggingface_hub")
+    with _quiet_lock:
+        if _quiet_users == 0:
+            _saved_level = logger.level
+            if logger.getEffectiveLevel() >= logging.WARNING:
+                logger.setLevel(logging.CRITICAL)
+        _quiet_users += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_users -= 1
+            if _quiet_users == 0:
+                logger.setLevel(_saved_level)

@@ -17,13 +17,11 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
 
 
 def library_dir() -> Path:
-    """The bundled `model_configs/`: the repository's top-level folder in a checkout, package data when installed."""
-    checkout = Path(__file__).resolve().parents[1] / "model_configs"
-    if checkout.is_dir():
-        return checkout
-    from importlib.resources import files
-
-    return Path(str(files("kvplan.model_configs")))
+    """The bundled `model_configs/`: package data `kvplan/model_configs/` when installed from a wheel, the
+    repository's top-level folder in a checkout or an editable install (one copy; pyproject maps it)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "model_configs"
+    return installed if installed.is_dir() else here.parent / "model_configs"
 
 
 @lru_cache(maxsize=1)
@@ -54,15 +52,21 @@ def _find_bundled(name: str) -> tuple[str, Path] | None:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a config.json as JSON data only (no code, no pickle), with a size cap."""
+    """Parse a config.json as JSON data only (no code, no pickle), with a size cap.
+
+    Reads at most MAX_CONFIG_BYTES + 1 bytes whatever the file claims, so `/dev/zero` or a pipe cannot hang it.
+    """
     try:
-        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder: pass the config.json inside it") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}: check the path") from None
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is {size:,} bytes, too large for a config.json (limit {MAX_CONFIG_BYTES:,}): "
+        raise ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, too large for a config.json: "
                           "pass the model's config.json")
-    return parse_json_bytes(path.read_bytes(), str(path))
+    return parse_json_bytes(raw, str(path))
 
 
 def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
@@ -77,7 +81,9 @@ def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
         raise ConfigError(f"{label} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
                           "pass the model's config.json") from None
     except RecursionError:
-        raise ConfigError(f"{label} is nested too deeply to be a config.json") from None
+        raise ConfigError(f"{label} is nested too deeply to be a config.json: pass the model's config.json") from None
+    except ValueError:  # an integer literal over Python's 4,300-digit limit
+        raise ConfigError(f"{label} holds a number too long to parse: pass the model's config.json") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
     return data
@@ -108,17 +114,28 @@ def load_model(
         model_id, path = bundled
         return parse_config(read_config_file(path), name=name or model_id, source="bundled", overrides=overrides)
     path = Path(text).expanduser()
-    if path.exists():
+    if _exists(path):
         return _load_path(path, name, overrides)
     if text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text:
-        raise ModelNotAvailableError(f"no such file or folder: {text}: check the path")
+        raise ModelNotAvailableError(f"no such file or folder: {_shorten(text)}: check the path")
     if not HUB_ID.match(text):
-        raise ModelNotAvailableError(f"{text!r} is not a bundled model, a file or a Hub id like org/name: "
+        raise ModelNotAvailableError(f"{_shorten(text)!r} is not a bundled model, a file or a Hub id like org/name: "
                                      "run `kvplan models` for the bundled ones")
     from .hub import fetch_config
 
     data = fetch_config(text, revision=revision, token=token)
     return parse_config(data, name=name or text, source="hub", overrides=overrides)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, an embedded NUL: not a path
+        return False
+
+
+def _shorten(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _load_path(path: Path, name: str | None, overrides: Overrides | None) -> ModelSpec:
@@ -128,5 +145,6 @@ def _load_path(path: Path, name: str | None, overrides: Overrides | None) -> Mod
             raise ModelNotAvailableError(f"{path} has no config.json: pass the folder that holds the model's "
                                          "config.json, or the file itself")
         path = candidate
-    label = name or (path.parent.name if path.name == "config.json" else path.stem)
+    # "./config.json" is named after the folder that holds it, as a Hub id is after its repository
+    label = name or (path.resolve().parent.name if path.name == "config.json" else path.stem)
     return parse_config(read_config_file(path), name=label, source=str(path), overrides=overrides)

@@ -26,6 +26,7 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     source: str = ""
     dims: object = None  # kvplan.config.ArchDims: sizes for weights and activations (planner)
+    raw: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # the config.json as read
 
     @property
     def num_layers(self) -> int:

@@ -1,0 +1,684 @@
+"""The model's shape for the weights estimate: the other half of kvplan's config boundary.
+
+With `kvplan.config` this is the only module that reads Hugging Face field names. `parse_dims(dict)` turns a
+config.json into an `ArchShape`: every size the parameter count needs, under kvplan's own names, following
+what transformers 5.24's modeling code builds from the same file (its class defaults for absent keys, its
+per-family rules for which layers are MoE, which projections carry biases). `kvplan.weights` does the
+arithmetic. `parse_quant` (bottom of the module) reads `quantization_config` the same way. Nothing here imports
+transformers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .config import (
+    ENCODER_ONLY,
+    FAMILY_DEFAULTS,
+    HEAD_DIM_KEYS,
+    HEAD_KEYS,
+    HIDDEN_KEYS,
+    KV_HEAD_KEYS,
+    LAYER_KEYS,
+    TEXT_CONFIG_KEYS,
+    config_dtype,
+    text_config,
+)
+from .dtypes import BFLOAT16, DType, resolve_dtype
+from .errors import ConfigError, KVPlanError, UnsupportedArchitectureError
+
+VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
+INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size")
+EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
+
+# Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+
+# Weight-only class defaults (FAMILY_DEFAULTS holds the cache-sizing ones), from transformers 5.24's config
+# dataclasses; tests/test_weights.py checks each against transformers. Pythia's config.json has no
+# attention_bias: GPTNeoXConfig's default True puts a bias on every attention projection.
+WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"attention_bias": False, "mlp_bias": False},
+    "qwen3": {"attention_bias": False},
+    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1, "num_experts": 128},
+    "gemma": {"attention_bias": False},
+    "gemma2": {"attention_bias": False},
+    "gemma3_text": {"attention_bias": False},
+    "phi": {"qk_layernorm": False},
+    "gpt_neox": {"attention_bias": True},
+    "falcon": {"bias": False, "parallel_attn": True},
+    "starcoder2": {"use_bias": True},
+    "deepseek_v2": {"attention_bias": False, "mlp_bias": False},
+    "deepseek_v3": {"attention_bias": False},
+    "gpt_oss": {"attention_bias": True, "num_local_experts": 128},
+    "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1, "num_local_experts": 16},
+    "olmo2": {"attention_bias": False},
+    "mamba": {"use_bias": False, "use_conv_bias": True},
+    "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
+    "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False, "num_experts": 16},
+    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1, "num_experts": 512,
+                   "moe_intermediate_size": 512},
+    "mixtral": {"num_local_experts": 8},
+}
+
+
+# ---------------------------------------------------------------- the shape
+
+
+@dataclass(frozen=True)
+class AttentionDims:
+    """One attention block. `kv_heads` is what the K/V projections emit (Falcon-7B multi_query: 1)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int  # Q and K per head; MLA: qk_nope + qk_rope
+    v_head_dim: int
+    q_bias: bool = False
+    k_bias: bool = False
+    v_bias: bool = False
+    o_bias: bool = False
+    fused_qkv: bool = False  # one [q+k+v, hidden] matrix (GPT-2, NeoX, Falcon, Phi-3): same count, other scale blocks
+    qk_norm: str = "none"  # "head": [head_dim] weights (Qwen3, Gemma 3); "proj": over all heads (OLMo-2); "head_ln": LayerNorm
+    q_gate: bool = False  # Qwen3-Next: q_proj emits an output gate too, doubling its rows
+    sinks: bool = False  # gpt-oss: one learned sink logit per head
+    q_lora_rank: int | None = None  # MLA (DeepSeek-V2/V3): set with kv_lora_rank
+    kv_lora_rank: int | None = None
+    qk_rope_dim: int = 0
+
+
+@dataclass(frozen=True)
+class MambaDims:
+    """A Mamba-1 mixer: in_proj [2I, H], depthwise conv [I, k], x_proj [dt + 2S, I], dt_proj, A_log [I, S], D [I]."""
+
+    inner: int
+    state: int
+    conv_kernel: int
+    dt_rank: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+    inner_norms: bool = False  # Jamba: RMSNorm weights on dt [dt_rank], B and C [state]
+
+
+@dataclass(frozen=True)
+class DeltaNetDims:
+    """Qwen3-Next Gated DeltaNet: in_proj_qkvz, in_proj_ba, conv over q/k/v channels, out_proj, per-head A and dt."""
+
+    k_heads: int
+    v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int
+
+
+@dataclass(frozen=True)
+class MLPDims:
+    """A feed-forward block: gated (gate, up, down; SwiGLU/GeGLU) or not (up, down)."""
+
+    intermediate: int
+    gated: bool = True
+    bias: bool = False
+    fused_gate_up: bool = False  # Phi-3 stores gate and up as one matrix
+
+
+@dataclass(frozen=True)
+class MoEDims:
+    """Routed experts (each an `expert` MLP), an optional shared MLP and the router."""
+
+    experts: int
+    top_k: int
+    expert: MLPDims
+    shared: MLPDims | None = None  # DeepSeek: n_shared_experts x moe_intermediate as one MLP
+    shared_gate: bool = False  # Qwen3-Next: Linear(hidden, 1) gating the shared expert
+    router_bias: bool = False  # gpt-oss
+    router_fp32: bool = False  # DeepSeek: transformers keeps gate.weight in fp32 (_keep_in_fp32_modules_strict)
+    score_bias: bool = False  # DeepSeek-V3: e_score_correction_bias, a persistent fp32 buffer [experts]
+
+
+@dataclass(frozen=True)
+class LayerDims:
+    """One decoder block: a mixer, a feed-forward (None for pure Mamba blocks) and `norms` hidden-size norms."""
+
+    mixer: AttentionDims | MambaDims | DeltaNetDims
+    ffn: MLPDims | MoEDims | None
+    norms: int
+
+
+@dataclass(frozen=True)
+class QuantDims:
+    """A checkpoint's `quantization_config`, in kvplan's terms (see kvplan.weights for the byte rules).
+
+    `skip` holds (group, layer) pairs left unquantized; layer -1 means every layer.
+    """
+
+    method: str  # fp8 | gptq | awq | compressed-tensors | mxfp4 | bitsandbytes
+    bits: int
+    float_weights: bool = False  # fp8 / float-quantized compressed-tensors
+    strategy: str = "channel"  # tensor | channel | group | block
+    group_size: int | None = None
+    block: tuple[int, int] | None = None
+    symmetric: bool = True
+    static_input_scale: bool = False
+    g_idx: bool = False
+    packed: bool = False  # compressed-tensors pack-quantized (int32 words)
+    double_quant: bool = False  # bitsandbytes 4-bit nested absmax
+    scale_bytes: int | None = None  # None: the method's default (fp8 float32, GPTQ/AWQ fp16, compressed the model dtype)
+    skip: frozenset = frozenset()
+    lm_head: bool = False  # GPTQ `lm_head: true` quantizes the output projection too
+
+
+@dataclass(frozen=True)
+class ArchShape:
+    """Everything the parameter count needs, per layer. Built only by `parse_dims`."""
+
+    model_type: str
+    hidden: int
+    vocab: int
+    layers: tuple[LayerDims, ...]
+    dtype: DType
+    tied_embeddings: bool
+    norm_bias: bool = False  # LayerNorm (weight + bias) rather than RMSNorm (weight)
+    lm_head_bias: bool = False  # GPT-J, Phi-2
+    learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
+    mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
+    quant: QuantDims | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+
+# ---------------------------------------------------------------- reading fields
+
+
+class _Fields:
+    """Typed access to one text config: the file's value, else transformers' class default."""
+
+    def __init__(self, data: Mapping[str, Any], model_type: str):
+        self.data = data
+        self.family = SAME_ARCHITECTURE.get(model_type, model_type)
+        self.defaults = {**WEIGHT_DEFAULTS.get(self.family, {}), **FAMILY_DEFAULTS.get(self.family, {}),
+                         **(FAMILY_DEFAULTS.get(model_type, {}) if model_type != self.family else {})}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data[key] if key in self.data else self.defaults.get(key, default)
+
+    def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+        for source in (self.data, self.defaults):  # an alias the file sets beats a class default
+            for key in keys:
+                if source.get(key) is not None:
+                    return key, source[key]
+        return None
+
+    def need(self, keys: tuple[str, ...], concept: str) -> int:
+        found = self.first(keys)
+        if found is None:
+            raise ConfigError(f"config has no {concept} ({' / '.join(keys)}): add it to the config.json",
+                              field=concept)
+        return _int(*found)
+
+    def int_(self, key: str, default: Any = None, minimum: int = 1) -> int:
+        value = self.get(key, default)
+        if value is None:
+            raise ConfigError(f"config has no {key!r}: add it to the config.json", field=key)
+        return _int(key, value, minimum)
+
+    def opt_int(self, key: str, default: Any = None, minimum: int = 0) -> int | None:
+        value = self.get(key, default)
+        return None if value is None else _int(key, value, minimum)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+        return value
+
+
+def _int(key: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+        raise ConfigError(f"config field {key!r} must be an integer >= {minimum}, got {value!r}: "
+                          "fix the config.json", field=key)
+    return int(value)
+
+
+@dataclass(frozen=True)
+class _Core:
+    hidden: int
+    layers: int
+    heads: int | None
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def parse_dims(data: Mapping[str, Any]) -> ArchShape:
+    """The weight-relevant shape of the (text) model a config.json describes.
+
+    Multimodal wrappers (gemma3, llama4) are unwrapped to their language model; vision towers are not counted.
+    """
+    text, model_type = text_config(data)
+    if model_type in ENCODER_ONLY or text.get("is_encoder_decoder") is True:
+        raise UnsupportedArchitectureError(
+            f"model_type {model_type!r} is not a decoder-only generative model: kvplan sizes decoder models")
+    f = _Fields(text, model_type)
+    notes: list[str] = []
+    if any(isinstance(data.get(key), Mapping) for key in TEXT_CONFIG_KEYS):
+        notes.append("language model only: the vision tower and projector are not counted")
+    builder = _BUILDERS.get(f.family)
+    if builder is None:
+        notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
+                     "(gated MLP, RMSNorm, no biases unless the config says so)")
+        builder = _generic
+    hidden = f.need(HIDDEN_KEYS, "hidden size")
+    heads = f.need(HEAD_KEYS, "head count") if f.first(HEAD_KEYS) else None  # Mamba has none
+    core = _Core(hidden, f.need(LAYER_KEYS, "layer count"), heads)
+    body = builder(f, core, notes)
+    tied = f.get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        tied = False
+        notes.append("config does not say whether lm_head is tied to the embeddings: counted separately")
+    mtp = f.first(MTP_KEYS)
+    quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
+    return ArchShape(
+        model_type=model_type, hidden=hidden, vocab=f.need(VOCAB_KEYS, "vocabulary size"),
+        layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
+        norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
+        mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
+        quant=quant, notes=tuple(notes),
+    )
+
+
+def _dtype(text: Mapping[str, Any], quant: QuantDims | None, notes: list[str]) -> DType:
+    """The config's dtype; a quantized checkpoint that names none (gpt-oss-20b) keeps its other weights in bf16,
+    which transformers' dtype="auto" reads from the checkpoint tensors."""
+    if quant is not None and text.get("dtype") is None and text.get("torch_dtype") is None:
+        notes.append("config names no dtype: the unquantized weights of this quantized checkpoint are taken as bf16")
+        return BFLOAT16
+    return config_dtype(text)
+
+
+@dataclass
+class _Body:
+    layers: list[LayerDims]
+    norm_bias: bool = False
+    lm_head_bias: bool = False
+    positions: int = 0
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def _kv_heads(f: _Fields, heads: int) -> int:
+    found = f.first(KV_HEAD_KEYS)
+    return heads if found is None else _int(*found)
+
+
+def _head_dim(f: _Fields, c: _Core, keys: tuple[str, ...] = ("head_dim",)) -> int:
+    """`head_dim` when the config sets it (Qwen3-0.6B: 128 != 1024/16), else hidden // heads."""
+    found = f.first(keys)
+    return _int(*found) if found else c.hidden // _heads(c)
+
+
+def _heads(c: _Core) -> int:
+    if not c.heads:
+        raise ConfigError(f"config has no head count ({' / '.join(HEAD_KEYS)}): add it to the config.json",
+                          field="num_heads")
+    return c.heads
+
+
+def _attention(f: _Fields, c: _Core, *, bias: bool = False, o_bias: bool | None = None, **kw) -> AttentionDims:
+    heads = _heads(c)
+    head_dim = kw.pop("head_dim", None) or _head_dim(f, c)
+    kv = kw.pop("kv_heads", None) or _kv_heads(f, heads)
+    o = bias if o_bias is None else o_bias
+    return AttentionDims(heads, kv, head_dim, head_dim, bias, bias, bias, o, **kw)
+
+
+def _mlp(f: _Fields, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
+    return MLPDims(f.int_(key), **kw)
+
+
+def _uniform(n: int, layer: LayerDims) -> list[LayerDims]:
+    return [layer] * n
+
+
+def _moe_or_dense(c: _Core, is_moe, moe: MoEDims, dense: MLPDims, mixer, norms: int) -> list[LayerDims]:
+    return [LayerDims(mixer(i), moe if is_moe(i) else dense, norms) for i in range(c.layers)]
+
+
+# ---------------------------------------------------------------- families
+
+
+def _llama_like(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Llama, Mistral, Qwen2/3, Gemma 1/2/3, OLMo-2: q/k/v/o, gated MLP, RMSNorm."""
+    mt = f.family
+    bias = f.flag("attention_bias")
+    attn = _attention(f, c, bias=bias)
+    if mt == "qwen2":  # Qwen2Attention: q/k/v biases always, o_proj none
+        attn = _attention(f, c, bias=True, o_bias=False)
+    elif mt in ("qwen3", "gemma3_text"):
+        attn = _attention(f, c, bias=bias, qk_norm="head")
+    elif mt == "olmo2":
+        attn = _attention(f, c, bias=bias, qk_norm="proj")
+    norms = 4 if mt in ("gemma2", "gemma3_text") else 2
+    mlp = _mlp(f, c, bias=f.flag("mlp_bias"))
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)))
+
+
+def _generic(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    bias = bool(f.get("attention_bias") or f.get("add_qkv_bias") or f.get("bias"))
+    attn = _attention(f, c, bias=bias, o_bias=bool(f.get("attention_bias")),
+                      head_dim=_head_dim(f, c, HEAD_DIM_KEYS))
+    mlp = MLPDims(f.need(INTERMEDIATE_KEYS, "intermediate size"), bias=bool(f.get("mlp_bias")))
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)))
+
+
+def _mixtral(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), _mlp(f, c))
+    return _Body(_uniform(c.layers, LayerDims(_attention(f, c), moe, 2)))
+
+
+def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
+    mt = f.family
+    experts = f.need(EXPERT_KEYS, "expert count")
+    step = f.int_("decoder_sparse_step")
+    dense_only = set(f.get("mlp_only_layers") or [])
+    shared = MLPDims(f.int_("shared_expert_intermediate_size")) if mt == "qwen3_next" else None
+    moe = MoEDims(experts, f.int_("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"), shared=shared,
+                  shared_gate=shared is not None)
+    attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm="head", q_gate=mt == "qwen3_next")
+    mixers = _qwen3_next_mixers(f, c, attn) if mt == "qwen3_next" else [attn] * c.layers
+    return _Body(_moe_or_dense(c, lambda i: i not in dense_only and experts > 0 and (i + 1) % step == 0,
+                               moe, _mlp(f, c), mixers.__getitem__, 2))
+
+
+def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
+    types = f.get("layer_types")
+    if types is None:
+        interval = f.int_("full_attention_interval", 4)
+        types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(c.layers)]
+    if not isinstance(types, list) or len(types) != c.layers:
+        raise ConfigError(f"config field 'layer_types' must list one type per layer ({c.layers}): fix the config.json")
+    gdn = DeltaNetDims(f.int_("linear_num_key_heads"), f.int_("linear_num_value_heads"),
+                       f.int_("linear_key_head_dim"), f.int_("linear_value_head_dim"),
+                       f.int_("linear_conv_kernel_dim"))
+    return [gdn if t == "linear_attention" else attn for t in types]
+
+
+def _deepseek(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """DeepSeek-V2/V3 (Kimi-K2): MLA; MoE from layer first_k_dense_replace on (transformers ignores moe_layer_freq)."""
+    v3 = f.family == "deepseek_v3"
+    nope, rope = f.int_("qk_nope_head_dim"), f.int_("qk_rope_head_dim", minimum=0)
+    bias = f.flag("attention_bias")
+    attn = AttentionDims(_heads(c), _heads(c), nope + rope, f.int_("v_head_dim"), q_bias=bias, k_bias=bias,
+                         o_bias=bias, q_lora_rank=f.opt_int("q_lora_rank", minimum=1),
+                         kv_lora_rank=f.int_("kv_lora_rank"), qk_rope_dim=rope)
+    expert = _mlp(f, c, "moe_intermediate_size", bias=f.flag("mlp_bias"))
+    shared_n = f.opt_int("n_shared_experts") or 0
+    shared = MLPDims(expert.intermediate * shared_n, bias=expert.bias) if shared_n else None
+    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.opt_int("num_experts_per_tok") or 0, expert,
+                  shared=shared, router_fp32=True, score_bias=v3)
+    first_dense = f.opt_int("first_k_dense_replace") or 0
+    freq = f.opt_int("moe_layer_freq", 1, minimum=1)
+    if freq != 1:
+        notes.append(f"moe_layer_freq {freq} is ignored as transformers 5.24 does (every layer from "
+                     f"{first_dense} on is MoE); vLLM makes only every {freq}th layer MoE")
+    return _Body(_moe_or_dense(c, lambda i: i >= first_dense, moe, _mlp(f, c, bias=f.flag("mlp_bias")),
+                               lambda i: attn, 2))
+
+
+def _gpt_oss(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    bias = f.flag("attention_bias")
+    expert = MLPDims(f.int_("intermediate_size"), bias=True)  # gate_up_proj_bias [E, 2I], down_proj_bias [E, H]
+    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), expert, router_bias=True)
+    return _Body(_uniform(c.layers, LayerDims(_attention(f, c, bias=bias, sinks=True), moe, 2)))
+
+
+def _llama4(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Llama-4 text: MoE layers every interleave_moe_layer_step (or `moe_layers`), a shared expert in each;
+    dense layers use intermediate_size_mlp. The QK norm is weightless (L2)."""
+    step = f.int_("interleave_moe_layer_step")
+    listed = f.get("moe_layers")
+    moe_layers = set(range(step - 1, c.layers, step) if listed is None else listed)
+    expert = _mlp(f, c)
+    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), expert, shared=expert)
+    attn = _attention(f, c, bias=f.flag("attention_bias"))
+    return _Body(_moe_or_dense(c, moe_layers.__contains__, moe, _mlp(f, c, "intermediate_size_mlp"),
+                               lambda i: attn, 2))
+
+
+def _phi(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Phi-1/2: biased q/k/v/dense, ungated biased MLP, one LayerNorm per block (parallel), biased lm_head."""
+    attn = _attention(f, c, bias=True, qk_norm="head_ln" if f.flag("qk_layernorm") else "none")
+    mlp = _mlp(f, c, gated=False, bias=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
+
+
+def _phi3(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, fused_qkv=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, fused_gate_up=True), 2)))
+
+
+def _gpt2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """GPT-2 and GPT-BigCode: fused biased c_attn, learned positions (wpe), LayerNorms, n_inner or 4 x hidden."""
+    kv = 1 if f.family == "gpt_bigcode" and f.flag("multi_query", True) else None
+    if f.flag("add_cross_attention"):
+        notes.append("add_cross_attention: the cross-attention blocks of an encoder-decoder setup are not counted")
+    attn = _attention(f, c, bias=True, fused_qkv=True, head_dim=c.hidden // _heads(c), kv_heads=kv)
+    mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
+    positions = f.int_("n_positions") if f.get("n_positions") is not None else f.int_("max_position_embeddings")
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)), norm_bias=True, positions=positions)
+
+
+def _gptj(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, head_dim=c.hidden // _heads(c), kv_heads=_heads(c))
+    mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
+
+
+def _gpt_neox(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, bias=f.flag("attention_bias"), fused_qkv=True, head_dim=c.hidden // _heads(c),
+                      kv_heads=_heads(c))
+    return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, gated=False, bias=True), 2)), norm_bias=True)
+
+
+def _starcoder2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    bias = f.flag("use_bias")
+    layer = LayerDims(_attention(f, c, bias=bias), _mlp(f, c, gated=False, bias=bias), 2)
+    return _Body(_uniform(c.layers, layer), norm_bias=True)
+
+
+def _falcon(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Falcon: query_key_value is [heads + 2 kv, hd] rows; kv = 1 for multi_query, num_kv_heads for the new
+    decoder architecture (Falcon-40B: 128 + 2 x 8 heads). Parallel blocks carry 1 LayerNorm, or 2 (ln_attn,
+    ln_mlp) with the new architecture."""
+    heads, bias, new_arch = _heads(c), f.flag("bias"), f.flag("new_decoder_architecture")
+    if new_arch:
+        kv = f.opt_int("num_kv_heads", minimum=1) or heads
+    else:
+        kv = 1 if f.flag("multi_query", True) else heads
+    attn = _attention(f, c, bias=bias, fused_qkv=True, head_dim=c.hidden // heads, kv_heads=kv)
+    mlp = MLPDims(f.opt_int("ffn_hidden_size", minimum=1) or 4 * c.hidden, gated=False, bias=bias)
+    ln_parallel = f.opt_int("num_ln_in_parallel_attn", minimum=1) or (2 if new_arch else 1)
+    norms = ln_parallel if f.flag("parallel_attn") else 2
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)), norm_bias=True)
+
+
+def _mamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Mamba-1 / FalconMamba: mixer-only blocks. intermediate_size from the file wins over expand x hidden
+    (falcon-mamba-7b: 8192, not 16 x 4096), as transformers' from_dict sets it after __post_init__."""
+    inner = f.opt_int("intermediate_size", minimum=1) if "intermediate_size" in f.data else None
+    inner = inner or f.int_("expand") * c.hidden
+    mixer = MambaDims(inner, f.int_("state_size"), f.int_("conv_kernel"), _dt_rank(f, "time_step_rank", c),
+                      conv_bias=f.flag("use_conv_bias"), proj_bias=f.flag("use_bias"))
+    return _Body(_uniform(c.layers, LayerDims(mixer, None, 1)))
+
+
+def _dt_rank(f: _Fields, key: str, c: _Core) -> int:
+    value = f.get(key, "auto")
+    return math.ceil(c.hidden / 16) if value == "auto" else _int(key, value)
+
+
+def _jamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba elsewhere; MoE where
+    i % expert_layer_period == expert_layer_offset (1.5-Mini: 16 MoE layers of 32)."""
+    attn = _attention(f, c)
+    mamba = MambaDims(f.int_("mamba_expand") * c.hidden, f.int_("mamba_d_state"), f.int_("mamba_d_conv"),
+                      _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias"),
+                      proj_bias=f.flag("mamba_proj_bias"), inner_norms=True)
+    period, offset = f.int_("attn_layer_period"), f.int_("attn_layer_offset", minimum=0)
+    e_period, e_offset = f.int_("expert_layer_period"), f.int_("expert_layer_offset", minimum=0)
+    experts = f.need(EXPERT_KEYS, "expert count")
+    moe = MoEDims(experts, f.int_("num_experts_per_tok"), _mlp(f, c))
+    return _Body(_moe_or_dense(c, lambda i: experts > 1 and i % e_period == e_offset, moe, _mlp(f, c),
+                               lambda i: attn if i % period == offset else mamba, 2))
+
+
+_BUILDERS = {
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe,
+    "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
+    "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
+    "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
+}
+
+
+# ---------------------------------------------------------------- quantization_config
+
+
+def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
+    """`quantization_config` in kvplan's terms, or None for an unquantized checkpoint."""
+    if qc is None:
+        return None
+    if not isinstance(qc, Mapping):
+        raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
+    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    parser = _QUANT_PARSERS.get(method)
+    if parser is None:
+        raise UnsupportedArchitectureError(
+            f"quant_method {qc.get('quant_method')!r} has no byte rule yet: pass --dtype for an upper bound or "
+            "open an issue with the model id")
+    return parser(qc, notes)
+
+
+def _bits(qc: Mapping, key: str, default: int | None = None) -> int:
+    return _int(key, qc.get(key, default))
+
+
+def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
+    block = qc.get("weight_block_size")
+    if block is not None and (not isinstance(block, list) or len(block) != 2):
+        raise ConfigError("quantization_config 'weight_block_size' must be [rows, cols]: fix the config.json")
+    return QuantDims("fp8", 8, float_weights=True, strategy="block" if block else "tensor",
+                     block=tuple(_int("weight_block_size", b) for b in block) if block else None,
+                     static_input_scale=qc.get("activation_scheme") == "static",
+                     scale_bytes=1 if qc.get("scale_fmt") == "ue8m0" else 4,  # DeepSeek-V3.1: e8m0 scales
+                     skip=_skip(qc.get("modules_to_not_convert"), notes))
+
+
+def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:
+    group = qc.get("group_size", 128)
+    return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group and group > 0 else "channel",
+                     group_size=group if group and group > 0 else None, symmetric=True, g_idx=True,
+                     skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=qc.get("lm_head") is True)
+
+
+def _awq(qc: Mapping, notes: list[str]) -> QuantDims:
+    group = qc.get("group_size", qc.get("q_group_size", 128))
+    return QuantDims("awq", _bits(qc, "bits", qc.get("w_bit", 4)), strategy="group" if group and group > 0 else "channel",
+                     group_size=group if group and group > 0 else None,
+                     symmetric=not qc.get("zero_point", True), skip=_skip(qc.get("modules_to_not_convert"), notes))
+
+
+def _bnb(qc: Mapping, notes: list[str]) -> QuantDims:
+    four = qc.get("load_in_4bit") is True or qc.get("_load_in_4bit") is True
+    skip = qc.get("llm_int8_skip_modules")
+    return QuantDims("bitsandbytes", 4 if four else 8, strategy="block" if four else "channel",
+                     double_quant=four and qc.get("bnb_4bit_use_double_quant") is True,
+                     skip=_skip(skip if skip is not None else ["lm_head"], notes))
+
+
+def _mxfp4(qc: Mapping, notes: list[str]) -> QuantDims:
+    return QuantDims("mxfp4", 4, float_weights=True, strategy="group", group_size=32,
+                     skip=_skip(qc.get("modules_to_not_convert"), notes))
+
+
+def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
+    groups = qc.get("config_groups") or {}
+    if not isinstance(groups, Mapping) or not groups:
+        raise ConfigError("compressed-tensors quantization_config has no config_groups: fix the config.json")
+    if len(groups) > 1:
+        notes.append(f"compressed-tensors: {len(groups)} config groups; the first one's scheme is applied to "
+                     "every quantized linear")
+    scheme = next(iter(groups.values()))
+    w = scheme.get("weights") or {}
+    fmt = str(qc.get("format", "")).lower()
+    strategy = str(w.get("strategy", "channel")).lower()
+    block = w.get("block_structure")
+    inputs = scheme.get("input_activations") or {}
+    return QuantDims(
+        "compressed-tensors", _bits(w, "num_bits", 8), float_weights=w.get("type") == "float",
+        strategy=strategy, group_size=w.get("group_size") if strategy == "group" else None,
+        block=tuple(block) if strategy == "block" and block else None, symmetric=w.get("symmetric", True) is not False,
+        static_input_scale=bool(inputs) and inputs.get("dynamic") is False,
+        g_idx=w.get("actorder") not in (None, False), packed=fmt == "pack-quantized",
+        scale_bytes=_scale_bytes(w.get("scale_dtype")), skip=_skip(qc.get("ignore"), notes))
+
+
+def _scale_bytes(name: Any) -> int | None:
+    if name is None:
+        return None  # compressed-tensors: scales in the weight's (model) dtype
+    try:
+        return math.ceil(resolve_dtype(str(name)).bits / 8)
+    except KVPlanError:
+        raise ConfigError(f"quantization_config scale_dtype {name!r} is unknown: fix the config.json") from None
+
+
+_QUANT_PARSERS = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb, "mxfp4": _mxfp4,
+                  "compressed-tensors": _compressed}
+
+# Module-name words -> kvplan weight groups, most specific first.
+_SKIP_WORDS = (
+    ("lm_head", ("lm_head",)), ("embed", ("embeddings",)), ("wte", ("embeddings",)),
+    ("shared_expert_gate", ("router",)), ("shared_expert", ("shared_experts",)), ("router", ("router",)),
+    ("experts", ("experts",)), ("self_attn", ("attention",)), ("attention", ("attention",)),
+    ("attn", ("attention",)), ("linear_attn", ("mixer",)), ("mamba", ("mixer",)), ("mixer", ("mixer",)),
+)
+
+
+def _skip(patterns: Any, notes: list[str]) -> frozenset:
+    """modules_to_not_convert / ignore / llm_int8_skip_modules as (group, layer) pairs, layer -1 = all layers.
+
+    "model.layers.*.mlp.router" -> ("router", -1); "model.layers.0.mlp.down_proj" -> ("mlp", 0): a sub-projection
+    marks its whole group in that layer.
+    """
+    out: set[tuple[str, int]] = set()
+    for raw in patterns or []:
+        p = str(raw).lower().removeprefix("re:")
+        layer = re.search(r"layers\.(\d+)\.", p)
+        index = int(layer.group(1)) if layer else -1
+        groups = _skip_groups(p)
+        if not groups:
+            notes.append(f"quantization skip pattern {raw!r} names no weight group kvplan knows: ignored")
+        out.update((g, index) for g in groups)
+    return frozenset(out)
+
+
+def _skip_groups(p: str) -> tuple[str, ...]:
+    for word, groups in _SKIP_WORDS:
+        if word in p:
+            return groups
+    if re.search(r"(^|\.)gate\$?$", p):
+        return ("router",)
+    if re.search(r"mlp\$?$", p):
+        return ("mlp", "experts", "shared_experts", "router")
+    if "mlp" in p or "feed_forward" in p:
+        return ("mlp",)
+    return ()

@@ -1,0 +1,169 @@
+"""vLLM's memory budget at start-up (v1 engine), per GPU.
+
+    KV pool = gpu_memory_utilization x physical memory
+              - (weights + activation peak of one dummy forward of max_num_batched_tokens tokens
+                 and one dummy sampler step + non-torch memory: CUDA context, cuBLAS, NCCL)
+
+(`vllm/v1/worker/gpu_worker.py::determine_available_memory`). The activation and non-torch terms are
+formulas of the model's dimensions and the engine settings; the few engine constants they use are
+listed in ENGINE_CONSTANTS with the measurement each comes from, keyed by vLLM version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..units import GiB
+
+# Engine-level constants (not per model). Each is keyed on the vLLM versions that showed it.
+ENGINE_CONSTANTS = {
+    # CUDA context + cuBLAS workspace seen as "non-torch forward increase" on one H100, TP1:
+    # 0.13 GiB on v0.15-0.17, 0.25 GiB from v0.18 (planner version sweep, calibration csv).
+    "non_torch_base_gib": {(0, 18): 0.25, (0, 8): 0.13, (0, 0): 0.35},
+    # (v0.6 V0 engine on an RTX 3090 printed non_torch_memory=0.35GiB: vllm issue 10517)
+    # With pipeline stages (TP1) the per-stage non-torch increase is 0.07 GiB (v0.19 PP2/PP4 logs).
+    "non_torch_pp_gib": 0.07,
+    # NCCL buffers when TP > 1: 2.06 GiB at TP2, 2.13 GiB at TP4 (v0.19, Llama-3.1-8B and Qwen2.5-7B):
+    # 1.75 GiB + 0.0325 GiB per rank.
+    "nccl_base_gib": 1.75,
+    "nccl_per_rank_gib": 0.0325,
+    # Before v0.17 the profiling sampler step also kept ~6 more float32 [rows, vocab] buffers: +23.5 B
+    # per (row x vocab entry), seen on Llama-3.1-8B (4.76 vs 1.89 GiB) and Qwen3-14B (5.64 vs 2.23 GiB).
+    "pre_017_sampler_extra_bytes": 24,
+}
+
+
+def parse_version(text: str | None) -> tuple[int, int, int]:
+    """'v0.19.0' / '0.19' -> (0, 19, 0); None -> the newest behaviour kvplan models."""
+    if not text:
+        return (0, 19, 0)
+    parts = str(text).strip().lstrip("vV").split(".")
+    try:
+        numbers = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3]]
+    except ValueError:
+        numbers = [0, 19, 0]
+    return tuple((numbers + [0, 0, 0])[:3])  # type: ignore[return-value]
+
+
+def _by_version(table: dict, version: tuple[int, int, int]) -> float:
+    for since in sorted(table, reverse=True):
+        if version[:2] >= since:
+            return table[since]
+    return table[min(table)]
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """The `vllm serve` settings that change memory. None = vLLM's default for that GPU and version."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    version: str = "0.19.0"
+    usage_context: str = "api_server"   # `vllm serve`; "llm_class" for the offline LLM() class
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        return parse_version(self.version)
+
+
+V1_ENGINE = (0, 8)  # vLLM's V1 engine became the default in 0.8; the V0 engine profiled differently
+
+
+def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version=(0, 19, 0),
+                   max_model_len: int = 0) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks (`EngineArgs.get_batch_defaults`).
+
+    GPUs with >= 70 GiB that are not A100s (H100, H200, MI300X): 8192 / 1024 for the API server,
+    16384 / 1024 for the LLM class; all others 2048 / 256 and 8192 / 256. The V0 engine (< 0.8) without
+    chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256.
+    """
+    if version[:2] < V1_ENGINE:
+        return max(max_model_len, 2048), 256
+    big = memory_bytes >= 70 * GiB and "a100" not in gpu_name.lower()
+    if big:
+        return (16384 if usage_context == "llm_class" else 8192), 1024
+    return (8192 if usage_context == "llm_class" else 2048), 256
+
+
+@dataclass(frozen=True)
+class ActivationModel:
+    """Dimensions the activation peak depends on (per rank)."""
+
+    hidden_size: int
+    intermediate_size: int        # dense MLP (per rank after TP)
+    moe_intermediate_size: int    # routed expert MLP (per rank), 0 for dense
+    experts_per_token: int
+    vocab_size: int
+    act_bytes: int
+
+
+@dataclass(frozen=True)
+class ActivationBreakdown:
+    forward_bytes: int
+    sampler_bytes: int
+    pp_buffer_bytes: int
+    total_bytes: int
+    formula: str = field(default="")
+
+
+def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool, has_pp_buffers: bool,
+                    version: tuple[int, int, int]) -> ActivationBreakdown:
+    """Torch peak increase of vLLM's profile run (`gpu_model_runner.profile_run`).
+
+    forward: N tokens through one layer: gate+up [N, 2I] + activation [N, I] + ~5 [N, H] tensors
+             (residual, normed input, attention and MLP outputs) -> Llama-3.1-8B, N 8192, bf16: 1.03 GiB.
+    sampler: the last-position hidden states of `rows` = min(N, max_num_seqs) requests go through the
+             lm_head: logits [rows, V] in the model dtype, then float32 logits, probabilities and the
+             exponential noise of random sampling (3 x 4 B) -> 1024 x 128,256 x 14 B = 1.71 GiB; the
+             [N, H] hidden states (x3) stay alive. Before v0.17: ~24 B more per entry.
+    pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
+    """
+    b, H = dims.act_bytes, dims.hidden_size
+    mlp = max(3 * dims.intermediate_size, 3 * dims.moe_intermediate_size * dims.experts_per_token)
+    # V1 keeps two more [N, H] persistent input buffers than V0 (PP0 of Llama-3.1-8B: 1.10 GiB at N 8192;
+    # V0 on a 3090: 2.07 GiB at N 20,000 and 2.99 GiB at N 29,000, i.e. 3I + 3H per token).
+    width = 5 if version[:2] >= V1_ENGINE else 3
+    forward = tokens * (mlp + width * H) * b
+    sampler = 0
+    if has_sampler:
+        per_entry = b + 12
+        if version[:2] < (0, 17):
+            per_entry += ENGINE_CONSTANTS["pre_017_sampler_extra_bytes"]
+        sampler = rows * dims.vocab_size * per_entry + 3 * tokens * H * b
+    buffers = 2 * tokens * H * b if has_pp_buffers else 0
+    total = max(forward, sampler) + buffers
+    formula = (f"max(forward {tokens:,} x ({mlp:,} + {width} x {H:,}) x {b} B, "
+               f"sampler {rows:,} x {dims.vocab_size:,} x {b + 12} B + 3 x {tokens:,} x {H:,} x {b} B)"
+               + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else ""))
+    return ActivationBreakdown(forward, sampler, buffers, total, formula)
+
+
+def non_torch_bytes(tp: int, pp: int, version: tuple[int, int, int]) -> int:
+    """CUDA context and library workspaces, plus NCCL buffers when tensor parallel."""
+    if tp > 1:
+        gib = _by_version(ENGINE_CONSTANTS["non_torch_base_gib"], version)
+        gib += ENGINE_CONSTANTS["nccl_base_gib"] + ENGINE_CONSTANTS["nccl_per_rank_gib"] * tp
+    elif pp > 1:
+        gib = ENGINE_CONSTANTS["non_torch_pp_gib"]
+    else:
+        gib = _by_version(ENGINE_CONSTANTS["non_torch_base_gib"], version)
+    return int(gib * GiB)
+
+
+def pp_layer_split(num_layers: int, pp: int) -> list[range]:
+    """vLLM's `get_pp_indices`: equal shares, the remainder going to the stages before the last."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    ranges, start = [], 0
+    for size in sizes:
+        ranges.append(range(start, start + size))
+        start += size
+    return ranges

@@ -1,0 +1,172 @@
+"""vLLM's KV-cache accounting (v1 engine): per-rank layer specs, pages, groups, blocks, concurrency.
+
+Mirrors `vllm/v1/kv_cache_interface.py` and `vllm/v1/core/kv_cache_utils.py` (see
+../shared/reference/kv-rules.md Part 2). Pure integer arithmetic on kvplan's layer specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from ..layers import ChunkedAttentionSpec, FullAttentionSpec, MLASpec, SlidingWindowSpec, StateSpec
+from ..model import ModelSpec
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class VllmLayerSpec:
+    """One layer as a vLLM worker allocates it: bytes per token (attention) or per request (Mamba)."""
+
+    kind: str                 # full / sliding / chunked / mla / mamba
+    bytes_per_token: int      # attention: KV bytes of one token in this layer on this rank
+    state_bytes: int = 0      # mamba: real state bytes per request
+    window: int = 0           # sliding window W or chunk size
+
+    def page_bytes(self, block_size: int) -> int:
+        if self.kind == "mamba":
+            return self.state_bytes
+        return block_size * self.bytes_per_token
+
+
+def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
+    """Per-rank specs of the layers a pipeline stage holds.
+
+    KV heads per rank are max(1, kv // tp): Qwen3-Coder-30B's 4 KV heads on TP8 keep 1 head per rank
+    (replicated), 24,576 B/token per rank, not 12,288. The MLA latent is one head on every rank, unsharded.
+    """
+    engine_kv = model.fields.get("engine_kv_heads")
+    specs = []
+    for index in layer_ids:
+        for spec in model.layers[index]:
+            converted = _convert(spec, tp, kv_bytes, act_bytes, engine_kv)
+            if converted is not None:
+                specs.append(converted)
+    return specs
+
+
+def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmLayerSpec | None:
+    if isinstance(spec, StateSpec):
+        # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) and the SSM state in the
+        # model dtype unless mamba_ssm_cache_dtype says otherwise; both sharded over TP.
+        channels, kernel = spec.conv_shape
+        conv = (channels // tp) * (kernel - 1)
+        recurrent = spec.recurrent_elems // tp
+        return VllmLayerSpec("mamba", 0, state_bytes=(conv + recurrent) * act_bytes)
+    if not isinstance(spec, FullAttentionSpec):
+        return None  # no cache
+    if isinstance(spec, MLASpec):
+        return VllmLayerSpec("mla", int(spec.elems_per_token * kv_bytes))
+    kv = engine_kv or spec.kv_heads
+    per_rank = max(1, kv // tp)
+    per_token = int(per_rank * (spec.k_head_dim + spec.v_head_dim) * kv_bytes)
+    if isinstance(spec, SlidingWindowSpec):
+        return VllmLayerSpec("sliding", per_token, window=spec.sliding_window)
+    if isinstance(spec, ChunkedAttentionSpec):
+        return VllmLayerSpec("chunked", per_token, window=spec.chunk_size)
+    return VllmLayerSpec("full", per_token)
+
+
+def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int) -> int:
+    """`max_memory_usage_bytes`: what one request of max_model_len tokens can occupy in this layer."""
+    page = spec.page_bytes(block_size)
+    if spec.kind == "mamba":
+        return page  # one state per request (mamba_cache_mode "none")
+    if spec.kind == "sliding":
+        tokens = min(spec.window - 1 + batched_tokens, max_model_len)
+        return (cdiv(tokens, block_size) + 1) * page  # +1: a window can straddle blocks
+    if spec.kind == "chunked":
+        return cdiv(min(spec.window + batched_tokens, max_model_len), block_size) * page
+    return cdiv(max_model_len, block_size) * page
+
+
+@dataclass(frozen=True)
+class KVGroups:
+    """How vLLM splits the layers into KV-cache groups sharing one block pool."""
+
+    block_size: int
+    groups: tuple[tuple[VllmLayerSpec, ...], ...]   # padded to equal length for hybrid models
+    uniform: bool                                    # one group, possibly with different page sizes per layer
+    padding_layers: int
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes one block id costs across all the layers that share it."""
+        if self.uniform:
+            return sum(s.page_bytes(self.block_size) for s in self.groups[0])
+        return self.groups[0][0].page_bytes(self.block_size) * len(self.groups[0])
+
+
+def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, is_mla: bool) -> int:
+    """Attention block size vLLM forces on Mamba hybrids so an attention page can hold a Mamba state.
+
+    Qwen3-Next (GDN state ~1.1 MiB per layer, 2 KV heads x 256 x 2 x 2 B = 2 KiB per token): the block
+    becomes 16 x cdiv(state, 16 x 2 KiB) tokens, in the hundreds.
+    """
+    states = [s.state_bytes for s in specs if s.kind == "mamba"]
+    attn = [s.bytes_per_token for s in specs if s.kind != "mamba"]
+    if not states or not attn:
+        return block_size
+    alignment = 64 if is_mla else 16
+    needed = alignment * cdiv(max(states), alignment * max(attn))
+    return max(block_size, needed)
+
+
+def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
+    """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size."""
+    kinds: dict[str, list[VllmLayerSpec]] = {}
+    for spec in specs:
+        kinds.setdefault(spec.kind, []).append(spec)
+    if len(kinds) == 1:
+        return KVGroups(block_size, (tuple(specs),), uniform=True, padding_layers=0)
+    counts = [len(v) for v in kinds.values()]
+    low, high = min(counts), max(counts)
+    group_size = high if high < 1.5 * low else low
+    groups, padding = [], 0
+    for layers in kinds.values():
+        for start in range(0, len(layers), group_size):
+            chunk = layers[start:start + group_size]
+            padding += group_size - len(chunk)
+            groups.append(tuple(chunk) + (chunk[-1],) * (group_size - len(chunk)))
+    return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=padding)
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    num_blocks: int
+    kv_cache_tokens: int          # what vLLM prints as "GPU KV cache size: N tokens"
+    max_concurrency: float        # "Maximum concurrency for max_model_len tokens per request"
+    blocks_per_request: int
+
+
+def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched_tokens: int) -> PoolResult:
+    """num_blocks from the pool, then the two figures vLLM logs (`_report_kv_cache_config`)."""
+    bs = groups.block_size
+    per_block = groups.bytes_per_block
+    num_blocks = max(0, pool_bytes) // per_block if per_block else 0
+    if groups.uniform:
+        tokens = num_blocks * bs
+        per_request = cdiv(max_model_len, bs)
+        if groups.groups[0][0].kind != "full":
+            per_request = cdiv(sum(max_usage_bytes(s, bs, max_model_len, batched_tokens) for s in groups.groups[0]),
+                               per_block)
+    else:
+        tokens = num_blocks // len(groups.groups) * bs
+        layers_per_group = len(groups.groups[0])
+        usage = layers_per_group * sum(max_usage_bytes(g[0], bs, max_model_len, batched_tokens)
+                                       for g in groups.groups)
+        per_request = cdiv(usage, per_block)
+    concurrency = num_blocks / per_request if per_request else 0.0
+    return PoolResult(num_blocks, tokens, concurrency, per_request)
+
+
+def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
+    """KV bytes one more token costs on this rank across its attention layers (no block rounding)."""
+    return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
+
+
+def ceil_int(x: float) -> int:
+    return int(ceil(x))

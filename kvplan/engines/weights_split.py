@@ -1,0 +1,54 @@
+"""How a model's weights land on each GPU under tensor and pipeline parallelism (vLLM's layout).
+
+Projections, experts and the vocabulary-parallel embedding / lm_head are split across TP ranks; norms are
+replicated. Pipeline stages hold their own layers, the first stage the embeddings, the last the final norm
+and the lm_head (a tied lm_head is materialised again on the last stage when PP > 1).
+Llama-3.1-8B bf16: TP1 14.96 GiB; TP2 7.48 GiB per rank; PP2 stage 0: embeddings 0.98 + 16 layers x 0.41 GiB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from math import ceil
+
+from ..config_dims import ArchShape, QuantDims
+from ..dtypes import DType
+from ..weights import _tensor_bytes, inventory, weights_bytes
+
+ONLINE_QUANT = {
+    # vLLM `--quantization fp8` on a 16-bit checkpoint: per-tensor fp8 weights for every linear layer
+    "fp8": QuantDims(method="fp8", bits=8, float_weights=True, strategy="tensor"),
+}
+
+
+def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
+    if not quantization or quantization in ("none", "None") or shape.quant is not None:
+        return shape
+    if quantization not in ONLINE_QUANT:
+        from ..errors import WorkloadError
+
+        raise WorkloadError(f"online quantization {quantization!r} is not modelled: use fp8, or a quantized "
+                            "checkpoint whose config.json has a quantization_config")
+    return dataclasses.replace(shape, quant=ONLINE_QUANT[quantization])
+
+
+def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool) -> int:
+    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`."""
+    total = 0
+    tied_embedding = 0
+    for t in inventory(shape):
+        size = _tensor_bytes(t, dtype, shape.quant)
+        if t.layer >= 0:
+            if t.layer not in layers:
+                continue
+        elif t.group == "embeddings":
+            if shape.tied_embeddings and last and not first:
+                tied_embedding += size
+            if not first:
+                continue
+        elif t.group in ("lm_head", "norms") and not last:
+            continue
+        total += size if t.group == "norms" else ceil(size / tp)  # norms are replicated on every rank
+    total += ceil(tied_embedding / tp)
+    buffers = weights_bytes(shape, dtype).buffers_bytes
+    return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))

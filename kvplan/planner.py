@@ -1,0 +1,359 @@
+"""Capacity planning: does a model fit on these GPUs with this engine, and how many requests of what length.
+
+`plan()` is pure: model + GPU + engine settings in, a `Plan` with the per-GPU memory breakdown, the KV pool,
+vLLM's own "GPU KV cache size" and "Maximum concurrency" figures, the fit verdict and the `vllm serve`
+command out. `fewest_gpus()` searches the smallest TP x PP that fits.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .config_dims import parse_dims
+from .dtypes import DType, resolve_dtype
+from .engines.sglang import SglangSettings, sglang_pool
+from .engines.vllm import (ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
+                           pp_layer_split)
+from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
+                              rank_layer_specs)
+from .engines.weights_split import stage_weight_bytes, with_online_quant
+from .errors import WorkloadError
+from .gpus import GPU, resolve_gpu
+from .model import ModelSpec
+from .units import GiB, fmt_bytes
+
+ENGINES = ("vllm", "sglang", "hf")
+
+
+class StageMemory(BaseModel):
+    """One GPU's budget (a TP rank of one pipeline stage)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int
+    layers: str
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    kv_pool_bytes: int
+    kv_bytes_per_token: int
+    num_blocks: int
+
+
+class Plan(BaseModel):
+    """Where a model fits: per-GPU memory (binding stage), KV capacity and the serve command."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    engine: str
+    engine_version: str
+    gpu: str
+    gpu_memory_bytes: int
+    num_gpus: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    dtype: str
+    kv_cache_dtype: str
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    weights_bytes: int              # per GPU (binding stage)
+    activation_bytes: int
+    non_torch_bytes: int
+    kv_pool_bytes: int              # per GPU
+    kv_bytes_per_token: int         # per GPU
+    kv_cache_tokens: int            # vLLM's "GPU KV cache size: N tokens"
+    num_blocks: int
+    max_concurrency: float          # vLLM's "Maximum concurrency for max_model_len tokens per request"
+    fits: bool
+    shortfall_bytes: int            # > 0: how much one max_model_len request misses by
+    max_model_len_that_fits: int
+    stages: list[StageMemory]
+    vllm_command: str
+    formula: list[str]
+    notes: list[str]
+
+
+def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
+         tp: int | None = None, pp: int = 1, max_model_len: int | None = None,
+         gpu_memory_utilization: float | None = None, kv_dtype: str = "auto", dtype: str = "auto",
+         quantization: str | None = None, engine_version: str | None = None,
+         max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+         block_size: int | None = None, usage_context: str = "api_server") -> Plan:
+    """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / pp."""
+    if isinstance(model, str):
+        from .library import load_model
+        model = load_model(model)
+    if engine not in ENGINES:
+        raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
+    tp, pp = _parallel(model, num_gpus, tp, pp)
+    util = _utilization(gpu_memory_utilization)
+    act = _model_dtype(model, dtype)
+    kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
+    max_len = _max_len(model, max_model_len)
+    from .engines.vllm import parse_version
+    default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context,
+                                                  parse_version(engine_version), max_len)
+    settings = VllmSettings(tp, pp, util, max_len, _pos("max_num_batched_tokens", max_num_batched_tokens)
+                            or default_tokens, _pos("max_num_seqs", max_num_seqs) or default_seqs,
+                            _pos("block_size", block_size), kv.name, act.name, engine_version or "0.19.0",
+                            usage_context)
+    if engine == "sglang":
+        return _plan_sglang(model, device, settings, act, kv, quantization)
+    return _plan_vllm(model, device, settings, act, kv, quantization, engine)
+
+
+def _pos(name: str, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise WorkloadError(f"{name} must be a positive whole number, got {value!r}")
+    return value
+
+
+def _parallel(model: ModelSpec, num_gpus, tp, pp) -> tuple[int, int]:
+    pp = _pos("pipeline parallel size", pp) or 1
+    if tp is None:
+        num = _pos("num_gpus", num_gpus) or pp
+        if num % pp:
+            raise WorkloadError(f"{num} GPUs cannot be split into {pp} pipeline stages: pick a multiple of {pp}")
+        tp = num // pp
+    tp = _pos("tensor parallel size", tp)
+    if num_gpus is not None and tp * pp != num_gpus:
+        raise WorkloadError(f"TP {tp} x PP {pp} = {tp * pp} GPUs, not the {num_gpus} asked for: make them agree")
+    heads = model.dims.num_heads if model.dims else None
+    if heads and heads % tp:
+        raise WorkloadError(f"{model.name} has {heads} attention heads, which TP {tp} does not divide: "
+                            f"use a TP that divides {heads}")
+    kv = model.fields.get("engine_kv_heads") or model.kv_heads
+    if kv and not model.is_mla and kv % tp and tp % kv:
+        raise WorkloadError(f"{kv} KV heads cannot be split or replicated over TP {tp}: use a TP that divides {kv} "
+                            f"or a multiple of it")
+    if pp > model.num_layers:
+        raise WorkloadError(f"PP {pp} exceeds the model's {model.num_layers} layers: use fewer stages")
+    return tp, pp
+
+
+def _utilization(value) -> float:
+    if value is None:
+        return 0.9
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise WorkloadError(f"gpu_memory_utilization must be in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _model_dtype(model: ModelSpec, dtype) -> DType:
+    d = model.dtype if dtype in (None, "auto") else resolve_dtype(dtype)
+    if d.is_sub_16bit:
+        raise WorkloadError(f"--dtype {d.name} is not a compute dtype: use auto, bfloat16, float16 or float32")
+    return d
+
+
+def _max_len(model: ModelSpec, value) -> int:
+    if value is not None:
+        return _pos("max_model_len", value)
+    derived = model.dims.max_position_embeddings if model.dims else None
+    if not derived:
+        raise WorkloadError(f"{model.name}'s config has no max_position_embeddings: pass --max-model-len N")
+    return derived
+
+
+def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, engine) -> Plan:
+    shape = with_online_quant(parse_dims(model.raw), quantization)
+    version = s.version_tuple
+    splits = pp_layer_split(model.num_layers, s.pipeline_parallel_size)
+    dims = _activation_dims(shape, s.tensor_parallel_size, act)
+    stages, budgets = [], []
+    block = s.block_size or (64 if model.is_mla else 16)
+    all_specs = rank_layer_specs(model, range(model.num_layers), s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
+    block = hybrid_block_size(all_specs, block, model.is_mla)
+    rows = min(s.max_num_batched_tokens, s.max_num_seqs)
+    for index, layers in enumerate(splits):
+        first, last = index == 0, index == len(splits) - 1
+        weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, first, last) + _rope_cache(model, act)
+        activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
+                                     has_pp_buffers=s.pipeline_parallel_size > 1, version=version)
+        other = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size, version)
+        pool = int(s.gpu_memory_utilization * device.memory_bytes) - weights - activation.total_bytes - other
+        specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
+        groups = kv_groups(specs, block)
+        cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens)
+        stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
+                                  activation_bytes=activation.total_bytes, non_torch_bytes=other,
+                                  kv_pool_bytes=pool, kv_bytes_per_token=bytes_per_token(specs),
+                                  num_blocks=cap.num_blocks))
+        budgets.append((cap, groups, specs, activation))
+    # PP: every stage gets the smallest stage's number of blocks
+    binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
+    cap, groups, specs, activation = budgets[binding]
+    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens) for x in specs)
+    pool = stages[binding].kv_pool_bytes
+    fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0
+    fit_len = _max_len_that_fits(specs, block, pool, s)
+    head = stages[binding]
+    notes = _vllm_notes(model, s, kv, groups)
+    formula = [
+        f"KV pool = {s.gpu_memory_utilization} x {fmt_bytes(device.memory_bytes)} - weights {fmt_bytes(head.weights_bytes)}"
+        f" - activation {fmt_bytes(head.activation_bytes)} - non-torch {fmt_bytes(head.non_torch_bytes)}"
+        f" = {fmt_bytes(pool)}",
+        f"activation = {activation.formula}",
+        f"blocks = {pool:,} // {groups.bytes_per_block:,} B per block = {cap.num_blocks:,}; "
+        f"tokens = {cap.kv_cache_tokens:,} ({block}-token blocks)",
+        f"max concurrency = {cap.num_blocks:,} / {cap.blocks_per_request:,} blocks per {s.max_model_len:,}-token "
+        f"request = {cap.max_concurrency:.2f}",
+    ]
+    return Plan(
+        model=model.name, engine=engine, engine_version=s.version, gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=s.tensor_parallel_size * s.pipeline_parallel_size,
+        tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
+        max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization, dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=block, max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=s.max_num_seqs, weights_bytes=head.weights_bytes, activation_bytes=head.activation_bytes,
+        non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=pool, kv_bytes_per_token=head.kv_bytes_per_token,
+        kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
+        fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
+        vllm_command=vllm_command(model.name, s, kv, quantization), formula=formula, notes=notes,
+    )
+
+
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt", "bloom", "mamba", "falcon_mamba", "mamba2"}
+
+
+def _rope_cache(model: ModelSpec, act: DType) -> int:
+    """vLLM builds one rotary cos/sin cache per GPU: max_position x head_dim in the model dtype
+    (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
+    14.99 GiB vLLM reports)."""
+    if model.model_type in LEARNED_POSITIONS or not model.head_dim or not model.dims:
+        return 0
+    return (model.dims.max_position_embeddings or 0) * model.head_dim * int(act.bytes)
+
+
+def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
+    from .config_dims import MLPDims, MoEDims
+
+    dense, moe, topk = 0, 0, 0
+    for layer in shape.layers:
+        if isinstance(layer.ffn, MoEDims):
+            moe = max(moe, layer.ffn.expert.intermediate)
+            topk = max(topk, layer.ffn.top_k)
+            if layer.ffn.shared:
+                dense = max(dense, layer.ffn.shared.intermediate)
+        elif isinstance(layer.ffn, MLPDims):
+            dense = max(dense, layer.ffn.intermediate)
+    return ActivationModel(shape.hidden, cdiv(dense, tp), cdiv(moe, tp), topk, shape.vocab, int(act.bytes))
+
+
+def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings) -> int:
+    """vLLM's `estimate_max_model_len`: the longest single request the pool holds (binary search)."""
+    def fits(length: int) -> bool:
+        return sum(max_usage_bytes(x, block, length, s.max_num_batched_tokens) for x in specs) <= pool
+
+    if pool <= 0 or not fits(1):
+        return 0
+    lo, hi = 1, s.max_model_len
+    if fits(hi):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[str]:
+    notes = []
+    kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
+    if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
+        notes.append(f"{kv_heads} KV heads < TP {s.tensor_parallel_size}: vLLM replicates them, 1 head per rank")
+    if model.is_mla and s.tensor_parallel_size > 1:
+        notes.append("MLA latent is replicated on every TP rank: per-GPU KV does not shrink with TP")
+    if not groups.uniform:
+        notes.append(f"hybrid KV groups ({len(groups.groups)} groups of {len(groups.groups[0])} layers"
+                     + (f", {groups.padding_layers} padding layers" if groups.padding_layers else "")
+                     + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
+    if model.has_state:
+        notes.append("Mamba/linear state: one state per request; vLLM's token figure is not a token capacity")
+    if s.version_tuple[:2] >= (0, 21):
+        notes.append("vLLM >= 0.21 also reserves CUDA-graph memory before sizing KV (not modelled: expect fewer "
+                     "tokens)")
+    return notes
+
+
+def vllm_command(name: str, s: VllmSettings, kv: DType, quantization) -> str:
+    parts = [f"vllm serve {name}", f"--tensor-parallel-size {s.tensor_parallel_size}"]
+    if s.pipeline_parallel_size > 1:
+        parts.append(f"--pipeline-parallel-size {s.pipeline_parallel_size}")
+    parts += [f"--max-model-len {s.max_model_len}", f"--max-num-seqs {s.max_num_seqs}",
+              f"--gpu-memory-utilization {s.gpu_memory_utilization}"]
+    if kv.bits == 8:
+        parts.append("--kv-cache-dtype fp8" if kv.name == "float8_e4m3" else "--kv-cache-dtype fp8_e5m2")
+    if quantization:
+        parts.append(f"--quantization {quantization}")
+    return " ".join(parts)
+
+
+def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization) -> Plan:
+    shape = with_online_quant(parse_dims(model.raw), quantization)
+    layers = range(model.num_layers)
+    weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True)
+    specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
+    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size,
+                              None if s.gpu_memory_utilization == 0.9 else s.gpu_memory_utilization)
+    pool = sglang_pool(device.memory_bytes, weights, specs, settings, s.max_model_len)
+    per_token = bytes_per_token(specs)
+    fits = pool.max_total_tokens >= s.max_model_len
+    concurrency = pool.max_total_tokens / s.max_model_len
+    reserved = int(device.memory_bytes * (1 - pool.mem_fraction_static))
+    stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=weights, activation_bytes=reserved,
+                        non_torch_bytes=0, kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token,
+                        num_blocks=pool.max_total_tokens)
+    formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = {fmt_bytes(device.memory_bytes)} x "
+               f"{pool.mem_fraction_static:.3f} - weights {fmt_bytes(weights)} = {fmt_bytes(pool.rest_bytes)}",
+               f"max_total_num_tokens = {pool.rest_bytes:,} // {pool.cell_bytes:,} B per token = "
+               f"{pool.max_total_tokens:,}"]
+    return Plan(
+        model=model.name, engine="sglang", engine_version="0.5", gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=s.tensor_parallel_size * s.pipeline_parallel_size,
+        tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
+        max_model_len=s.max_model_len, gpu_memory_utilization=round(pool.mem_fraction_static, 4), dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=1, max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=pool.max_running_requests, weights_bytes=weights, activation_bytes=reserved, non_torch_bytes=0,
+        kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
+        num_blocks=pool.max_total_tokens, max_concurrency=round(concurrency, 4), fits=fits,
+        shortfall_bytes=max(0, (s.max_model_len - pool.max_total_tokens) * per_token),
+        max_model_len_that_fits=min(s.max_model_len, pool.max_total_tokens), stages=[stage],
+        vllm_command=vllm_command(model.name, s, kv, quantization), formula=formula,
+        notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve"],
+    )
+
+
+def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, **kwargs) -> Plan:
+    """The smallest TP (then PP) that fits, trying TP in 1, 2, 4, 8 and PP stages on top."""
+    if isinstance(model, str):
+        from .library import load_model
+        model = load_model(model)
+    last_error = None
+    for total in range(1, max_gpus + 1):
+        for tp in (1, 2, 4, 8, 16):
+            if total % tp:
+                continue
+            try:
+                candidate = plan(model, tp=tp, pp=total // tp, **kwargs)
+            except WorkloadError as exc:
+                last_error = exc
+                continue
+            if candidate.fits:
+                return candidate
+    raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
+                        + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
+
+
+def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
+    """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length)."""
+    specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
+                             resolve_dtype(p.kv_cache_dtype).bits / 8, 2 if p.dtype != "float32" else 4)
+    groups = kv_groups(specs, p.block_size)
+    return pool_capacity(groups, p.kv_pool_bytes, _pos("context_len", context_len), p.max_num_batched_tokens).max_concurrency

@@ -1,0 +1,230 @@
+"""Shared helpers for the truth tests: real transformers caches against kvplan's numbers.
+
+Nothing here trusts remote code: a config is built with `CONFIG_MAPPING[model_type].from_dict(text dict)`,
+the class transformers itself would pick for that model_type. The cache is measured by walking
+`cache.layers` (keys, values, conv/recurrent states, quantized tensors, 0-d bookkeeping scalars), with
+tensor subclasses (optimum-quanto's QTensors) opened through `__tensor_flatten__`:
+
+- logical = sum of numel x element_size over distinct tensors,
+- storage = sum of nbytes over distinct storages (a sliding layer's W-1 view pins the whole concatenation),
+- scalars = the 0-d tensors among them (counted in both totals and reported on their own).
+
+Distinct storages are told apart by the StorageImpl pointer (`untyped_storage()._cdata`), which also works
+on the meta device, where every data_ptr() is 0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM  # noqa: E402
+
+import kvplan  # noqa: E402
+from kvplan.config import text_config  # noqa: E402
+from kvplan.library import bundled_index, read_config_file  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+# Families transformers 5.24 does not ship, and the native family with the same architecture (checked instead).
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+
+
+# ---------------------------------------------------------------- configs
+
+
+def bundled_configs() -> list[tuple[str, dict[str, Any]]]:
+    """(model id, config.json dict) of every bundled model, in id order."""
+    return [(path.stem.replace("__", "/", 1), read_config_file(path)) for path in bundled_index().values()]
+
+
+def hf_config(data: Mapping[str, Any], model_type: str | None = None):
+    """The transformers config class of the (text) model a config.json describes, never remote code.
+
+    `model_type` replaces the text model_type (kimi_k2 -> deepseek_v3). Raises KeyError when transformers
+    does not know the family.
+    """
+    text, mt = text_config(data)
+    mt = model_type or mt
+    if mt not in CONFIG_MAPPING:
+        raise KeyError(mt)
+    text = {**text, "model_type": mt}
+    return CONFIG_MAPPING[mt].from_dict(text)
+
+
+def known_to_transformers(data: Mapping[str, Any]) -> tuple[bool, str]:
+    _, mt = text_config(data)
+    return mt in CONFIG_MAPPING, mt
+
+
+def config_windows(data: Mapping[str, Any], spec: kvplan.ModelSpec) -> list[int]:
+    """Every window or chunk size the config or kvplan names (also ones kvplan decides are unused, like
+    Qwen2's sliding_window without use_sliding_window: prompts longer than those prove them unused)."""
+    text, _ = text_config(data)
+    found = {s.window for _, s in spec.specs() if getattr(s, "window", None)}
+    for key in ("sliding_window", "attention_chunk_size"):
+        value = text.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found.add(value)
+    return sorted(found)
+
+
+def shrink(data: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of a config dict with `changes` applied to its text model (nested text_config included)."""
+    out = json.loads(json.dumps(data))
+    for key in ("text_config", "llm_config", "language_config", "text_model_config"):
+        if isinstance(out.get(key), dict) and out[key]:
+            out[key].update(changes)
+            return out
+    out.update(changes)
+    return out
+
+
+# ---------------------------------------------------------------- models
+
+
+def meta_model(cfg, dtype: torch.dtype):
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    return model.eval()
+
+
+def cpu_model(cfg, dtype: torch.dtype, seed: int = 0):
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def prompt(model, batch: int, length: int) -> torch.Tensor:
+    device = model_device(model)
+    if device.type == "meta":
+        return torch.zeros((batch, length), dtype=torch.long, device=device)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    gen = torch.Generator().manual_seed(batch * 1000 + length)
+    return torch.randint(3, max(4, vocab), (batch, length), generator=gen)
+
+
+def prefill(model, batch: int, length: int, cache=None):
+    """One forward over a `batch` x `length` prompt; returns (cache, next token ids)."""
+    ids = prompt(model, batch, length)
+    kwargs = {"cache": cache} if cache is not None else {}
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True, **kwargs)
+    return out.cache, out.logits[:, -1:].argmax(-1)
+
+
+def decode(model, cache, token: torch.Tensor, steps: int):
+    """`steps` single-token forwards feeding back the greedy token; returns the next token."""
+    with torch.no_grad():
+        for _ in range(steps):
+            out = model(input_ids=token, cache=cache, use_cache=True)
+            cache = out.cache
+            token = out.logits[:, -1:].argmax(-1)
+    return token
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass(frozen=True)
+class Measured:
+    logical: int    # numel x element_size, distinct tensors, scalars included
+    storage: int    # nbytes of distinct storages, scalars included
+    scalars: int    # the 0-d tensors' bytes
+    tensors: int    # distinct tensors counted
+
+    def __str__(self) -> str:
+        return f"logical {self.logical:,} B, storage {self.storage:,} B, scalars {self.scalars:,} B"
+
+
+def _tensors(obj: Any, seen: dict[int, Any], depth: int = 0) -> Iterator[torch.Tensor]:
+    """Plain tensors reachable from `obj` through containers and tensor subclasses (each object once).
+
+    `seen` maps id -> object and so keeps every visited object alive: a temporary container freed
+    mid-walk could otherwise hand its id to the next one, which would then be skipped.
+    """
+    if depth > 12 or id(obj) in seen:
+        return
+    if isinstance(obj, torch.Tensor):
+        seen[id(obj)] = obj
+        if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter and hasattr(obj, "__tensor_flatten__"):
+            names, _ = obj.__tensor_flatten__()
+            for name in names:
+                yield from _tensors(getattr(obj, name), seen, depth + 1)
+            return
+        yield obj
+        return
+    if isinstance(obj, (str, bytes, int, float, bool, type(None), torch.dtype, torch.device, torch.Size)):
+        return
+    seen[id(obj)] = obj
+    if isinstance(obj, Mapping):
+        for value in obj.values():
+            yield from _tensors(value, seen, depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for value in obj:
+            yield from _tensors(value, seen, depth + 1)
+
+
+def layer_tensors(layer: Any) -> list[torch.Tensor]:
+    return list(_tensors(dict(vars(layer)), {}))
+
+
+def measure(cache) -> Measured:
+    """Bytes a transformers cache holds: every tensor its layers reference."""
+    seen: dict[int, Any] = {}
+    tensors = [t for layer in cache.layers for t in _tensors(dict(vars(layer)), seen)]
+    # anything the Cache object itself holds outside its layers (there is nothing in 5.24; keep it honest)
+    extra = {k: v for k, v in vars(cache).items() if k != "layers"}
+    tensors += list(_tensors(extra, seen))
+    logical = sum(t.numel() * t.element_size() for t in tensors)
+    scalars = sum(t.numel() * t.element_size() for t in tensors if t.dim() == 0)
+    storages: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        storages[storage._cdata] = storage.nbytes()
+    return Measured(logical, sum(storages.values()), scalars, len(tensors))
+
+
+# ---------------------------------------------------------------- comparing
+
+
+@dataclass
+class Tally:
+    """Counts (model, workload) pairs checked and collects mismatches, for the summary line."""
+
+    label: str
+    checked: int = 0
+    mismatches: list[str] | None = None
+
+    def __post_init__(self):
+        self.mismatches = []
+
+    def summary(self) -> str:
+        return f"truth({self.label}): {self.checked} (model, workload) pairs checked, {len(self.mismatches)} mismatches"
+
+
+def compare(tally: Tally, what: str, measured: Measured, est, *, after_prefill: bool) -> None:
+    """One (model, workload) pair: logical, storage and scalars must all be exact."""
+    tally.checked += 1
+    storage_predicted = est.prefill_peak_bytes if after_prefill else est.kv_cache_bytes
+    for label, got, want in (("logical", measured.logical, est.logical_bytes),
+                             ("storage", measured.storage, storage_predicted),
+                             ("scalars", measured.scalars, est.bookkeeping_bytes)):
+        if got != want:
+            tally.mismatches.append(f"{what}: {label} measured {got:,} B, kvplan {want:,} B ({want - got:+,} B)")
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]

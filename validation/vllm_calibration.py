@@ -1,0 +1,133 @@
+"""Compare kvplan's vLLM profile with real vLLM start-ups (../shared/reference/measured/).
+
+Runs every row of vllm_runs_calibration.csv with its settings through `kvplan.planner.plan` and prints, per
+row and in summary, the error of weights, activation, non-torch, KV pool and KV tokens. Writes the table to
+validation/vllm_calibration.md (and .csv) next to this script.
+
+    python validation/vllm_calibration.py [--csv PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from kvplan.library import load_model  # noqa: E402
+from kvplan.planner import plan  # noqa: E402
+
+DEFAULT_CSV = HERE.parent.parent / "shared" / "reference" / "measured" / "vllm_runs_calibration.csv"
+GiB = 2**30
+
+# Instruct checkpoints share their base model's architecture; kvplan bundles the base config.
+SAME_ARCHITECTURE = {
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B",
+}
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _dtype(text: str) -> str:
+    text = (text or "auto").replace("torch.", "")
+    return {"bf16": "bfloat16", "": "auto"}.get(text, text)
+
+
+def _assumed_version(row: dict) -> str:
+    """Rows whose log did not print a version: what their notes say, stated in the table."""
+    notes = row["notes"]
+    if "V0-engine" in notes:
+        return "0.6.4 (assumed: V0 log format)"
+    if "Jan 2026" in notes:
+        return "0.14.0 (assumed: 'latest' in Jan 2026)"
+    return "0.19.0 (assumed: campaign image)"
+
+
+def run_row(row: dict) -> dict | None:
+    if row["status"] != "ok":
+        return None
+    model = load_model(SAME_ARCHITECTURE.get(row["model"], row["model"]))
+    quant = row["quantization"] if row["quantization"] not in ("", "None") else None
+    kv = "fp8" if row["kv_cache_dtype"] == "fp8" else "auto"
+    util = _num(row["gpu_memory_utilization"]) or 0.9
+    version = row["vllm_version"] or _assumed_version(row)
+    p = plan(model, engine="vllm", gpu=row["gpu"], tp=int(row["tensor_parallel_size"] or 1),
+             pp=int(row["pipeline_parallel_size"] or 1), max_model_len=int(row["max_model_len"]),
+             gpu_memory_utilization=util, kv_dtype=kv, dtype=_dtype(row["dtype"]), quantization=quant,
+             engine_version=version.split(" ")[0], block_size=int(row["block_size"]) if row["block_size"] else None)
+    measured = {
+        "weights": _num(row["weights_memory_gib"]), "activation": _num(row["activation_peak_torch_gib"]),
+        "non_torch": _num(row["non_torch_memory_gib"]), "kv_pool": _num(row["available_kv_cache_gib"]),
+        "tokens": _num(row["gpu_kv_cache_tokens"]), "concurrency": _num(row["max_concurrency_x"]),
+    }
+    stage0 = p.stages[0]  # the CSV reports the rank-0 worker (TP0/PP0)
+    predicted = {
+        "weights": stage0.weights_bytes / GiB, "activation": stage0.activation_bytes / GiB,
+        "non_torch": stage0.non_torch_bytes / GiB, "kv_pool": stage0.kv_pool_bytes / GiB,
+        "tokens": float(p.kv_cache_tokens), "concurrency": p.max_concurrency,
+    }
+    return {"run_id": row["run_id"], "model": row["model"], "version": version, "tp": p.tensor_parallel_size,
+            "pp": p.pipeline_parallel_size, "max_len": p.max_model_len, "dtype": p.dtype, "kv": p.kv_cache_dtype,
+            "quant": quant or "", "measured": measured, "predicted": predicted}
+
+
+def _err(pred: float | None, meas: float | None) -> float | None:
+    if pred is None or meas in (None, 0):
+        return None
+    return (pred - meas) / abs(meas) * 100
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    rows = [r for r in (run_row(row) for row in csv.DictReader(args.csv.open())) if r]
+    keys = ("weights", "activation", "non_torch", "kv_pool", "tokens", "concurrency")
+    lines = ["| run | ver | TP | PP | len | dtype | kv | quant | "
+             + " | ".join(f"{k} meas / pred / err %" for k in keys) + " |",
+             "|" + "---|" * (8 + len(keys))]
+    errors: dict[str, list[float]] = {k: [] for k in keys}
+    table = []
+    for r in rows:
+        cells = []
+        for k in keys:
+            m, p = r["measured"][k], r["predicted"][k]
+            e = _err(p, m)
+            if e is not None:
+                errors[k].append(abs(e))
+            fmt = (lambda v: f"{v:,.0f}") if k == "tokens" else (lambda v: f"{v:.2f}")
+            cells.append("-" if m is None else f"{fmt(m)} / {fmt(p)} / {e:+.2f}")
+            table.append({"run_id": r["run_id"], "metric": k, "measured": m, "predicted": p, "error_pct": e})
+        lines.append(f"| {r['run_id'].split('/')[-1][:48]} | {r['version']} | {r['tp']} | {r['pp']} | {r['max_len']} "
+                     f"| {r['dtype']} | {r['kv']} | {r['quant']} | " + " | ".join(cells) + " |")
+    summary = ["", "| metric | rows | median abs err % | mean abs err % | max abs err % |", "|---|---|---|---|---|"]
+    for k in keys:
+        e = errors[k]
+        if e:
+            summary.append(f"| {k} | {len(e)} | {statistics.median(e):.2f} | {statistics.mean(e):.2f} | {max(e):.2f} |")
+    text = "\n".join(["# kvplan vLLM profile vs measured vLLM start-ups", "",
+                      f"Source: `{args.csv.name}` ({len(rows)} rows with status ok). Generated by "
+                      "`python validation/vllm_calibration.py`.", "", *lines, *summary, ""])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "vllm_calibration.md").write_text(text)
+    with (args.out / "vllm_calibration.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["run_id", "metric", "measured", "predicted", "error_pct"])
+        w.writeheader()
+        w.writerows(table)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
