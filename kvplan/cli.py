@@ -28,9 +28,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
+    _add_plan(sub.add_parser("plan", help="what fits on which GPUs with vLLM, SGLang or transformers"))
     models = sub.add_parser("models", help="list the bundled models")
     models.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    gpus = sub.add_parser("gpus", help="list the GPU catalog")
+    gpus.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    sub.add_parser("validate", add_help=False, help="predicted vs measured on real transformers runs (the validation "
+                   "harness, `python -m validation`; every option after `validate` goes to it)")
     return parser
+
+
+def _add_plan(p: argparse.ArgumentParser) -> None:
+    _add_model_args(p)
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="serving engine; default vllm")
+    p.add_argument("--gpu", default="H100-80GB", help="GPU name (kvplan gpus) or custom:24GiB:1000GB/s")
+    p.add_argument("--num-gpus", type=int, help="GPUs in all (TP x PP)")
+    p.add_argument("--tp", type=int, help="tensor parallel size (default: --num-gpus / --pp)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size; default 1")
+    p.add_argument("--max-model-len", type=int, help="default: the config's max_position_embeddings")
+    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of GPU memory vLLM may use; default 0.9")
+    p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16",
+                                                            "fp32"), help="KV cache dtype; default auto")
+    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16",
+                                                         "fp32"), help="model dtype; default the config's")
+    p.add_argument("--quantization", help="online weight quantization (fp8)")
+    p.add_argument("--engine-version", default="0.19.0", help="vLLM version whose accounting to use")
+    p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's for this GPU")
+    p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
+    p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA)")
+    p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -111,6 +138,56 @@ def format_estimate(est) -> str:
     return "\n".join(lines)
 
 
+def cmd_plan(args) -> int:
+    from .planner import fewest_gpus, plan
+
+    model = _load(args)
+    kwargs = dict(engine=args.engine, gpu=args.gpu, max_model_len=args.max_model_len,
+                  gpu_memory_utilization=args.gpu_memory_utilization, kv_dtype=args.kv_dtype, dtype=args.dtype,
+                  quantization=args.quantization, engine_version=args.engine_version,
+                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                  block_size=args.block_size)
+    if args.fewest_gpus:
+        result = fewest_gpus(model, **kwargs)
+    else:
+        result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    print(json.dumps(result.model_dump(mode="json"), indent=1) if args.json else format_plan(result))
+    return 0
+
+
+def format_plan(p) -> str:
+    verdict = "FITS" if p.fits else f"DOES NOT FIT (short by {fmt_bytes(p.shortfall_bytes)})"
+    lines = [f"{p.model} on {p.num_gpus} x {p.gpu} ({fmt_bytes(p.gpu_memory_bytes)} each), {p.engine} "
+             f"{p.engine_version}, TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}, "
+             f"max_model_len {fmt_int(p.max_model_len)}: {verdict}", "",
+             "per GPU:",
+             f"  weights      {fmt_bytes(p.weights_bytes):>12}",
+             f"  activation   {fmt_bytes(p.activation_bytes):>12}",
+             f"  non-torch    {fmt_bytes(p.non_torch_bytes):>12}",
+             f"  KV pool      {fmt_bytes(p.kv_pool_bytes):>12}  ({fmt_int(p.kv_bytes_per_token)} B per token)",
+             "",
+             f"GPU KV cache size: {fmt_int(p.kv_cache_tokens)} tokens",
+             f"Maximum concurrency for {fmt_int(p.max_model_len)} tokens per request: {p.max_concurrency:.2f}x"]
+    if not p.fits:
+        lines.append(f"longest request that fits: {fmt_int(p.max_model_len_that_fits)} tokens")
+    lines += ["", p.vllm_command, "", *p.formula, *("note: " + n for n in p.notes)]
+    return "\n".join(lines)
+
+
+def cmd_gpus(args) -> int:
+    from .gpus import list_gpus
+
+    gpus = list_gpus()
+    if args.json:
+        print(json.dumps([{"name": g.name, "memory_bytes": g.memory_bytes, "bandwidth_bytes_per_s":
+                           g.bandwidth_bytes_per_s, "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops}
+                          for g in gpus], indent=1))
+        return 0
+    for g in gpus:
+        print(f"{g.name:<18} {fmt_bytes(g.memory_bytes):>11}  {g.bandwidth_bytes_per_s / 1e12:5.2f} TB/s")
+    return 0
+
+
 def cmd_models(args) -> int:
     from .library import bundled_ids, load_model
 
@@ -130,10 +207,29 @@ def cmd_models(args) -> int:
     return 0
 
 
-COMMANDS = {"estimate": cmd_estimate, "models": cmd_models}
+COMMANDS = {"estimate": cmd_estimate, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
+
+
+def cmd_validate(rest: Sequence[str]) -> int:
+    """`kvplan validate ...` runs `python -m validation ...` (imported here only: it pulls in torch)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "validation" / "__init__.py").is_file() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))   # a checkout: the harness sits next to the package, outside the wheel
+    try:
+        from validation.harness import main as harness_main
+    except ImportError as exc:
+        print(f"kvplan: error: the validation harness is not available ({exc}): run it from a checkout of the "
+              "repository with `pip install -e .[validate]`", file=sys.stderr)
+        return 2
+    return harness_main(list(rest))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["validate"]:
+        return cmd_validate(args_in[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -9,6 +9,7 @@ Nothing here imports transformers or runs code the config names (`auto_map` is i
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +32,7 @@ HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim")
 HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv", "kv_channels")
+MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.1-405B: 126)
 
 # Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
 # stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
@@ -105,20 +107,36 @@ class _Reader:
                     return key, source[key]
         return None
 
-    def int_(self, key: str, value: Any, *, minimum: int = 1) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+        # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
             raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json")
         if int(value) < minimum:
             raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json")
+        if maximum is not None and int(value) > maximum:
+            raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {value!r}: fix the config.json")
         self.used[key] = int(value)
         return int(value)
+
+    def req_int(self, key: str, *, minimum: int = 1) -> int:
+        """A field the family's formula cannot do without (and that has no transformers default)."""
+        value = self.raw(key)
+        if value is None:
+            raise ConfigError(f"config has no {key!r}, which sizes this model's cache: fix the config.json",
+                              field=key)
+        return self.int_(key, value, minimum=minimum)
 
     def opt_int(self, key: str, *, minimum: int = 1, default: Any = None) -> int | None:
         value = self.raw(key, default)
         return None if value is None else self.int_(key, value, minimum=minimum)
 
     def need_int(self, keys: tuple[str, ...], concept: str, flag: str, override: int | None) -> int:
+        # one spec object per layer is built, so an absurd layer count (2**70) must stop here
+        maximum = MAX_LAYERS if concept == "num_layers" else None
         if override is not None:
+            if maximum is not None and override > maximum:
+                raise ConfigError(f"{flag} must be <= {maximum:,}, got {override:,}", field=concept, flag=flag)
             self.used[concept] = override
             return override
         found = self.first(keys)
@@ -127,7 +145,7 @@ class _Reader:
                 f"config has no {concept} ({' / '.join(keys)}): pass {flag} N",
                 field=concept, flag=flag,
             )
-        return self.int_(found[0], found[1])
+        return self.int_(found[0], found[1], maximum=maximum)
 
     def flag(self, key: str, default: bool = False) -> bool:
         value = self.raw(key, default)
@@ -296,7 +314,8 @@ def _derived_layer_types(r: _Reader, g: _Geometry, window: int | None) -> list[s
         return ["sliding_attention" if i >= first_sliding else "full_attention" for i in range(n)]
     if mt in ("gemma2", "gpt_oss", "cohere2", "gemma3_text") or r.has("sliding_window_pattern"):
         default = {"gemma2": 2, "gpt_oss": 2, "cohere2": 4}.get(mt, 6)
-        pattern = r.opt_int("sliding_window_pattern", default=r.raw("_sliding_window_pattern", default))
+        # an explicit null pattern: gemma2/gpt_oss/cohere2 classes ignore the key, so keep the family's
+        pattern = r.opt_int("sliding_window_pattern", default=r.raw("_sliding_window_pattern", default)) or default
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if mt == "llama4_text":
         return _llama4_layer_types(r, n, chunk)
@@ -311,7 +330,7 @@ def _llama4_layer_types(r: _Reader, n: int, chunk: int | None) -> list[str]:
     # no_rope_layers[i] == 1 means layer i uses RoPE, i.e. chunked; every 4th layer is NoPE and full.
     flags = r.raw("no_rope_layers")
     if not flags:
-        interval = r.opt_int("no_rope_layer_interval")
+        interval = r.req_int("no_rope_layer_interval")
         flags = [int((i + 1) % interval != 0) for i in range(n)]
     if not isinstance(flags, list) or len(flags) != n:
         raise ConfigError("config field 'no_rope_layers' must list one flag per layer: fix the config.json")
@@ -443,7 +462,7 @@ def _build_mamba2(r: _Reader, notes: list[str]) -> list[tuple]:
 
 def _build_jamba(r: _Reader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
-    period, offset = r.opt_int("attn_layer_period"), r.opt_int("attn_layer_offset", minimum=0)
+    period, offset = r.req_int("attn_layer_period"), r.req_int("attn_layer_offset", minimum=0)
     attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
     mamba = _mamba_spec(r, notes, prefix="mamba_")
     notes.append(f"attention every {period} layers from layer {offset}; the other layers keep Mamba state")
@@ -454,11 +473,11 @@ def _build_qwen3_next(r: _Reader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
     types = _layer_types(r, g.num_layers)
     if types is None:
-        interval = r.opt_int("full_attention_interval")
+        interval = r.req_int("full_attention_interval")
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(g.num_layers)]
-    k_heads, v_heads = r.opt_int("linear_num_key_heads"), r.opt_int("linear_num_value_heads")
-    k_dim, v_dim = r.opt_int("linear_key_head_dim"), r.opt_int("linear_value_head_dim")
-    kernel = r.opt_int("linear_conv_kernel_dim")
+    k_heads, v_heads = r.req_int("linear_num_key_heads"), r.req_int("linear_num_value_heads")
+    k_dim, v_dim = r.req_int("linear_key_head_dim"), r.req_int("linear_value_head_dim")
+    kernel = r.req_int("linear_conv_kernel_dim")
     # Gated DeltaNet: conv over q, k and v channels; recurrent state [v_heads, k_dim, v_dim] per sequence.
     gdn = StateSpec(conv_shape=(2 * k_heads * k_dim + v_heads * v_dim, kernel),
                     recurrent_shape=(v_heads, k_dim, v_dim), mixer="gated_deltanet")

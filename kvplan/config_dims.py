@@ -27,8 +27,8 @@ from .config import (
     config_dtype,
     text_config,
 )
-from .dtypes import BFLOAT16, DType, resolve_dtype
-from .errors import ConfigError, KVPlanError, UnsupportedArchitectureError
+from .dtypes import BFLOAT16, DType
+from .errors import ConfigError, UnsupportedArchitectureError
 
 VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
 INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size")
@@ -44,25 +44,23 @@ SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
 WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"attention_bias": False, "mlp_bias": False},
     "qwen3": {"attention_bias": False},
-    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1, "num_experts": 128},
+    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1},
+    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1},
     "gemma": {"attention_bias": False},
     "gemma2": {"attention_bias": False},
     "gemma3_text": {"attention_bias": False},
+    "olmo2": {"attention_bias": False},
     "phi": {"qk_layernorm": False},
     "gpt_neox": {"attention_bias": True},
     "falcon": {"bias": False, "parallel_attn": True},
     "starcoder2": {"use_bias": True},
     "deepseek_v2": {"attention_bias": False, "mlp_bias": False},
     "deepseek_v3": {"attention_bias": False},
-    "gpt_oss": {"attention_bias": True, "num_local_experts": 128},
-    "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1, "num_local_experts": 16},
-    "olmo2": {"attention_bias": False},
+    "gpt_oss": {"attention_bias": True},
+    "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1},
     "mamba": {"use_bias": False, "use_conv_bias": True},
     "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
-    "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False, "num_experts": 16},
-    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1, "num_experts": 512,
-                   "moe_intermediate_size": 512},
-    "mixtral": {"num_local_experts": 8},
+    "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
 }
 
 
@@ -81,8 +79,8 @@ class AttentionDims:
     k_bias: bool = False
     v_bias: bool = False
     o_bias: bool = False
-    fused_qkv: bool = False  # one [q+k+v, hidden] matrix (GPT-2, NeoX, Falcon, Phi-3): same count, other scale blocks
-    qk_norm: str = "none"  # "head": [head_dim] weights (Qwen3, Gemma 3); "proj": over all heads (OLMo-2); "head_ln": LayerNorm
+    fused_qkv: bool = False  # one [q+k+v, hidden] matrix (GPT-2, NeoX, Falcon, Phi-3): same count, other blocks
+    qk_norm: str = "none"  # "head": [head_dim] (Qwen3, Gemma 3); "proj": all heads (OLMo-2); "head_ln": Phi LayerNorm
     q_gate: bool = False  # Qwen3-Next: q_proj emits an output gate too, doubling its rows
     sinks: bool = False  # gpt-oss: one learned sink logit per head
     q_lora_rank: int | None = None  # MLA (DeepSeek-V2/V3): set with kv_lora_rank
@@ -157,7 +155,7 @@ class QuantDims:
     method: str  # fp8 | gptq | awq | compressed-tensors | mxfp4 | bitsandbytes
     bits: int
     float_weights: bool = False  # fp8 / float-quantized compressed-tensors
-    strategy: str = "channel"  # tensor | channel | group | block
+    strategy: str = "channel"  # tensor | channel | group | tensor_group | block
     group_size: int | None = None
     block: tuple[int, int] | None = None
     symmetric: bool = True
@@ -165,7 +163,8 @@ class QuantDims:
     g_idx: bool = False
     packed: bool = False  # compressed-tensors pack-quantized (int32 words)
     double_quant: bool = False  # bitsandbytes 4-bit nested absmax
-    scale_bytes: int | None = None  # None: the method's default (fp8 float32, GPTQ/AWQ fp16, compressed the model dtype)
+    scale_bytes: int | None = None  # None: the method's default (fp8 fp32, GPTQ/AWQ fp16, compressed: model dtype)
+    global_scales: int = 0  # fp32 per-tensor scales on top (NVFP4: weight_global_scale, input_global_scale)
     skip: frozenset = frozenset()
     lm_head: bool = False  # GPTQ `lm_head: true` quantizes the output projection too
 
@@ -340,6 +339,15 @@ def _attention(f: _Fields, c: _Core, *, bias: bool = False, o_bias: bool | None 
     return AttentionDims(heads, kv, head_dim, head_dim, bias, bias, bias, o, **kw)
 
 
+def _layer_set(f: _Fields, key: str) -> set[int] | None:
+    value = f.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ConfigError(f"config field {key!r} must list layer indices, got {value!r}: fix the config.json")
+    return {_int(key, v, minimum=0) for v in value}
+
+
 def _mlp(f: _Fields, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
     return MLPDims(f.int_(key), **kw)
 
@@ -358,15 +366,12 @@ def _moe_or_dense(c: _Core, is_moe, moe: MoEDims, dense: MLPDims, mixer, norms: 
 def _llama_like(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Llama, Mistral, Qwen2/3, Gemma 1/2/3, OLMo-2: q/k/v/o, gated MLP, RMSNorm."""
     mt = f.family
-    bias = f.flag("attention_bias")
-    attn = _attention(f, c, bias=bias)
     if mt == "qwen2":  # Qwen2Attention: q/k/v biases always, o_proj none
         attn = _attention(f, c, bias=True, o_bias=False)
-    elif mt in ("qwen3", "gemma3_text"):
-        attn = _attention(f, c, bias=bias, qk_norm="head")
-    elif mt == "olmo2":
-        attn = _attention(f, c, bias=bias, qk_norm="proj")
-    norms = 4 if mt in ("gemma2", "gemma3_text") else 2
+    else:
+        qk_norm = {"qwen3": "head", "gemma3_text": "head", "olmo2": "proj"}.get(mt, "none")
+        attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm=qk_norm)
+    norms = 4 if mt in ("gemma2", "gemma3_text") else 2  # Gemma 2/3 add pre- and post-feedforward norms
     mlp = _mlp(f, c, bias=f.flag("mlp_bias"))
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)))
 
@@ -389,7 +394,7 @@ def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     mt = f.family
     experts = f.need(EXPERT_KEYS, "expert count")
     step = f.int_("decoder_sparse_step")
-    dense_only = set(f.get("mlp_only_layers") or [])
+    dense_only = _layer_set(f, "mlp_only_layers") or set()
     shared = MLPDims(f.int_("shared_expert_intermediate_size")) if mt == "qwen3_next" else None
     moe = MoEDims(experts, f.int_("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"), shared=shared,
                   shared_gate=shared is not None)
@@ -405,7 +410,8 @@ def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
         interval = f.int_("full_attention_interval", 4)
         types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(c.layers)]
     if not isinstance(types, list) or len(types) != c.layers:
-        raise ConfigError(f"config field 'layer_types' must list one type per layer ({c.layers}): fix the config.json")
+        raise ConfigError(f"config field 'layer_types' must list one type per layer ({c.layers}): "
+                          "fix the config.json")
     gdn = DeltaNetDims(f.int_("linear_num_key_heads"), f.int_("linear_num_value_heads"),
                        f.int_("linear_key_head_dim"), f.int_("linear_value_head_dim"),
                        f.int_("linear_conv_kernel_dim"))
@@ -445,8 +451,8 @@ def _llama4(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Llama-4 text: MoE layers every interleave_moe_layer_step (or `moe_layers`), a shared expert in each;
     dense layers use intermediate_size_mlp. The QK norm is weightless (L2)."""
     step = f.int_("interleave_moe_layer_step")
-    listed = f.get("moe_layers")
-    moe_layers = set(range(step - 1, c.layers, step) if listed is None else listed)
+    listed = _layer_set(f, "moe_layers")
+    moe_layers = set(range(step - 1, c.layers, step)) if listed is None else listed
     expert = _mlp(f, c)
     moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), expert, shared=expert)
     attn = _attention(f, c, bias=f.flag("attention_bias"))
@@ -572,6 +578,11 @@ def _bits(qc: Mapping, key: str, default: int | None = None) -> int:
     return _int(key, qc.get(key, default))
 
 
+def _group(value: Any) -> int | None:
+    """group_size: a positive int, or -1 / null for one group per output channel."""
+    return None if value is None or value == -1 else _int("group_size", value)
+
+
 def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
     block = qc.get("weight_block_size")
     if block is not None and (not isinstance(block, list) or len(block) != 2):
@@ -584,17 +595,16 @@ def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
 
 
 def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:
-    group = qc.get("group_size", 128)
-    return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group and group > 0 else "channel",
-                     group_size=group if group and group > 0 else None, symmetric=True, g_idx=True,
-                     skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=qc.get("lm_head") is True)
+    group = _group(qc.get("group_size", 128))
+    return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group else "channel", group_size=group,
+                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=qc.get("lm_head") is True)
 
 
 def _awq(qc: Mapping, notes: list[str]) -> QuantDims:
-    group = qc.get("group_size", qc.get("q_group_size", 128))
-    return QuantDims("awq", _bits(qc, "bits", qc.get("w_bit", 4)), strategy="group" if group and group > 0 else "channel",
-                     group_size=group if group and group > 0 else None,
-                     symmetric=not qc.get("zero_point", True), skip=_skip(qc.get("modules_to_not_convert"), notes))
+    group = _group(qc.get("group_size", qc.get("q_group_size", 128)))
+    return QuantDims("awq", _bits(qc, "bits", qc.get("w_bit", 4)), strategy="group" if group else "channel",
+                     group_size=group, symmetric=qc.get("zero_point", True) is False,
+                     skip=_skip(qc.get("modules_to_not_convert"), notes))
 
 
 def _bnb(qc: Mapping, notes: list[str]) -> QuantDims:
@@ -618,27 +628,37 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
         notes.append(f"compressed-tensors: {len(groups)} config groups; the first one's scheme is applied to "
                      "every quantized linear")
     scheme = next(iter(groups.values()))
-    w = scheme.get("weights") or {}
-    fmt = str(qc.get("format", "")).lower()
+    w, inputs = scheme.get("weights") or {}, scheme.get("input_activations") or {}
     strategy = str(w.get("strategy", "channel")).lower()
-    block = w.get("block_structure")
-    inputs = scheme.get("input_activations") or {}
+    if strategy not in ("tensor", "channel", "group", "tensor_group", "block"):
+        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {strategy!r} has no byte rule yet: "
+                                           "open an issue with the model id")
+    block = w.get("block_structure") if strategy == "block" else None
+    nvfp4 = strategy == "tensor_group"  # + fp32 weight_global_scale, and input_global_scale with activations
     return QuantDims(
         "compressed-tensors", _bits(w, "num_bits", 8), float_weights=w.get("type") == "float",
-        strategy=strategy, group_size=w.get("group_size") if strategy == "group" else None,
-        block=tuple(block) if strategy == "block" and block else None, symmetric=w.get("symmetric", True) is not False,
-        static_input_scale=bool(inputs) and inputs.get("dynamic") is False,
-        g_idx=w.get("actorder") not in (None, False), packed=fmt == "pack-quantized",
-        scale_bytes=_scale_bytes(w.get("scale_dtype")), skip=_skip(qc.get("ignore"), notes))
+        strategy=strategy, group_size=_group(w.get("group_size")) if strategy in ("group", "tensor_group") else None,
+        block=tuple(_int("block_structure", b) for b in block) if block else None,
+        symmetric=w.get("symmetric", True) is not False,
+        static_input_scale=inputs.get("dynamic") is False and inputs.get("strategy") == "tensor",
+        g_idx=w.get("actorder") not in (None, False), packed=str(qc.get("format", "")).lower() == "pack-quantized",
+        scale_bytes=_scale_bytes(w.get("scale_dtype")),
+        global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
+        skip=_skip(qc.get("ignore"), notes))
+
+
+_SCALE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "uint8": 1,
+                "int8": 1}
 
 
 def _scale_bytes(name: Any) -> int | None:
+    """compressed-tensors `scale_dtype` ("torch.float8_e4m3fn" for NVFP4); None: the weight's (model) dtype."""
     if name is None:
-        return None  # compressed-tensors: scales in the weight's (model) dtype
-    try:
-        return math.ceil(resolve_dtype(str(name)).bits / 8)
-    except KVPlanError:
-        raise ConfigError(f"quantization_config scale_dtype {name!r} is unknown: fix the config.json") from None
+        return None
+    key = str(name).removeprefix("torch.")
+    if key not in _SCALE_BYTES:
+        raise ConfigError(f"quantization_config scale_dtype {name!r} is unknown: fix the config.json")
+    return _SCALE_BYTES[key]
 
 
 _QUANT_PARSERS = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb, "mxfp4": _mxfp4,
@@ -648,8 +668,8 @@ _QUANT_PARSERS = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb,
 _SKIP_WORDS = (
     ("lm_head", ("lm_head",)), ("embed", ("embeddings",)), ("wte", ("embeddings",)),
     ("shared_expert_gate", ("router",)), ("shared_expert", ("shared_experts",)), ("router", ("router",)),
-    ("experts", ("experts",)), ("self_attn", ("attention",)), ("attention", ("attention",)),
-    ("attn", ("attention",)), ("linear_attn", ("mixer",)), ("mamba", ("mixer",)), ("mixer", ("mixer",)),
+    ("experts", ("experts",)), ("linear_attn", ("mixer",)), ("mamba", ("mixer",)), ("mixer", ("mixer",)),
+    ("attn", ("attention",)), ("attention", ("attention",)),
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 from .dtypes import DType, resolve_dtype
@@ -18,7 +20,7 @@ MAX_BATCH = 1 << 24
 class GroupRow(BaseModel):
     """Layers that cache the same thing, summed: e.g. gemma-2-9b's 21 sliding layers."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # schema built on first dump: faster CLI start
 
     kind: str                   # full / sliding / chunked / mla / state / none
     layers: int
@@ -40,7 +42,7 @@ class Estimate(BaseModel):
     `prefill_peak_bytes` is what is resident right after a prefill of `prompt_len` tokens.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # schema built on first dump: faster CLI start
 
     model: str
     model_type: str
@@ -101,6 +103,8 @@ def estimate(
 
 
 def _positive(name: str, value, *, minimum: int = 1, maximum: int = MAX_TOKENS) -> int:
+    if type(value) is int and minimum <= value <= maximum:  # the usual case first (bool is not `int` here)
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise WorkloadError(f"{name} must be a whole number, got {value!r}")
     if not minimum <= value <= maximum:
@@ -170,40 +174,91 @@ def _backend(model: ModelSpec, kv: DType, requested: str | None) -> str:
 
 
 def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
-    per_layer = [[layer_bytes(spec, plan) for spec in layer] for layer in model.layers]
-    groups = _group_rows(model, plan, per_layer)
-    flat = [lb for layer in per_layer for lb in layer]
-    scalars = sum(lb.scalars for lb in flat)
-    storage = sum(lb.storage for lb in flat) + scalars
-    device, host = _placement(plan, flat, storage)
-    unbounded = sum(g.bytes_per_token * g.layers for g in groups if g.kind in ("full", "mla"))
-    notes = list(model.notes) + _plan_notes(model, plan)
-    formula = " + ".join(g.formula for g in groups if g.bytes) or "0 B"
+    """Size each group of identical layers once (`layer_bytes` depends only on the spec and the plan) and
+    multiply by its layer count: gemma-2-9b is 2 evaluations, not 42."""
+    rows, sized = [], []
+    storage = logical = prefill = scalars = unbounded = 0
+    kv_bytes = int(plan.kv_dtype.bytes)
+    tokens_per_row = plan.cache != "quantized"  # quantized: packed groups + residual, no single per-token size
+    for group in _layout(model):
+        lb = layer_bytes(group.spec, plan)
+        n = group.count
+        total = n * lb.storage
+        storage += total
+        logical += n * lb.logical
+        prefill += n * lb.after_prefill
+        scalars += n * lb.scalars
+        per_token = 0  # state / none: nothing per token
+        if group.caches_tokens and tokens_per_row:
+            per_token = group.elems_per_token * kv_bytes
+            formula = f"{group.prefix}{lb.tokens:,} tokens x {plan.batch_size} seq x {kv_bytes} B"
+            unbounded += n * per_token if group.unbounded else 0  # growth per token: layers keeping every token
+        else:
+            formula = _formula(group, plan, total)
+        rows.append(_construct(GroupRow, {
+            "kind": group.kind, "layers": n, "layer_indices": group.layer_indices, "detail": group.detail,
+            "tokens": lb.tokens, "logical_tokens": lb.logical_tokens, "bytes_per_token": per_token, "bytes": total,
+            "logical_bytes": n * lb.logical, "formula": formula,
+        }))
+        sized.append((group, lb))
+    storage += scalars
+    device, host = _placement(plan, sized, storage)
+    formula = " + ".join([row.formula for row in rows if row.bytes]) or "0 B"
     if scalars:
-        formula += f" + {fmt_int(scalars)} B bookkeeping scalars"
-    return Estimate.model_construct(
-        model=model.name, model_type=model.model_type, engine="hf", cache=plan.cache, seq_len=plan.seq_len,
-        batch_size=plan.batch_size, kv_dtype=plan.kv_dtype.name, activation_dtype=plan.act_dtype.name,
-        max_cache_len=plan.max_cache_len if plan.cache in ("static", "offloaded_static") else None,
-        prompt_len=plan.prompt_len, quant_backend=plan.backend or None,
-        kv_cache_bytes=storage, logical_bytes=sum(lb.logical for lb in flat) + scalars,
-        prefill_peak_bytes=sum(lb.after_prefill for lb in flat) + scalars, bookkeeping_bytes=scalars,
-        device_bytes=device, host_bytes=host, bytes_per_token=unbounded * plan.batch_size // plan.batch_size,
-        groups=groups, formula=f"{formula} = {fmt_int(storage)} B ({fmt_bytes(storage)})", notes=notes,
-    )
+        formula += f" + {scalars:,} B bookkeeping scalars"
+    return _construct(Estimate, {
+        "model": model.name, "model_type": model.model_type, "engine": "hf", "cache": plan.cache,
+        "seq_len": plan.seq_len, "batch_size": plan.batch_size, "kv_dtype": plan.kv_dtype.name,
+        "activation_dtype": plan.act_dtype.name,
+        "max_cache_len": plan.max_cache_len if plan.cache in ("static", "offloaded_static") else None,
+        "prompt_len": plan.prompt_len, "quant_backend": plan.backend or None,
+        "kv_cache_bytes": storage, "logical_bytes": logical + scalars, "prefill_peak_bytes": prefill + scalars,
+        "bookkeeping_bytes": scalars, "device_bytes": device, "host_bytes": host, "bytes_per_token": unbounded,
+        "groups": rows, "formula": f"{formula} = {storage:,} B ({fmt_bytes(storage)})",
+        "notes": [*model.notes, *_plan_notes(model, plan)],
+    })
 
 
-def _placement(plan: CachePlan, flat: list[LayerBytes], storage: int) -> tuple[int, int]:
-    """(device, host) bytes. Offloading keeps one offloaded layer (the next to be prefetched) on the device
-    between steps, plus every layer that is never offloaded (state, sliding under offloaded_static)."""
+_set = object.__setattr__
+# BaseModel's slot setters: what model_construct assigns, without BaseModel.__setattr__ in the way
+_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _construct(cls, values: dict):
+    """`cls.model_construct(**values)` for trusted values that name every field, without its per-call
+    overhead (~10 us for Estimate here, most of an estimate): set exactly the attributes pydantic 2's
+    model_construct sets. tests/test_api.py round-trips estimates through model_validate to keep it honest."""
+    if len(values) != _FIELD_COUNTS[cls]:  # a field left to its default: let pydantic fill it in
+        return cls.model_construct(**values)
+    obj = object.__new__(cls)
+    _set(obj, "__dict__", values)
+    _SET_FIELDS_SET(obj, set(values))
+    _SET_EXTRA(obj, None)
+    _SET_PRIVATE(obj, None)
+    return obj
+
+
+_FIELD_COUNTS = {GroupRow: len(GroupRow.model_fields), Estimate: len(Estimate.model_fields)}
+
+
+def _placement(plan: CachePlan, sized: list[tuple[_Group, LayerBytes]], storage: int) -> tuple[int, int]:
+    """(device, host) bytes. Offloading keeps one offloaded layer (the next to be prefetched: the first in
+    layer order) on the device between steps, plus every layer that is never offloaded (state, sliding
+    under offloaded_static)."""
     if plan.cache not in ("offloaded", "offloaded_static"):
         return storage, 0
-    offloaded = [lb.storage for lb in flat if lb.offloadable and lb.storage]
-    host = sum(offloaded[1:])
+    moved = [(group.first, lb.storage, group.count) for group, lb in sized if lb.offloadable and lb.storage]
+    if not moved:
+        return storage, 0
+    host = sum(size * count for _, size, count in moved) - min(moved)[1]
     return storage - host, host
 
 
 def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
+    if plan.cache == "dynamic" or plan.cache == "static":
+        return []
     notes = []
     if plan.cache in ("offloaded", "offloaded_static"):
         notes.append("offloading needs CUDA; during a step a second offloaded layer is prefetched onto the device")
@@ -214,46 +269,74 @@ def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
     return notes
 
 
-def _group_rows(model: ModelSpec, plan: CachePlan, per_layer: list[list[LayerBytes]]) -> list[GroupRow]:
-    order: dict = {}
+@dataclass(frozen=True)
+class _Group:
+    """Layers that share one spec, with everything about them that does not depend on the workload."""
+
+    spec: object
+    kind: str
+    count: int
+    elems_per_token: int    # K + V elements per token per layer per sequence (0: state / none)
+    layer_indices: str      # "0-31", "0,2,4,..."
+    first: int              # (layer, spec) position of its first layer
+    detail: str
+    prefix: str             # formula up to the token count: "32 full layers x 2 x 8 KV heads x 128 head_dim x "
+    caches_tokens: bool     # attention of some kind (not state, not nothing)
+    unbounded: bool         # full attention or MLA: grows with every token
+
+
+_LAYOUTS: dict[int, tuple[ModelSpec, tuple[_Group, ...]]] = {}
+_LAYOUTS_MAX = 256
+
+
+def _layout(model: ModelSpec) -> tuple[_Group, ...]:
+    """The model's layers grouped by identical spec, in order of first appearance.
+
+    Computed once per ModelSpec object (it is frozen), so an estimate does not walk 126 layers each time.
+    Keyed by id() with an identity check: hashing a ModelSpec would hash every layer spec on each call.
+    """
+    hit = _LAYOUTS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    found: dict = {}
+    position = 0
     for index, layer in enumerate(model.layers):
-        for spec, lb in zip(layer, per_layer[index]):
-            order.setdefault(spec, []).append((index, lb))
-    return [_row(spec, items, plan) for spec, items in order.items()]
+        for spec in layer:
+            found.setdefault(spec, []).append((index, position))
+            position += 1
+    groups = tuple(_group(spec, items) for spec, items in found.items())
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(model)] = (model, groups)
+    return groups
 
 
-def _row(spec, items: list[tuple[int, LayerBytes]], plan: CachePlan) -> GroupRow:
-    indices = [i for i, _ in items]
-    lb = items[0][1]
+def _group(spec, items: list[tuple[int, int]]) -> _Group:
     count = len(items)
-    total = sum(x.storage for _, x in items)
-    logical = sum(x.logical for _, x in items)
-    per_token = 0 if isinstance(spec, (StateSpec, NoCacheSpec)) else spec.elems_per_token * int(plan.kv_dtype.bytes)
-    if plan.cache == "quantized" and not isinstance(spec, (StateSpec, NoCacheSpec)):
-        per_token = 0  # packed groups + residual: no single per-token size (see the formula)
-    return GroupRow(
-        kind=spec.kind, layers=count, layer_indices=_ranges(indices), detail=spec.describe(), tokens=lb.tokens,
-        logical_tokens=lb.logical_tokens, bytes_per_token=per_token, bytes=total, logical_bytes=logical,
-        formula=_formula(spec, count, lb, plan, total),
-    )
+    caches_tokens = not isinstance(spec, (StateSpec, NoCacheSpec))
+    prefix = ""
+    if caches_tokens:
+        if isinstance(spec, MLASpec):
+            heads = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope)"
+        elif spec.k_head_dim == spec.v_head_dim:
+            heads = f"2 x {spec.kv_heads} KV heads x {spec.k_head_dim} head_dim"
+        else:
+            heads = f"{spec.kv_heads} KV heads x ({spec.k_head_dim} + {spec.v_head_dim})"
+        prefix = f"{count} {spec.kind} layers x {heads} x "
+    elems = spec.elems_per_token if caches_tokens else 0
+    return _Group(spec, spec.kind, count, elems, _ranges([index for index, _ in items]), items[0][1],
+                  spec.describe(), prefix, caches_tokens, spec.kind in ("full", "mla"))
 
 
-def _formula(spec, count: int, lb: LayerBytes, plan: CachePlan, total: int) -> str:
-    B, b = plan.batch_size, plan.kv_dtype
+def _formula(group: _Group, plan: CachePlan, total: int) -> str:
+    """The row formula of a group that does not cache plain tokens (the common case is in build_estimate)."""
+    spec, count = group.spec, group.count
     if isinstance(spec, NoCacheSpec):
         return f"{count} layers x 0 ({spec.reason})"
     if isinstance(spec, StateSpec):
-        return (f"{count} {spec.mixer} layers x {B} seq x ({fmt_int(spec.conv_elems)} x {int(plan.act_dtype.bytes)} B"
-                f" + {fmt_int(spec.recurrent_elems)} x 4 B)")
-    if plan.cache == "quantized":
-        return f"{count} layers x quantized K and V ({plan.backend} {b.name}) = {fmt_int(total)} B"
-    if isinstance(spec, MLASpec):
-        heads = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope)"
-    elif spec.k_head_dim == spec.v_head_dim:
-        heads = f"2 x {spec.kv_heads} KV heads x {spec.k_head_dim} head_dim"
-    else:
-        heads = f"{spec.kv_heads} KV heads x ({spec.k_head_dim} + {spec.v_head_dim})"
-    return f"{count} {spec.kind} layers x {heads} x {fmt_int(lb.tokens)} tokens x {B} seq x {int(b.bytes)} B"
+        return (f"{count} {spec.mixer} layers x {plan.batch_size} seq x ({fmt_int(spec.conv_elems)} x "
+                f"{int(plan.act_dtype.bytes)} B + {fmt_int(spec.recurrent_elems)} x 4 B)")
+    return f"{count} layers x quantized K and V ({plan.backend} {plan.kv_dtype.name}) = {fmt_int(total)} B"
 
 
 def _ranges(indices: list[int]) -> str:

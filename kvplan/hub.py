@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
+from inspect import signature
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -54,14 +55,17 @@ def is_offline() -> bool:
 def _download(repo_id: str, revision: str | None, token: str | bool | None, offline: bool) -> str:
     from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
 
+    # Cached: hf_hub_download checks the Hub once and falls back to the copy at once if it is unreachable.
+    # Not cached: it would retry for 23 s, so probe first (below).
     cached = try_to_load_from_cache(repo_id, CONFIG_FILE, revision=revision)
     if cached is _CACHED_NO_EXIST and offline:  # the Hub said so on an earlier online call
         raise _no_config(repo_id, revision)
     timeout = _etag_timeout()
     if not offline and not isinstance(cached, str):
         _probe(repo_id, revision, token, timeout)
+    quiet = {"tqdm_class": _no_progress_bar()} if "tqdm_class" in signature(hf_hub_download).parameters else {}
     return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, local_files_only=offline,
-                           etag_timeout=timeout, tqdm_class=_no_progress_bar())
+                           etag_timeout=timeout, **quiet)
 
 
 def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float) -> None:
@@ -88,7 +92,10 @@ def _etag_timeout() -> float:
 
 
 def _no_progress_bar() -> type:
-    """A config.json is a few KB: a progress bar on stderr would be noise around kvplan's output."""
+    """A config.json is a few KB: a progress bar on stderr would be noise around kvplan's output.
+
+    hf_hub_download takes `tqdm_class` since huggingface_hub 1.x (not 1.0.0); without it, no bar is asked for.
+    """
     from huggingface_hub.utils import tqdm
 
     class NoProgressBar(tqdm):

@@ -7,12 +7,15 @@ command out. `fewest_gpus()` searches the smallest TP x PP that fits.
 
 from __future__ import annotations
 
+from functools import lru_cache
+from math import ceil
+
 from pydantic import BaseModel, ConfigDict
 
 from .config_dims import parse_dims
-from .dtypes import DType, resolve_dtype
+from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
 from .engines.sglang import SglangSettings, sglang_pool
-from .engines.vllm import (ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
+from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
                            pp_layer_split)
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
@@ -85,15 +88,17 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
          block_size: int | None = None, usage_context: str = "api_server") -> Plan:
     """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / pp."""
     if isinstance(model, str):
-        from .library import load_model
-        model = load_model(model)
+        model = _load(model)
     if engine not in ENGINES:
         raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
     tp, pp = _parallel(model, num_gpus, tp, pp)
     util = _utilization(gpu_memory_utilization)
-    act = _model_dtype(model, dtype)
+    act = _model_dtype(model, dtype, device)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
+    if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
+        raise WorkloadError(f"KV cache dtype {kv.name} is not one {engine} stores: use auto, fp8, fp8_e5m2, bf16, "
+                            "fp16 or fp32")
     max_len = _max_len(model, max_model_len)
     from .engines.vllm import parse_version
     default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context,
@@ -102,9 +107,44 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
                             or default_tokens, _pos("max_num_seqs", max_num_seqs) or default_seqs,
                             _pos("block_size", block_size), kv.name, act.name, engine_version or "0.19.0",
                             usage_context)
-    if engine == "sglang":
-        return _plan_sglang(model, device, settings, act, kv, quantization)
+    if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
+        return _plan_sglang(model, device, settings, act, kv, quantization,
+                            None if gpu_memory_utilization is None else util)
     return _plan_vllm(model, device, settings, act, kv, quantization, engine)
+
+
+def _load(name: str) -> ModelSpec:
+    """A model by name; bundled ones are parsed once per process (ModelSpec is frozen, safe to share)."""
+    from .library import _find_bundled, load_model
+
+    return _load_bundled(name) if _find_bundled(name) else load_model(name)
+
+
+@lru_cache(maxsize=256)
+def _load_bundled(name: str) -> ModelSpec:
+    from .library import load_model
+
+    return load_model(name)
+
+
+_SHAPES: dict[tuple[str, int], tuple[dict, object]] = {}
+
+
+def _shape(model: ModelSpec):
+    """`parse_dims(model.raw)`, once per model. Keyed on the name and the id of the raw config, whose
+    reference the entry keeps, so no other dict can take that id while the entry lives."""
+    key = (model.name, id(model.raw))
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is model.raw:
+        return hit[1]
+    shape = parse_dims(model.raw)
+    if len(_SHAPES) >= 256:
+        try:  # oldest first; another thread (the app) may be evicting at the same time
+            _SHAPES.pop(next(iter(_SHAPES)), None)
+        except (StopIteration, RuntimeError):
+            pass
+    _SHAPES[key] = (model.raw, shape)
+    return shape
 
 
 def _pos(name: str, value):
@@ -146,8 +186,15 @@ def _utilization(value) -> float:
     return float(value)
 
 
-def _model_dtype(model: ModelSpec, dtype) -> DType:
-    d = model.dtype if dtype in (None, "auto") else resolve_dtype(dtype)
+def _model_dtype(model: ModelSpec, dtype, device: GPU) -> DType:
+    if dtype in (None, "auto"):
+        d = model.dtype
+        if d == FLOAT32:
+            # vLLM's "auto" (`_resolve_auto_dtype`) downcasts float32 checkpoints, and configs that name no dtype,
+            # to the platform's first dtype: bfloat16, float16 on GPUs without bf16 (T4, V100). SGLang: same bytes.
+            d = FLOAT16 if device.bf16_flops is None and not device.is_custom else BFLOAT16
+        return d
+    d = resolve_dtype(dtype)
     if d.is_sub_16bit:
         raise WorkloadError(f"--dtype {d.name} is not a compute dtype: use auto, bfloat16, float16 or float32")
     return d
@@ -163,7 +210,7 @@ def _max_len(model: ModelSpec, value) -> int:
 
 
 def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, engine) -> Plan:
-    shape = with_online_quant(parse_dims(model.raw), quantization)
+    shape = with_online_quant(_shape(model), quantization)
     version = s.version_tuple
     splits = pp_layer_split(model.num_layers, s.pipeline_parallel_size)
     dims = _activation_dims(shape, s.tensor_parallel_size, act)
@@ -177,7 +224,7 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, first, last) + _rope_cache(model, act)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=s.pipeline_parallel_size > 1, version=version)
-        other = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size, version)
+        other = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size, version, device.name)
         pool = int(s.gpu_memory_utilization * device.memory_bytes) - weights - activation.total_bytes - other
         specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
         groups = kv_groups(specs, block)
@@ -196,6 +243,8 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
     fit_len = _max_len_that_fits(specs, block, pool, s)
     head = stages[binding]
     notes = _vllm_notes(model, s, kv, groups)
+    if s.tensor_parallel_size > 1 and device.name not in NVLS_GPUS:
+        notes.append("NCCL memory without NVLink SHARP is an assumption (0.25 GiB), not a measurement")
     formula = [
         f"KV pool = {s.gpu_memory_utilization} x {fmt_bytes(device.memory_bytes)} - weights {fmt_bytes(head.weights_bytes)}"
         f" - activation {fmt_bytes(head.activation_bytes)} - non-torch {fmt_bytes(head.non_torch_bytes)}"
@@ -295,13 +344,13 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization) -> str:
     return " ".join(parts)
 
 
-def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization) -> Plan:
-    shape = with_online_quant(parse_dims(model.raw), quantization)
+def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization,
+                 mem_fraction: float | None = None) -> Plan:
+    shape = with_online_quant(_shape(model), quantization)
     layers = range(model.num_layers)
     weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
-    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size,
-                              None if s.gpu_memory_utilization == 0.9 else s.gpu_memory_utilization)
+    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction)
     pool = sglang_pool(device.memory_bytes, weights, specs, settings, s.max_model_len)
     per_token = bytes_per_token(specs)
     fits = pool.max_total_tokens >= s.max_model_len
@@ -323,30 +372,51 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
         max_num_seqs=pool.max_running_requests, weights_bytes=weights, activation_bytes=reserved, non_torch_bytes=0,
         kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
         num_blocks=pool.max_total_tokens, max_concurrency=round(concurrency, 4), fits=fits,
-        shortfall_bytes=max(0, (s.max_model_len - pool.max_total_tokens) * per_token),
+        shortfall_bytes=0 if fits else max(1, ceil(s.max_model_len * _sglang_token_cost(pool, specs, settings)
+                                                   - pool.rest_bytes)),
         max_model_len_that_fits=min(s.max_model_len, pool.max_total_tokens), stages=[stage],
-        vllm_command=vllm_command(model.name, s, kv, quantization), formula=formula,
-        notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve"],
+        vllm_command=sglang_command(model.name, s, kv, quantization, pool.mem_fraction_static), formula=formula,
+        notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
+               "the command field holds the `sglang.launch_server` command for this engine"],
     )
 
 
+def _sglang_token_cost(pool, specs, settings: SglangSettings) -> float:
+    """Pool bytes one more full-attention token costs: the cell, or for SWA hybrids full + ratio x SWA cell."""
+    full = sum(x.bytes_per_token for x in specs if x.kind in ("full", "mla", "chunked"))
+    swa = sum(x.bytes_per_token for x in specs if x.kind == "sliding")
+    return full + settings.swa_full_tokens_ratio * swa if full and swa else pool.cell_bytes
+
+
+def sglang_command(name: str, s: VllmSettings, kv: DType, quantization, mem_fraction: float) -> str:
+    parts = [f"python -m sglang.launch_server --model-path {name}", f"--tp-size {s.tensor_parallel_size}"]
+    if s.pipeline_parallel_size > 1:
+        parts.append(f"--pp-size {s.pipeline_parallel_size}")
+    parts += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {round(mem_fraction, 4)}"]
+    if kv.bits == 8:
+        parts.append("--kv-cache-dtype " + ("fp8_e4m3" if kv.name == "float8_e4m3" else "fp8_e5m2"))
+    if quantization:
+        parts.append(f"--quantization {quantization}")
+    return " ".join(parts)
+
+
 def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, **kwargs) -> Plan:
-    """The smallest TP (then PP) that fits, trying TP in 1, 2, 4, 8 and PP stages on top."""
+    """The fewest GPUs that fit. Tensor parallelism is tried first (TP 1, 2, 4, 8: one node, no pipeline
+    bubbles); pipeline stages of TP-8 nodes only when no single-node TP fits, so a 70B model gets TP 2
+    rather than TP 1 x PP 2 at equal count, and Llama-3.1-405B gets 8 x PP n rather than PP 43."""
     if isinstance(model, str):
-        from .library import load_model
-        model = load_model(model)
+        model = _load(model)
     last_error = None
-    for total in range(1, max_gpus + 1):
-        for tp in (1, 2, 4, 8, 16):
-            if total % tp:
-                continue
-            try:
-                candidate = plan(model, tp=tp, pp=total // tp, **kwargs)
-            except WorkloadError as exc:
-                last_error = exc
-                continue
-            if candidate.fits:
-                return candidate
+    candidates = [(tp, 1) for tp in (1, 2, 4, 8, 16) if tp <= max_gpus]
+    candidates += [(tp, pp) for pp in range(2, max_gpus + 1) for tp in (8, 16) if tp * pp <= max_gpus]
+    for tp, pp in sorted(candidates, key=lambda c: (c[1] > 1, c[0] * c[1])):
+        try:
+            candidate = plan(model, tp=tp, pp=pp, **kwargs)
+        except WorkloadError as exc:
+            last_error = exc
+            continue
+        if candidate.fits:
+            return candidate
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
                         + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import WorkloadError
+
 
 @dataclass(frozen=True)
 class SpeedAssumptions:
@@ -39,7 +41,8 @@ def roofline(*, active_params: int, weight_bytes: int, kv_bytes_per_token: int, 
     16.06 GB of weights + 1.07 GB of KV per step -> 7.3 ms per token, 137 tokens/s.
     """
     if flops <= 0 or bandwidth <= 0:
-        raise ValueError("flops and bandwidth must be positive")
+        raise WorkloadError("the GPU needs positive FLOP/s and bandwidth for a speed estimate: pick a catalog GPU "
+                            "or give a custom GPU both figures")
     linear = 2 * active_params * prompt_len * batch
     attention = attn_flops_per_token_pair * prompt_len * prompt_len // 2 * batch
     prefill = linear + attention

@@ -12,11 +12,15 @@ def fmt_int(value: int) -> str:
     return f"{value:,}"
 
 
+_BINARY_UNITS = (("TiB", 2**40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB))
+
+
 def fmt_bytes(value: int) -> str:
     """1,342,177,280 -> '1.25 GiB'. Binary units, labelled as such."""
-    for unit, size in (("TiB", 2**40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if abs(value) >= size:
-            return f"{value / size:,.2f} {unit}"
+    size = abs(value)
+    for unit, scale in _BINARY_UNITS:
+        if size >= scale:
+            return f"{value / scale:,.2f} {unit}"
     return f"{value:,} B"
 
 

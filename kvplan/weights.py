@@ -104,7 +104,7 @@ class WeightsEstimate:
 def inventory(shape: ArchShape) -> list[Tensor]:
     """Every parameter tensor of the model, grouped as ParamBreakdown reports them."""
     h = shape.hidden
-    out = [Tensor("embeddings", shape.vocab * h, matrix=None)]
+    out = [Tensor("embeddings", shape.vocab * h)]
     if shape.learned_positions:
         out.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
     for i, layer in enumerate(shape.layers):
@@ -159,7 +159,8 @@ def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     """DeepSeek MLA: q (through q_lora_rank when set), kv_a [kv_lora + rope, H], kv_b, o, two RMSNorms."""
     q_rows = a.heads * a.head_dim  # DeepSeek-V3: 128 x (128 + 64) = 24,576
     if a.q_lora_rank:
-        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i) + _linear("attention", q_rows, a.q_lora_rank, False, i)
+        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i)
+        out += _linear("attention", q_rows, a.q_lora_rank, False, i)
         out.append(Tensor("attention", a.q_lora_rank, layer=i))  # q_a_layernorm
     else:
         out = _linear("attention", q_rows, h, False, i)
@@ -318,16 +319,18 @@ def _awq(q: QuantDims, rows: int, cols: int, act: int) -> int:
 
 
 def _compressed(q: QuantDims, rows: int, cols: int, act: int) -> int:
-    scales = {"tensor": 1, "channel": rows, "group": rows * _groups(q, cols),
-              "block": _cdiv(rows, (q.block or (128, 128))[0]) * _cdiv(cols, (q.block or (128, 128))[1])}[q.strategy]
+    block = q.block or (128, 128)
+    scales = {"tensor": 1, "channel": rows, "group": rows * _groups(q, cols), "tensor_group": rows * _groups(q, cols),
+              "block": _cdiv(rows, block[0]) * _cdiv(cols, block[1])}[q.strategy]
     if q.packed:  # weight_packed int32 [rows, cols x bits / 32] + weight_shape int64 [2]
         weight = rows * _cdiv(cols * q.bits, 32) * 4 + 16
         zeros = _cdiv(rows * q.bits, 32) * 4 * (scales // rows) if q.strategy in ("group", "channel") else 0
-    else:
-        weight, zeros = _cdiv(rows * cols * q.bits, 8), scales
+    else:  # int8 / fp8 weight, or uint8 holding two fp4 values (nvfp4-, mxfp4-pack-quantized)
+        weight, zeros = rows * _cdiv(cols * q.bits, 8), scales
     zeros = 0 if q.symmetric else zeros
     scale = q.scale_bytes or act
-    return weight + scale * scales + zeros + (4 * cols if q.g_idx else 0) + (scale if q.static_input_scale else 0)
+    extra = (4 * cols if q.g_idx else 0) + (scale if q.static_input_scale else 0) + 4 * q.global_scales
+    return weight + scale * scales + zeros + extra
 
 
 def _mxfp4(q: QuantDims, rows: int, cols: int, act: int) -> int:
@@ -357,7 +360,8 @@ _RULES = {
     "compressed-tensors": (_compressed, "compressed-tensors: num_bits/8 B per weight (int32-packed for "
                            "pack-quantized) + a model-dtype scale per tensor/channel/group/block (+ zero points "
                            "if asymmetric); w4a16 g128 [4096, 4096]: 8,388,608 + 16 + 131,072 x 2 = 8,650,768 B; "
-                           "w8a8 per channel: 16,777,216 + 4,096 x 2 = 16,785,408 B"),
+                           "w8a8 per channel: 16,777,216 + 4,096 x 2 = 16,785,408 B; nvfp4: 8,388,608 + 1,048,576 "
+                           "fp8 scales per 16 + 2 x 4 global = 9,437,192 B (4.5 bits)"),
     "mxfp4": (_mxfp4, "mxfp4 (gpt-oss experts only): 4 bits per weight + an 8-bit scale per 32 = 4.25 bits; "
                       "[5760, 2880]: 8,294,400 + 518,400 = 8,812,800 B; expert biases float32"),
     "bitsandbytes": (_bnb, "bitsandbytes: 8-bit = 1 B per weight + an fp32 scale per output row ([4096, 4096]: "

@@ -109,9 +109,11 @@ def hub_env(tmp_path, monkeypatch):
     cache = tmp_path / "hub"
     cache.mkdir()
     endpoint = f"http://127.0.0.1:{closed_port()}"
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_ETAG_TIMEOUT",
-                "HF_HUB_VERBOSITY"):
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                "HF_HUB_ETAG_TIMEOUT", "HF_HUB_VERBOSITY"):
         monkeypatch.delenv(var, raising=False)
+    for var in ("NO_PROXY", "no_proxy"):  # a CI proxy must not see loopback requests
+        monkeypatch.setenv(var, "127.0.0.1,localhost")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -120,7 +122,10 @@ def hub_env(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "home" / "stored_tokens"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", constants.DEFAULT_ETAG_TIMEOUT)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_SYMLINKS", False, raising=False)  # newer clients only
     point_endpoint(monkeypatch, endpoint)
+    huggingface_hub.close_session()  # the shared client reads proxy settings when it is created
     yield cache
     huggingface_hub.close_session()  # drop pooled connections to servers that are gone
 
@@ -352,6 +357,7 @@ def test_offline_broken_cached_file(offline_cache):
 def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """`python -m kvplan ...` in a fresh interpreter, so huggingface_hub reads these variables at import."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "TRANSFORMERS_"))}
+    base.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     return subprocess.run([sys.executable, "-m", "kvplan", *args], env={**base, **env}, cwd=cwd,
                           capture_output=True, text=True, timeout=60)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pytest
@@ -37,6 +36,15 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 # Families transformers 5.24 does not ship, and the native family with the same architecture (checked instead).
 SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny models run 10-20x faster on one intra-op thread than on an oversubscribed pool of two."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 # ---------------------------------------------------------------- configs
@@ -93,8 +101,12 @@ def shrink(data: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def meta_model(cfg, dtype: torch.dtype):
+    """The model on the meta device. Outside bf16 the MoE experts run `batched_mm`: torch 2.13's meta kernel
+    for grouped_mm (transformers' default) accepts only bf16, and `eager` needs nonzero(), which meta cannot
+    do. Experts never touch the cache."""
+    kwargs = {} if dtype == torch.bfloat16 else {"experts_implementation": "batched_mm"}
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, **kwargs)
     return model.eval()
 
 
@@ -177,10 +189,6 @@ def _tensors(obj: Any, seen: dict[int, Any], depth: int = 0) -> Iterator[torch.T
             yield from _tensors(value, seen, depth + 1)
 
 
-def layer_tensors(layer: Any) -> list[torch.Tensor]:
-    return list(_tensors(dict(vars(layer)), {}))
-
-
 def measure(cache) -> Measured:
     """Bytes a transformers cache holds: every tensor its layers reference."""
     seen: dict[int, Any] = {}
@@ -226,5 +234,69 @@ def compare(tally: Tally, what: str, measured: Measured, est, *, after_prefill: 
             tally.mismatches.append(f"{what}: {label} measured {got:,} B, kvplan {want:,} B ({want - got:+,} B)")
 
 
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+# ---------------------------------------------------------------- meta-device runs (one bundled model)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (model, workload) pair: what was run, what the cache held, what kvplan said."""
+
+    what: str
+    measured: Measured
+    logical: int          # kvplan logical_bytes
+    storage: int          # kvplan prefill_peak_bytes right after a prefill, else kv_cache_bytes
+    scalars: int          # kvplan bookkeeping_bytes
+
+    def mismatches(self) -> list[str]:
+        out = []
+        for label, got, want in (("logical", self.measured.logical, self.logical),
+                                 ("storage", self.measured.storage, self.storage),
+                                 ("scalars", self.measured.scalars, self.scalars)):
+            if got != want:
+                out.append(f"{self.what}: {label} measured {got:,} B, kvplan {want:,} B ({want - got:+,} B)")
+        return out
+
+
+def meta_workloads(windows: list[int], full: bool = False) -> list[tuple[str, int, int, int]]:
+    """(dtype, batch, prompt, decode steps) run on the meta device for one model.
+
+    Default: both dtypes, batch 1 and 3, a prompt above every window followed by a decode step (steady
+    state), one below every window, and for each window a prompt ending its W-1 view exactly, so that the
+    decode step after it is the first token whose storage is W tokens. `full` runs the whole cross product
+    (every dtype x batch x prompt), about 3x the forwards.
+    """
+    low = max(1, min([5] + [w - 2 for w in windows]))
+    high = max(windows) + 3 if windows else 40
+    edges = [w - 1 for w in windows if w > 1]
+    if not full:
+        return ([("bf16", 3, high, 1), ("fp32", 1, low, 0)]
+                + [("bf16" if i % 2 == 0 else "fp32", 1, p, 1) for i, p in enumerate(edges)])
+    return [(dtype, batch, length, 1) for dtype in ("bf16", "fp32") for batch in (1, 3)
+            for length in [low, high] + edges]
+
+
+def meta_points(model_id: str, data: dict, model_type: str | None = None, full: bool = False) -> list[Point]:
+    """Build `data` on the meta device once per dtype, run every meta workload, measure each point.
+
+    `model_type` swaps the family transformers builds (kimi_k2 -> deepseek_v3); kvplan still parses the
+    original dict. Top-level so a process pool can run it.
+    """
+    torch.set_num_threads(1)
+    spec = kvplan.parse_config(data, name=model_id)
+    cfg = hf_config(data, model_type)
+    points: list[Point] = []
+    models: dict[str, Any] = {}
+    for dtype, batch, length, steps in meta_workloads(config_windows(data, spec), full):
+        if dtype not in models:
+            models[dtype] = meta_model(cfg, DTYPES[dtype])
+        model = models[dtype]
+        cache, token = prefill(model, batch, length)
+        for step in range(steps + 1):
+            if step:
+                token = decode(model, cache, token, 1)
+            T = length + step
+            est = kvplan.estimate(spec, seq_len=T, batch_size=batch, dtype=dtype, prompt_len=length)
+            storage = est.prefill_peak_bytes if step == 0 else est.kv_cache_bytes
+            what = f"{model_id} {dtype} B={batch} P={length} T={T}" + (" (after prefill)" if step == 0 else "")
+            points.append(Point(what, measure(cache), est.logical_bytes, storage, est.bookkeeping_bytes))
+    return points

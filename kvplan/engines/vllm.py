@@ -11,6 +11,7 @@ listed in ENGINE_CONSTANTS with the measurement each comes from, keyed by vLLM v
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..units import GiB
@@ -27,6 +28,10 @@ ENGINE_CONSTANTS = {
     # 1.75 GiB + 0.0325 GiB per rank.
     "nccl_base_gib": 1.75,
     "nccl_per_rank_gib": 0.0325,
+    # Those ~1.8 GiB are NCCL's NVLink-SHARP (NVLS) buffers, which exist only on NVSwitch Hopper/Blackwell
+    # systems. Elsewhere (PCIe cards, A100) NCCL rings and vLLM's custom all-reduce take far less:
+    # 0.25 GiB assumed (no measurement in the calibration set; see the notes of plans that use it).
+    "nccl_no_nvls_gib": 0.25,
     # Before v0.17 the profiling sampler step also kept ~6 more float32 [rows, vocab] buffers: +23.5 B
     # per (row x vocab entry), seen on Llama-3.1-8B (4.76 vs 1.89 GiB) and Qwen3-14B (5.64 vs 2.23 GiB).
     "pre_017_sampler_extra_bytes": 24,
@@ -37,12 +42,16 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     """'v0.19.0' / '0.19' -> (0, 19, 0); None -> the newest behaviour kvplan models."""
     if not text:
         return (0, 19, 0)
-    parts = str(text).strip().lstrip("vV").split(".")
-    try:
-        numbers = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3]]
-    except ValueError:
-        numbers = [0, 19, 0]
-    return tuple((numbers + [0, 0, 0])[:3])  # type: ignore[return-value]
+    # leading digits of each part: '0.19.0rc1' -> (0, 19, 0), '0.8.5.post1' -> (0, 8, 5), '0.11.0+cu128' too
+    match = _VERSION.match(str(text).strip())
+    if match is None or any(len(g or "") > 9 for g in match.groups()):
+        from ..errors import WorkloadError
+
+        raise WorkloadError(f"engine version {str(text)[:40]!r} is not a version number: write it like 0.19.0")
+    return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
+
+
+_VERSION = re.compile(r"[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 
 def _by_version(table: dict, version: tuple[int, int, int]) -> float:
@@ -145,11 +154,17 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     return ActivationBreakdown(forward, sampler, buffers, total, formula)
 
 
-def non_torch_bytes(tp: int, pp: int, version: tuple[int, int, int]) -> int:
+NVLS_GPUS = ("H100-SXM", "H200", "B200", "GH200")  # NVSwitch + NVLink SHARP: NCCL allocates NVLS buffers
+
+
+def non_torch_bytes(tp: int, pp: int, version: tuple[int, int, int], gpu_name: str = "H100-SXM") -> int:
     """CUDA context and library workspaces, plus NCCL buffers when tensor parallel."""
     if tp > 1:
         gib = _by_version(ENGINE_CONSTANTS["non_torch_base_gib"], version)
-        gib += ENGINE_CONSTANTS["nccl_base_gib"] + ENGINE_CONSTANTS["nccl_per_rank_gib"] * tp
+        if gpu_name in NVLS_GPUS:
+            gib += ENGINE_CONSTANTS["nccl_base_gib"] + ENGINE_CONSTANTS["nccl_per_rank_gib"] * tp
+        else:
+            gib += ENGINE_CONSTANTS["nccl_no_nvls_gib"]
     elif pp > 1:
         gib = ENGINE_CONSTANTS["non_torch_pp_gib"]
     else:

@@ -9,6 +9,7 @@ Llama-3.1-8B bf16: TP1 14.96 GiB; TP2 7.48 GiB per rank; PP2 stage 0: embeddings
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 from math import ceil
 
 from ..config_dims import ArchShape, QuantDims
@@ -33,22 +34,37 @@ def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
 
 
 def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool) -> int:
-    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`."""
+    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`.
+
+    Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
+    inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
+    """
+    return _stage_weight_bytes(shape, dtype, tp, layers, first, last)
+
+
+@lru_cache(maxsize=256)
+def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int], ...], int]:
+    """((layer, group, bytes) per tensor, buffer bytes): the inventory priced once per shape and dtype."""
+    rows = tuple((t.layer, t.group, _tensor_bytes(t, dtype, shape.quant)) for t in inventory(shape))
+    return rows, weights_bytes(shape, dtype).buffers_bytes
+
+
+@lru_cache(maxsize=4096)
+def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool) -> int:
     total = 0
     tied_embedding = 0
-    for t in inventory(shape):
-        size = _tensor_bytes(t, dtype, shape.quant)
-        if t.layer >= 0:
-            if t.layer not in layers:
+    rows, buffers = _tensor_table(shape, dtype)
+    for layer, group, size in rows:
+        if layer >= 0:
+            if layer not in layers:
                 continue
-        elif t.group == "embeddings":
+        elif group == "embeddings":
             if shape.tied_embeddings and last and not first:
                 tied_embedding += size
             if not first:
                 continue
-        elif t.group in ("lm_head", "norms") and not last:
+        elif group in ("lm_head", "norms") and not last:
             continue
-        total += size if t.group == "norms" else ceil(size / tp)  # norms are replicated on every rank
+        total += size if group == "norms" else ceil(size / tp)  # norms are replicated on every rank
     total += ceil(tied_embedding / tp)
-    buffers = weights_bytes(shape, dtype).buffers_bytes
     return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))

@@ -1,0 +1,76 @@
+"""Capacity: does the chosen model fit on these GPUs with vLLM or SGLang, how many requests at once, how fast,
+and the command that serves it (kvplan.planner, kvplan.speed)."""
+
+import streamlit as st
+
+from app_pages import common
+from kvplan import app_support as sup
+from kvplan import charts
+
+URL = common.URL
+
+model = common.require_model()
+common.header("Capacity planner", "Per-GPU memory, KV pool and concurrency as the serving engine computes them",
+              model)
+ctx, batch = common.workload()
+
+c1, c2, c3, c4, c5, c6 = st.columns([1, 1.4, 0.8, 0.8, 0.8, 1])
+engine = c1.selectbox("Engine", ("vllm", "sglang"), key="engine", bind=URL)
+names = common.gpu_names()
+gpu = c2.selectbox("GPU", names, index=names.index("H100-SXM") if "H100-SXM" in names else 0, key="gpu", bind=URL)
+num_gpus = c3.number_input("GPUs", min_value=0, max_value=1024, value=1, step=1, key="n", bind=URL)
+tp = c4.selectbox("TP", ("auto", "1", "2", "4", "8", "16"), key="tp", bind=URL, help="auto: GPUs / PP")
+pp = c5.number_input("PP", min_value=0, max_value=256, value=1, step=1, key="pp", bind=URL)
+kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
+u1, u2 = st.columns([3, 1])
+util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0.9, step=0.01, key="util",
+                 bind=URL, help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
+u2.metric("Max model length", f"{ctx:,}", help="the sidebar's context")
+
+inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, util, ctx, kv_dtype)
+with common.guard("Capacity"):
+    plan = sup.run_plan(model, inputs)
+
+fits, sentence = sup.verdict(plan)
+(st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
+common.metrics(sup.plan_metrics(plan))
+
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
+    st.dataframe(sup.plan_table(plan), hide_index=True, width="stretch",
+                 column_config={"bytes": st.column_config.NumberColumn(format="localized")})
+with right:
+    with common.guard("Concurrency"):
+        frame = charts.concurrency_frame(plan, model, charts.concurrency_contexts(plan.max_model_len))
+    st.plotly_chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
+
+st.markdown("#### Fewest GPUs that fit")
+fewest, problem = common.message(sup.run_fewest, model, inputs)
+if fewest is not None:
+    st.info(f"{fewest.num_gpus} x {fewest.gpu}: TP {fewest.tensor_parallel_size} x PP "
+            f"{fewest.pipeline_parallel_size}, {fewest.kv_cache_tokens:,} KV tokens, "
+            f"{fewest.max_concurrency:,.2f} concurrent {fewest.max_model_len:,}-token requests",
+            icon=":material/dns:")
+else:
+    st.warning(problem, icon=":material/warning:")
+
+st.markdown("#### Speed (roofline)")
+s1, _ = st.columns([1, 3])
+prompt = s1.number_input("Prompt tokens for TTFT", min_value=0, max_value=10**12, value=2048, step=256,
+                         key="ttft_prompt", bind=URL)
+result, problem = common.message(sup.speed, model, plan, prompt, batch)
+if result is not None:
+    common.metrics(sup.speed_metrics(result))
+    st.caption(" · ".join(result.notes) + f" · decode at {plan.max_model_len:,} tokens of context, batch {batch:,}")
+else:
+    st.warning(f"Speed: {problem}", icon=":material/warning:")
+
+st.markdown("#### Serve it")
+st.code(sup.serve_command(plan), language="bash", wrap_lines=True)
+with st.expander("How the pool was computed"):
+    st.code("\n".join(plan.formula), language=None, wrap_lines=True)
+    for note in plan.notes:
+        st.caption(f":material/info: {note}")
+common.downloads(f"kvplan-plan-{sup.file_stem(model.name)}-{plan.gpu}-{plan.num_gpus}", sup.plan_json(plan),
+                 sup.plan_csv(plan), "Plan")

@@ -1,0 +1,175 @@
+"""What every page shares: the sidebar (model and workload), cached loaders, and error handling.
+
+Layout only: numbers come from kvplan. Every widget that describes a plan has a key bound to the URL
+(`bind="query-params"`), so a page's URL reproduces what it shows. The Hub token is never bound, cached
+or logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+import streamlit as st
+
+import kvplan
+from kvplan import app_support as sup
+from kvplan.errors import KVPlanError
+from kvplan.gpus import list_gpus
+
+SOURCES = ("Bundled", "Hub", "Upload")  # the labels are the URL values: ?src=Hub
+URL = "query-params"
+log = logging.getLogger("kvplan.app")
+
+
+# ---------------------------------------------------------------------------------------------- loaders
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def load_bundled(model_id: str):
+    return kvplan.load_model(model_id)
+
+
+@st.cache_data(show_spinner="Fetching config.json from the Hugging Face Hub...", max_entries=64, ttl=3600)
+def load_hub(repo_id: str, with_token: bool, _token: str | None = None):
+    # `_token` is left out of the cache key (and so never stored); `with_token` keeps public and gated fetches apart
+    return sup.load_hub_model(repo_id, _token)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def load_upload(raw: bytes, filename: str):
+    return sup.load_uploaded_config(raw, filename)
+
+
+@st.cache_data(show_spinner=False)
+def model_options() -> list[str]:
+    return sup.model_options()
+
+
+@st.cache_data(show_spinner=False)
+def gpu_names() -> list[str]:
+    return [g.name for g in list_gpus()]
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+@contextmanager
+def guard(what: str = "kvplan"):
+    """Turn kvplan's errors into a red message and stop the page: a visitor never sees a traceback."""
+    try:
+        yield
+    except KVPlanError as exc:
+        st.error(f"{what}: {exc}", icon=":material/error:")
+        st.stop()
+    except (ValueError, TypeError, KeyError, OverflowError, ArithmeticError, RecursionError) as exc:
+        log.exception("unexpected error in %s", what)
+        st.error(f"{what}: kvplan could not handle this input ({exc.__class__.__name__}: {exc}). "
+                 "Try other settings, and please report it.", icon=":material/bug_report:")
+        st.stop()
+
+
+def message(fn, *args, **kwargs):
+    """(result, None) or (None, message) for a call whose failure should not stop the page."""
+    try:
+        return fn(*args, **kwargs), None
+    except KVPlanError as exc:
+        return None, str(exc)
+    except (ValueError, TypeError, KeyError, OverflowError, ArithmeticError, RecursionError) as exc:
+        log.exception("unexpected error")
+        return None, f"kvplan could not handle this input ({exc.__class__.__name__}: {exc})"
+
+
+# ---------------------------------------------------------------------------------------------- sidebar
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.markdown("#### Model")
+        source = st.radio("Config source", SOURCES, horizontal=True, key="src",
+                          bind=URL, help="a bundled config (offline, gated models included), a Hub id, or your own "
+                                         "config.json")
+        if source == "Hub":
+            st.text_input("Hub id", key="hub", bind=URL, placeholder="org/name, e.g. Qwen/Qwen3-8B",
+                          help="config.json is fetched with huggingface_hub; no code is ever downloaded")
+            st.text_input("Hugging Face token (optional)", key="hf_token", type="password",
+                          help="for gated repositories; used for this fetch only: never stored, cached or put in the URL")
+        elif source == "Upload":
+            st.file_uploader("config.json", type=["json"], key="upload", max_upload_size=8,
+                             help=f"parsed as JSON data only, at most {sup.MAX_UPLOAD_BYTES:,} bytes")
+        else:
+            options = model_options()
+            st.selectbox("Bundled model", options, index=sup.default_model_index(options), key="model", bind=URL,
+                         help="type to search the bundled configs")
+        st.markdown("#### Workload")
+        st.number_input("Context: tokens per sequence", min_value=0, max_value=10**15, value=8192, step=1024,
+                        key="ctx", bind=URL, help="prompt + generated tokens cached per sequence; on the Capacity "
+                                                  "page, the max model length")
+        st.number_input("Batch: sequences", min_value=0, max_value=2**30, value=1, step=1, key="batch", bind=URL)
+        st.caption(f"kvplan {kvplan.__version__} · GiB = 2³⁰ B, GB = 10⁹ B")
+
+
+def workload() -> tuple[int, int]:
+    """(context, batch) from the sidebar."""
+    return int(st.session_state.get("ctx", 8192)), int(st.session_state.get("batch", 1))
+
+
+def resolve_model():
+    """(ModelSpec, None), (None, error message) or (None, '') when there is nothing to load yet."""
+    source = st.session_state.get("src", "Bundled")
+    if source == "Hub":
+        repo = (st.session_state.get("hub") or "").strip()
+        if not repo:
+            return None, ""
+        token = st.session_state.get("hf_token") or None
+        return message(load_hub, repo, bool(token), token)
+    if source == "Upload":
+        upload = st.session_state.get("upload")
+        if upload is None:
+            return None, ""
+        return message(load_upload, upload.getvalue(), upload.name)
+    return message(load_bundled, st.session_state.get("model") or sup.DEFAULT_MODEL)
+
+
+def require_model():
+    """The chosen model, or a message and a stopped page."""
+    model, error = resolve_model()
+    if model is not None:
+        return model
+    if error:
+        st.error(f"Could not load the model: {error}", icon=":material/error:")
+    elif st.session_state.get("src") == "Hub":
+        st.info("Enter a Hub id in the sidebar (org/name), or pick a bundled model.", icon=":material/info:")
+    else:
+        st.info("Upload a config.json in the sidebar, or pick a bundled model.", icon=":material/info:")
+    st.stop()
+
+
+# ---------------------------------------------------------------------------------------------- layout
+
+
+def header(title: str, subtitle: str, model=None) -> None:
+    st.markdown(f"## {title}")
+    line = subtitle if model is None else f"{subtitle} · **{model.name}** · {model.summary().split(': ', 1)[-1]}"
+    st.caption(line)
+
+
+def metrics(items, columns=None) -> None:
+    cols = st.columns(columns or len(items))
+    for col, m in zip(cols, items):
+        col.metric(m.label, m.value, help=m.help or None, border=True)
+
+
+def downloads(stem: str, json_text: str, csv_text: str, what: str) -> None:
+    row = st.container(horizontal=True)
+    row.download_button(f"{what} as JSON", json_text, file_name=f"{stem}.json", mime="application/json",
+                      icon=":material/download:", key=f"dl_json_{what}")
+    row.download_button(f"{what} as CSV", csv_text, file_name=f"{stem}.csv", mime="text/csv",
+                      icon=":material/download:", key=f"dl_csv_{what}")
+
+
+def style() -> None:
+    st.html("""<style>
+    [data-testid="stMetricValue"] { font-size: 1.6rem; }
+    [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; max-width: 1400px; }
+    </style>""")

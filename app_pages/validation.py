@@ -1,0 +1,64 @@
+"""Validation: kvplan's predictions against measurements: the harness's validation/results/*/report.json and the
+vLLM start-up calibration (validation/vllm_calibration.csv)."""
+
+import streamlit as st
+
+from app_pages import common
+from kvplan import app_support as sup
+from kvplan import charts
+
+URL = common.URL
+RESULTS = sup.ROOT / "validation" / "results"
+CALIBRATION_CSV = sup.ROOT / "validation" / "vllm_calibration.csv"
+CALIBRATION_MD = sup.ROOT / "validation" / "vllm_calibration.md"
+
+
+@st.cache_data(show_spinner=False, ttl=300)
+def reports(results_dir):
+    data = sup.read_reports(results_dir)
+    return data, sup.report_summary(data.rows)
+
+
+@st.cache_data(show_spinner=False, ttl=300)
+def calibration(csv_path, md_path):
+    frame = sup.read_calibration(csv_path)
+    return frame, sup.calibration_intro(md_path), sup.calibration_summary(frame)
+
+
+common.header("Validation", "Predicted against measured: the numbers kvplan shows are checked, and here is how well")
+
+st.markdown("#### transformers caches: kvplan against the real cache (validation harness)")
+data, summary = reports(RESULTS)
+for problem in data.problems:
+    st.warning(problem, icon=":material/warning:")
+if data.rows.empty:
+    st.info("No harness results yet: `validation/results/<run>/report.json` appears here once the validation "
+            "harness has run on a GPU and its report is committed.", icon=":material/hourglass_empty:")
+else:
+    st.dataframe(data.runs, hide_index=True, width="stretch")
+    st.dataframe(summary, hide_index=True, width="stretch")
+    st.plotly_chart(charts.validation_figure(data.rows, "measured_bytes", "predicted_bytes", "cache",
+                                             title="KV bytes: predicted vs measured, by cache strategy", log=True),
+                    key="harness")
+    with st.expander("Every measurement"):
+        st.dataframe(data.rows, hide_index=True, width="stretch",
+                     column_config={"predicted_bytes": st.column_config.NumberColumn(format="localized"),
+                                    "measured_bytes": st.column_config.NumberColumn(format="localized")})
+
+st.markdown("#### vLLM start-ups: kvplan's engine profile against vLLM's own log lines")
+frame, intro, calibration_table = calibration(CALIBRATION_CSV, CALIBRATION_MD)
+if frame.empty:
+    st.info("No calibration yet: run `python validation/vllm_calibration.py`.", icon=":material/hourglass_empty:")
+else:
+    if intro:
+        st.caption(intro)
+    st.dataframe(calibration_table, hide_index=True, width="stretch")
+    metrics = list(dict.fromkeys(frame["metric"]))
+    metric = st.selectbox("Metric", metrics, index=metrics.index("kv_pool") if "kv_pool" in metrics else 0,
+                          key="vmetric", bind=URL, help="GiB for memory, tokens for the KV cache size")
+    part, unit = sup.calibration_metric(frame, metric)
+    st.plotly_chart(charts.validation_figure(part, "measured", "predicted", "metric", unit=unit,
+                                             title=f"{metric}: predicted vs measured ({len(part)} vLLM start-ups)"),
+                    key="calibration")
+    with st.expander("Every start-up"):
+        st.dataframe(part, hide_index=True, width="stretch")

@@ -1,0 +1,661 @@
+"""Everything the web app shows that is not a chart: model sources, tables, exports, speed, validation files.
+
+The Streamlit pages only lay these out; every number they print is computed here (or in `kvplan.charts` /
+`kvplan.strategies`) from kvplan's API, so tests check the same functions the app calls. Pure apart from the
+functions that read committed files under `validation/` (named `read_*`). Imports pandas, never streamlit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from dataclasses import dataclass
+from math import ceil
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .dtypes import resolve_dtype
+from .errors import ModelNotAvailableError, WorkloadError
+from .estimate import Estimate, estimate
+from .library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, parse_json_bytes
+from .model import ModelSpec
+from .units import fmt_bytes, fmt_gb, fmt_int
+
+DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
+LEARN_MODEL = "meta-llama/Llama-2-70b-hf"
+LEARN_CONTEXTS = (100, 1_000, 4_000, 8_192)
+MAX_UPLOAD_BYTES = MAX_CONFIG_BYTES
+KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4", "int2")
+CACHES = ("dynamic", "static", "quantized", "offloaded", "offloaded_static")
+PLAN_KV_DTYPES = ("auto", "fp8", "fp8_e5m2", "bf16", "fp16", "fp32")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------------------- models
+
+
+def model_options() -> list[str]:
+    """Bundled ids, case-insensitively sorted, for the searchable picker."""
+    return sorted(bundled_ids(), key=str.lower)
+
+
+def default_model_index(options: list[str]) -> int:
+    return options.index(DEFAULT_MODEL) if DEFAULT_MODEL in options else 0
+
+
+def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
+    """A Hub id through `kvplan.load_model`, refusing anything that is not `org/name` or that names a local file:
+    the web app never reads the server's disk on a visitor's behalf."""
+    text = (repo_id or "").strip()
+    if not text:
+        raise ModelNotAvailableError("enter a Hub id like meta-llama/Llama-3.1-8B")
+    if not HUB_ID.match(text) or Path(text).exists():
+        raise ModelNotAvailableError(f"{text[:120]!r} is not a Hub id: use the form org/name, "
+                                     "e.g. Qwen/Qwen3-8B")
+    return load_model(text, token=token or None)
+
+
+def load_uploaded_config(raw: bytes, filename: str) -> ModelSpec:
+    """An uploaded config.json, parsed as JSON data only (size-capped by `parse_json_bytes`)."""
+    label = Path(filename or "upload").name or "upload"
+    data = parse_json_bytes(raw, label)
+    name = label.removesuffix(".json") if label != "config.json" else "uploaded config"
+    return load_model(data, name=name)
+
+
+def config_values(model: ModelSpec) -> pd.DataFrame:
+    """The config fields that sized the cache, under kvplan's names (what the formula substitutes)."""
+    rows = [{"field": k, "value": str(v)} for k, v in model.fields.items()]
+    rows.append({"field": "dtype", "value": model.dtype.name})
+    rows.append({"field": "layer kinds", "value": ", ".join(f"{n} {k}" for k, n in model.attention_kinds.items())})
+    return pd.DataFrame(rows, columns=["field", "value"])
+
+
+# ---------------------------------------------------------------------------------------------- estimate
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The Estimate page's knobs; 0 for max_cache_len / prompt_len means 'same as the context'."""
+
+    seq_len: int
+    batch_size: int = 1
+    kv_dtype: str = "auto"
+    cache: str = "dynamic"
+    max_cache_len: int = 0
+    prompt_len: int = 0
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(kv_dtype=None if self.kv_dtype == "auto" else self.kv_dtype, cache=self.cache,
+                    max_cache_len=self.max_cache_len or None, prompt_len=self.prompt_len or None)
+
+
+def run_estimate(model: ModelSpec, w: Workload) -> Estimate:
+    return estimate(model, w.seq_len, w.batch_size, **w.kwargs())
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    value: str
+    help: str = ""
+
+
+def headline(est: Estimate) -> list[Metric]:
+    """The four numbers at the top of the Estimate page: binary and decimal units, each labelled."""
+    metrics = [
+        Metric("KV cache (GiB = 2³⁰ B)", fmt_bytes(est.kv_cache_bytes), "binary units, as nvidia-smi and vLLM print"),
+        Metric("KV cache (GB = 10⁹ B)", fmt_gb(est.kv_cache_bytes), "decimal units, as GPU datasheets print"),
+        Metric("Exact bytes", fmt_int(est.kv_cache_bytes), "every tensor the cache holds, bookkeeping included"),
+        Metric("Per extra token", f"{fmt_int(est.bytes_per_token)} B",
+               "growth per token per sequence while every unbounded layer grows (full and MLA layers)"),
+    ]
+    return metrics
+
+
+def side_numbers(est: Estimate) -> list[str]:
+    """Secondary figures, each a sentence, only when they differ from the headline."""
+    lines = []
+    if est.logical_bytes != est.kv_cache_bytes:
+        lines.append(f"Tokens attention still reads: {fmt_int(est.logical_bytes)} B ({fmt_bytes(est.logical_bytes)})")
+    if est.prefill_peak_bytes != est.kv_cache_bytes:
+        lines.append(f"Right after a {fmt_int(est.prompt_len)}-token prefill: {fmt_int(est.prefill_peak_bytes)} B "
+                     f"({fmt_bytes(est.prefill_peak_bytes)})")
+    if est.host_bytes:
+        lines.append(f"On the GPU: {fmt_bytes(est.device_bytes)}; in host memory: {fmt_bytes(est.host_bytes)}")
+    if est.quant_backend:
+        lines.append(f"Quantized with the {est.quant_backend} backend ({est.kv_dtype})")
+    return lines
+
+
+GROUP_COLUMNS = ["kind", "layers", "layer indices", "detail", "tokens kept", "bytes per token per layer", "bytes",
+                 "size", "formula"]
+
+
+def group_table(est: Estimate, formula: bool = True) -> pd.DataFrame:
+    """One row per layer group; `formula=False` leaves the long formula column out (the page prints it whole)."""
+    rows = [{"kind": g.kind, "layers": g.layers, "layer indices": g.layer_indices, "detail": g.detail,
+             "tokens kept": "constant" if g.tokens is None else fmt_int(g.tokens),
+             "bytes per token per layer": g.bytes_per_token, "bytes": g.bytes, "size": fmt_bytes(g.bytes),
+             "formula": g.formula} for g in est.groups]
+    frame = pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    return frame if formula else frame.drop(columns="formula")
+
+
+def estimate_json(est: Estimate) -> str:
+    return est.model_dump_json(indent=1)
+
+
+def estimate_csv(est: Estimate) -> str:
+    """One row per layer group, then a total row; the workload repeated on each row so the file stands alone."""
+    out = io.StringIO()
+    fields = ["model", "cache", "seq_len", "batch_size", "kv_dtype", "kind", "layers", "layer_indices", "detail",
+              "tokens", "bytes_per_token", "bytes"]
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    common = dict(model=est.model, cache=est.cache, seq_len=est.seq_len, batch_size=est.batch_size,
+                  kv_dtype=est.kv_dtype)
+    for g in est.groups:
+        writer.writerow({**common, "kind": g.kind, "layers": g.layers, "layer_indices": g.layer_indices,
+                         "detail": g.detail, "tokens": "" if g.tokens is None else g.tokens,
+                         "bytes_per_token": g.bytes_per_token, "bytes": g.bytes})
+    writer.writerow({**common, "kind": "total", "layers": sum(g.layers for g in est.groups), "bytes":
+                     est.kv_cache_bytes})
+    return out.getvalue()
+
+
+def file_stem(name: str) -> str:
+    """'meta-llama/Llama-3.1-8B' -> 'meta-llama--Llama-3.1-8B' for download names."""
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in name.replace("/", "--"))[:100] or "model"
+
+
+# ---------------------------------------------------------------------------------------------- strategies
+
+
+def strategy_table(rows, raw_bytes: bool = True) -> pd.DataFrame:
+    """`kvplan.strategies.compare` rows as the Compare page shows them (`raw_bytes=False`: sizes only)."""
+    out = []
+    for r in rows:
+        out.append({"strategy": r.strategy,
+                    "on GPU": fmt_bytes(r.device_bytes) if r.applies else "n/a",
+                    "in host memory": fmt_bytes(r.host_bytes) if r.host_bytes else "",
+                    "bytes on GPU": r.device_bytes,
+                    "saving vs model": f"{r.saving_pct:+.1f} %" if r.applies else "",
+                    "exact": "yes" if r.exact else "per-element",
+                    "how it was computed": r.how, "note": r.note})
+    frame = pd.DataFrame(out)
+    return frame if raw_bytes else frame.drop(columns="bytes on GPU")
+
+
+def strategies_csv(rows) -> str:
+    fields = ["strategy", "device_bytes", "host_bytes", "saving_bytes", "saving_pct", "exact", "how", "note"]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({f: getattr(r, f) for f in fields})
+    return out.getvalue()
+
+
+def strategies_json(rows) -> str:
+    return json.dumps([{**r.__dict__} for r in rows], indent=1)
+
+
+# ---------------------------------------------------------------------------------------------- capacity
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    engine: str = "vllm"
+    gpu: str = "H100-SXM"
+    num_gpus: int = 1
+    tp: str = "auto"           # "auto": num_gpus / pp
+    pp: int = 1
+    utilization: float = 0.9
+    max_model_len: int = 8192
+    kv_dtype: str = "auto"
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(engine=self.engine, gpu=self.gpu, max_model_len=self.max_model_len,
+                    gpu_memory_utilization=self.utilization, kv_dtype=self.kv_dtype)
+
+    def plan_kwargs(self) -> dict[str, Any]:
+        tp = None if self.tp == "auto" else int(self.tp)
+        return dict(num_gpus=self.num_gpus, tp=tp, pp=self.pp, **self.kwargs())
+
+
+def run_plan(model: ModelSpec, p: PlanInputs):
+    from .planner import plan
+
+    return plan(model, **p.plan_kwargs())
+
+
+def run_fewest(model: ModelSpec, p: PlanInputs):
+    from .planner import fewest_gpus
+
+    return fewest_gpus(model, max_gpus=64, **p.kwargs())
+
+
+def verdict(plan) -> tuple[bool, str]:
+    """(fits, one sentence) for the Capacity page's banner."""
+    where = f"{plan.num_gpus} x {plan.gpu} (TP {plan.tensor_parallel_size} x PP {plan.pipeline_parallel_size})"
+    if plan.fits:
+        return True, (f"Fits on {where}: {fmt_int(plan.kv_cache_tokens)} KV tokens, "
+                      f"{plan.max_concurrency:,.2f} concurrent {fmt_int(plan.max_model_len)}-token requests")
+    longest = (f"; the longest request that fits is {fmt_int(plan.max_model_len_that_fits)} tokens"
+               if plan.max_model_len_that_fits else "; not even one token of KV fits")
+    return False, (f"Does not fit on {where}: one {fmt_int(plan.max_model_len)}-token request misses by "
+                   f"{fmt_bytes(plan.shortfall_bytes)}{longest}")
+
+
+def plan_metrics(plan) -> list[Metric]:
+    return [
+        Metric("KV pool per GPU", fmt_bytes(plan.kv_pool_bytes), "what the engine hands the KV cache"),
+        Metric("KV cache tokens", fmt_int(plan.kv_cache_tokens), "vLLM's 'GPU KV cache size: N tokens'"),
+        Metric("Max concurrency", f"{plan.max_concurrency:,.2f}x",
+               f"requests of {fmt_int(plan.max_model_len)} tokens the pool holds at once"),
+        Metric("GPUs", f"{plan.num_gpus} (TP {plan.tensor_parallel_size} x PP {plan.pipeline_parallel_size})"),
+    ]
+
+
+def plan_table(plan) -> pd.DataFrame:
+    rows = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
+            ("non-torch overhead", plan.non_torch_bytes), ("KV pool", plan.kv_pool_bytes)]
+    return pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows])
+
+
+def plan_json(plan) -> str:
+    return plan.model_dump_json(indent=1)
+
+
+def plan_csv(plan) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["field", "value"])
+    for key, value in plan.model_dump(mode="json").items():
+        if isinstance(value, list):
+            value = json.dumps(value)
+        writer.writerow([key, value])
+    return out.getvalue()
+
+
+def sglang_command(plan) -> str:
+    """The SGLang launch line matching a plan (SGLang's own flag names)."""
+    parts = [f"python -m sglang.launch_server --model-path {plan.model}", f"--tp {plan.tensor_parallel_size}"]
+    if plan.pipeline_parallel_size > 1:
+        parts.append(f"--pp-size {plan.pipeline_parallel_size}")
+    parts.append(f"--context-length {plan.max_model_len}")
+    parts.append(f"--mem-fraction-static {plan.gpu_memory_utilization}")
+    if plan.kv_cache_dtype.startswith("float8"):
+        parts.append("--kv-cache-dtype fp8_e4m3" if plan.kv_cache_dtype == "float8_e4m3" else
+                     "--kv-cache-dtype fp8_e5m2")
+    return " ".join(parts)
+
+
+def serve_command(plan) -> str:
+    return sglang_command(plan) if plan.engine == "sglang" else plan.vllm_command
+
+
+# ---------------------------------------------------------------------------------------------- speed
+
+
+@dataclass(frozen=True)
+class ModelCompute:
+    """What the roofline needs from a config: parameters (all and per token) and attention FLOPs per token pair."""
+
+    total_params: int
+    active_params: int
+    weight_bytes: int
+    attn_flops_per_token_pair: int   # 2 x heads x (d_k + d_v) per attention layer: QK^T and AV
+    notes: tuple[str, ...] = ()
+
+    @property
+    def active_weight_bytes(self) -> int:
+        """Bytes one decode token reads at batch 1: the active share of the weights (MoE: top-k experts)."""
+        return ceil(self.weight_bytes * self.active_params / self.total_params) if self.total_params else 0
+
+
+def model_compute(model: ModelSpec, dtype: str | None = None) -> ModelCompute:
+    from .config_dims import AttentionDims, parse_dims
+    from .weights import weights_bytes
+
+    shape = parse_dims(model.raw)
+    weights = weights_bytes(shape, dtype)
+    attn = sum(2 * m.heads * (m.head_dim + m.v_head_dim) for m in (layer.mixer for layer in shape.layers)
+               if isinstance(m, AttentionDims))
+    return ModelCompute(weights.params.total, weights.params.active, weights.total_bytes, attn, weights.notes)
+
+
+def kv_bytes_per_token(model: ModelSpec, context_len: int, kv_dtype: str = "auto") -> int:
+    """Average KV bytes per token of one sequence at `context_len` (sliding and state layers included), at
+    `kv_dtype` (an 8-bit KV is priced per element, as vLLM stores it)."""
+    from .strategies import per_element_bytes
+
+    est = estimate(model, context_len, 1)
+    total = est.kv_cache_bytes
+    if kv_dtype not in (None, "auto") and resolve_dtype(kv_dtype).bits != resolve_dtype(est.kv_dtype).bits:
+        total = per_element_bytes(est, kv_dtype)
+    return ceil(total / context_len)
+
+
+def gpu_flops(gpu, dtype: str) -> float:
+    """Dense tensor FLOP/s for the compute dtype (bf16 figure for fp32 too: no TF32 figure in the catalog)."""
+    value = gpu.fp16_flops if dtype == "float16" and gpu.fp16_flops else gpu.bf16_flops or gpu.fp16_flops
+    if not value:
+        raise WorkloadError(f"the catalog has no 16-bit FLOP/s for {gpu.name}: speed cannot be estimated")
+    return float(value)
+
+
+def speed(model: ModelSpec, plan, prompt_len: int, batch: int = 1):
+    """`kvplan.speed.roofline` for a plan: TTFT for a `prompt_len` prefill and the time per token at
+    `plan.max_model_len` context, with the GPU's catalog FLOP/s and bandwidth."""
+    from .gpus import resolve_gpu
+    from .speed import roofline
+
+    if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or prompt_len < 1:
+        raise WorkloadError(f"the prompt must be at least 1 token, got {prompt_len!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise WorkloadError(f"the batch must be at least 1 sequence, got {batch!r}")
+    gpu = resolve_gpu(plan.gpu)
+    if not gpu.bandwidth_bytes_per_s:
+        raise WorkloadError(f"the catalog has no memory bandwidth for {gpu.name}: speed cannot be estimated")
+    mc = model_compute(model, plan.dtype)
+    per_token = kv_bytes_per_token(model, plan.max_model_len, plan.kv_cache_dtype)
+    return roofline(active_params=mc.active_params, weight_bytes=mc.active_weight_bytes,
+                    kv_bytes_per_token=per_token, prompt_len=min(prompt_len, plan.max_model_len),
+                    context_len=plan.max_model_len, batch=batch, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,
+                    flops=gpu_flops(gpu, plan.dtype), bandwidth=float(gpu.bandwidth_bytes_per_s),
+                    tp=plan.tensor_parallel_size)
+
+
+def speed_metrics(s) -> list[Metric]:
+    return [Metric("TTFT (roofline)", fmt_seconds(s.ttft_s), "prefill FLOPs / (peak FLOP/s x MFU)"),
+            Metric("Time per output token", fmt_seconds(s.time_per_output_token_s),
+                   "bytes read per step / (bandwidth x MBU)"),
+            Metric("Tokens/s per sequence", f"{s.tokens_per_s_per_sequence:,.1f}"),
+            Metric("Tokens/s, whole batch", f"{s.tokens_per_s_total:,.1f}")]
+
+
+def fmt_seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:,.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:,.1f} ms"
+    return f"{value * 1e6:,.0f} µs"
+
+
+# ---------------------------------------------------------------------------------------------- learn
+
+
+def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv_dtype: str = "fp16") -> pd.DataFrame:
+    """The textbook MHA formula (all attention heads as KV heads) against the model's real KV heads."""
+    from .strategies import as_mha
+
+    mha = as_mha(model)
+    rows = []
+    for n in contexts:
+        naive = estimate(mha, n, 1, kv_dtype).kv_cache_bytes
+        real = estimate(model, n, 1, kv_dtype).kv_cache_bytes
+        rows.append({"tokens": n, "naive MHA bytes": naive, "naive MHA": fmt_bytes(naive),
+                     "real bytes": real, "real": fmt_bytes(real), "naive / real": f"{naive / real:g}x"})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """FLOPs to produce the n-th token with and without a KV cache, and the cache that buys it."""
+
+    tokens: int
+    flops_with_cache: int      # 2 x active params + attention over n cached tokens: O(n)
+    flops_without_cache: int   # recompute all n tokens: 2 x active x n + attention n^2/2: O(n^2)
+    kv_bytes: int
+
+
+def step_cost(model: ModelSpec, tokens: int, mc: ModelCompute | None = None) -> StepCost:
+    mc = mc or model_compute(model)
+    with_cache = 2 * mc.active_params + mc.attn_flops_per_token_pair * tokens
+    without = 2 * mc.active_params * tokens + mc.attn_flops_per_token_pair * tokens * tokens // 2
+    return StepCost(tokens, with_cache, without, estimate(model, tokens, 1).kv_cache_bytes)
+
+
+@dataclass(frozen=True)
+class LearnNumbers:
+    """The Learn page's figures for the sidebar's model: the cost of one token at the context, the per-token
+    compute curve up to it, and the estimate whose formula the page writes out."""
+
+    cost: StepCost
+    curve: pd.DataFrame
+    estimate: Estimate
+
+
+def learn_numbers(model: ModelSpec, seq_len: int, batch_size: int) -> LearnNumbers:
+    from .charts import concurrency_contexts, step_cost_frame
+
+    est = estimate(model, seq_len, batch_size)  # validates the workload first
+    mc = model_compute(model)
+    return LearnNumbers(step_cost(model, seq_len, mc), step_cost_frame(model, concurrency_contexts(max(seq_len, 256))),
+                        est)
+
+
+@dataclass(frozen=True)
+class NaiveVsReal:
+    """One row of `naive_vs_real`, as the Learn page quotes it."""
+
+    tokens: int
+    naive_bytes: int
+    real_bytes: int
+
+    @property
+    def times(self) -> str:
+        return f"{self.naive_bytes / self.real_bytes:g}x"
+
+
+def naive_vs_real_at(model: ModelSpec, tokens: int, kv_dtype: str = "fp16") -> NaiveVsReal:
+    row = naive_vs_real(model, (tokens,), kv_dtype).iloc[0]
+    return NaiveVsReal(tokens, int(row["naive MHA bytes"]), int(row["real bytes"]))
+
+
+def fmt_flops(value: float) -> str:
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if value >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,.0f} FLOP"
+
+
+def ratio(a: int, b: int) -> str:
+    return f"{a / b:,.0f}x" if b else "n/a"
+
+
+# ---------------------------------------------------------------------------------------------- validation files
+
+
+@dataclass(frozen=True)
+class Reports:
+    """Predicted-vs-measured rows from validation/results/*/report.json, plus the files that could not be read."""
+
+    rows: pd.DataFrame
+    runs: pd.DataFrame          # one row per report: folder, device, library versions
+    problems: tuple[str, ...]
+
+
+REPORT_COLUMNS = ["run", "model", "variant", "cache", "kv_dtype", "seq_len", "batch_size", "predicted_bytes",
+                  "measured_bytes", "error_bytes", "error_pct", "status", "device"]
+_ALIASES = {  # the harness's names (validation/report.py) first, then plausible others
+    "model": ("source", "model", "model_id", "name"),
+    "variant": ("variant",),
+    "cache": ("cache", "cache_strategy", "cache_implementation", "strategy"),
+    "kv_dtype": ("kv_dtype", "cache_dtype", "dtype"),
+    "seq_len": ("seq_len", "tokens", "context", "cached_tokens"),
+    "batch_size": ("batch_size", "batch"),
+    "predicted_bytes": ("predicted_kv_bytes", "predicted_bytes", "kvplan_bytes", "predicted"),
+    "measured_bytes": ("measured_kv_bytes", "measured_bytes", "actual_bytes", "measured"),
+    "status": ("status",),
+}
+_ROW_LISTS = ("cases", "results", "rows", "records", "measurements", "points")
+_VERSION_KEYS = ("kvplan", "torch", "transformers", "optimum_quanto", "hqq", "vllm", "sglang", "cuda", "driver",
+                 "python")
+
+
+def read_reports(results_dir: Path) -> Reports:
+    """Read every `<results_dir>/*/report.json` the validation harness writes; no folder is 'no results yet'.
+
+    The harness's shape (validation/report.py): `{"environment": {"device", "gpu", "torch", "transformers", ...},
+    "cases": [{"source", "model", "variant", "cache", "kv_dtype", "seq_len", "batch_size", "predicted_kv_bytes",
+    "measured_kv_bytes", "status", ...}]}`. A bare list of cases, and the field aliases in `_ALIASES`, are read too.
+    Cases without both numbers (skipped, out of memory) are left out.
+    """
+    rows, runs, problems = [], [], []
+    for path in sorted(Path(results_dir).glob("*/report.json")) if Path(results_dir).is_dir() else []:
+        try:
+            data = json.loads(path.read_bytes()[:MAX_CONFIG_BYTES * 16])
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path.parent.name}/report.json could not be read ({exc.__class__.__name__})")
+            continue
+        run, meta, records = _split_report(path.parent.name, data)
+        kept = [row for row in (_report_row(run, r, meta["device"]) for r in records) if row]
+        runs.append({**meta, "measured": len(kept)})
+        rows.extend(kept)
+    return Reports(pd.DataFrame(rows, columns=REPORT_COLUMNS), pd.DataFrame(runs), tuple(problems))
+
+
+def _split_report(run: str, data: Any) -> tuple[str, dict, list]:
+    meta = data if isinstance(data, dict) else {}
+    records = data if isinstance(data, list) else next(
+        (meta[k] for k in _ROW_LISTS if isinstance(meta.get(k), list)), [])
+    env = next((meta[k] for k in ("environment", "env") if isinstance(meta.get(k), dict)), {})
+    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+    versions = {**{k: env[k] for k in _VERSION_KEYS if env.get(k) is not None}, **versions}
+    device = env.get("gpu") or meta.get("gpu") or meta.get("device") or env.get("device") or ""
+    info = {"run": run, "device": str(device), "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
+            "cases": len(records), "updated": str(meta.get("updated") or "")}
+    return run, info, records
+
+
+def _first(record: dict, keys: tuple[str, ...]):
+    return next((record[k] for k in keys if k in record and record[k] is not None), None)
+
+
+def _report_row(run: str, record: Any, device: str) -> dict | None:
+    if not isinstance(record, dict):
+        return None
+    row = {field: _first(record, keys) for field, keys in _ALIASES.items()}
+    predicted, measured = _number(row["predicted_bytes"]), _number(row["measured_bytes"])
+    if predicted is None or measured is None:
+        return None
+    row.update(run=run, predicted_bytes=predicted, measured_bytes=measured, error_bytes=predicted - measured,
+               error_pct=100.0 * (predicted - measured) / measured if measured else None,
+               device=device or str(record.get("device") or ""))
+    texts = ("model", "variant", "cache", "kv_dtype", "status")
+    return {k: (str(v) if k in texts and v is not None else v) for k, v in row.items()}
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def report_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Error by model and cache strategy: count, exact matches, median and max |error| %."""
+    if rows.empty:
+        return pd.DataFrame(columns=["model", "cache", "runs", "exact", "median |error| %", "max |error| %"])
+    out = []
+    for (model, cache), g in rows.groupby(["model", "cache"], dropna=False, sort=True):
+        errors = [abs(e) for e in g["error_pct"] if e is not None and e == e]
+        out.append({"model": model, "cache": cache, "runs": len(g),
+                    "exact": int((g["predicted_bytes"] == g["measured_bytes"]).sum()),
+                    "median |error| %": statistics.median(errors) if errors else None,
+                    "max |error| %": max(errors) if errors else None})
+    return pd.DataFrame(out)
+
+
+def read_calibration(csv_path: Path) -> pd.DataFrame:
+    """validation/vllm_calibration.csv: run_id, metric, measured, predicted, error_pct (GiB or tokens)."""
+    if not Path(csv_path).is_file():
+        return pd.DataFrame(columns=["run_id", "metric", "measured", "predicted", "error_pct"])
+    frame = pd.read_csv(csv_path)
+    for column in ("measured", "predicted", "error_pct"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame.dropna(subset=["measured", "predicted"])
+
+
+def calibration_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per metric: rows, median / mean / max absolute error %, as validation/vllm_calibration.md prints it."""
+    out = []
+    for metric in dict.fromkeys(frame["metric"]):
+        errors = [abs(e) for e in frame.loc[frame["metric"] == metric, "error_pct"] if e == e]
+        if errors:
+            out.append({"metric": metric, "rows": len(errors), "median |error| %": round(statistics.median(errors), 2),
+                        "mean |error| %": round(statistics.fmean(errors), 2), "max |error| %": round(max(errors), 2)})
+    return pd.DataFrame(out, columns=["metric", "rows", "median |error| %", "mean |error| %", "max |error| %"])
+
+
+def calibration_metric(frame: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, str]:
+    """The rows of one metric and the unit its values are in."""
+    unit = {"tokens": "tokens", "concurrency": "requests"}.get(metric, "GiB")
+    return frame[frame["metric"] == metric], unit
+
+
+def calibration_intro(md_path: Path) -> str:
+    """The first paragraph of validation/vllm_calibration.md (its source line), or '' when absent."""
+    if not Path(md_path).is_file():
+        return ""
+    for block in Path(md_path).read_text(encoding="utf-8", errors="replace").split("\n\n"):
+        text = block.strip()
+        if text and not text.startswith(("#", "|")):
+            return text
+    return ""
+
+
+def read_space_for_time(results_dir: Path) -> list[tuple[str, Any]]:
+    """(run folder, parsed JSON) for every validation/results/*/space_for_time.json that parses."""
+    found = []
+    for path in sorted(Path(results_dir).glob("*/space_for_time.json")) if Path(results_dir).is_dir() else []:
+        try:
+            found.append((path.parent.name, json.loads(path.read_bytes()[:MAX_CONFIG_BYTES * 16])))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def space_for_time_frame(data: Any) -> pd.DataFrame | None:
+    """The benchmark's points as a table (validation/space_for_time.py writes `{"points": [{"context",
+    "cached_s", "recompute_s", "kv_bytes", "speedup"}], "fits": {...}, "environment": {...}}`)."""
+    records = data if isinstance(data, list) else next(
+        (data[k] for k in (*_ROW_LISTS, "series") if isinstance(data, dict) and isinstance(data.get(k), list)),
+        None)
+    if not records or not all(isinstance(r, dict) for r in records):
+        return None
+    return pd.DataFrame(records)
+
+
+def space_for_time_facts(data: Any) -> list[str]:
+    """One line per fitted exponent, the model and the device, as the Learn page quotes them."""
+    if not isinstance(data, dict):
+        return []
+    lines = []
+    fits = data.get("fits") if isinstance(data.get("fits"), dict) else {}
+    labels = {"cached_per_token_exponent": "time per token with the cache",
+              "recompute_per_token_exponent": "time per token recomputing",
+              "cached_total_exponent": "total time for L tokens with the cache",
+              "recompute_total_exponent": "total time for L tokens recomputing"}
+    for key, label in labels.items():
+        if isinstance(fits.get(key), (int, float)):
+            lines.append(f"{label} grows as L^{fits[key]:.2f}")
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    if env or model:
+        where = env.get("gpu") or env.get("device") or "?"
+        shape = ", ".join(f"{k} {model[k]:,}" if isinstance(model[k], int) else f"{k} {model[k]}"
+                          for k in ("model_type", "n_layer", "n_embd", "n_head", "params", "dtype") if k in model)
+        lines.append(f"measured on {where}" + (f" with {shape}" if shape else "") +
+                     (f"; torch {env['torch']}, transformers {env['transformers']}"
+                      if env.get("torch") and env.get("transformers") else ""))
+    return lines

@@ -1,0 +1,374 @@
+"""The web app under Streamlit's AppTest: every page renders, bad input gives a message (never a traceback), and
+the numbers shown are the API's for the same inputs. Charts are opaque to AppTest: their data is tested in
+tests/test_charts.py, here only their presence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import kvplan
+from kvplan import app_support as sup
+from kvplan import strategies
+from kvplan.planner import fewest_gpus, plan
+from kvplan.units import fmt_bytes, fmt_gb, fmt_int
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ("app_pages/estimate.py", "app_pages/compare.py", "app_pages/capacity.py", "app_pages/validation.py",
+         "app_pages/learn.py")
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch, tmp_path):
+    """st.cache_data outlives AppTest instances in one process; the Hub is never reached from tests."""
+    st.cache_data.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    yield
+    st.cache_data.clear()
+
+
+def app(page: str | None = None, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def clean(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def errors(at: AppTest) -> str:
+    return " | ".join(e.value for e in at.error)
+
+
+def metric(at: AppTest, label_start: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label_start))
+
+
+# ---------------------------------------------------------------------------------------------- every page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_default_page_renders(page):
+    at = app(page)
+    clean(at)
+    assert not at.error
+    assert at.get("plotly_chart"), "every page draws at least one chart"
+
+
+def test_estimate_numbers_equal_the_api():
+    at = app()
+    clean(at)
+    est = kvplan.estimate(LLAMA, 8192, 1)
+    assert metric(at, "KV cache (GiB") == fmt_bytes(est.kv_cache_bytes) == "1.00 GiB"
+    assert metric(at, "KV cache (GB") == fmt_gb(est.kv_cache_bytes)
+    assert metric(at, "Exact bytes") == fmt_int(est.kv_cache_bytes)
+    table = at.dataframe[0].value
+    assert list(table["bytes"]) == [g.bytes for g in est.groups]
+    assert est.formula in [c.value for c in at.code]
+    assert len(at.get("download_button")) == 2
+
+
+def test_query_params_seed_the_state():
+    at = app(model="google/gemma-2-9b", ctx=32768, batch=2, cache="static", maxlen=65536)
+    clean(at)
+    assert at.selectbox(key="model").value == "google/gemma-2-9b"
+    est = kvplan.estimate("google/gemma-2-9b", 32768, 2, cache="static", max_cache_len=65536)
+    assert metric(at, "Exact bytes") == fmt_int(est.kv_cache_bytes)
+
+
+@pytest.mark.parametrize("kv, cache", [("int4", "quantized"), ("fp8", "quantized"), ("bf16", "offloaded"),
+                                       ("auto", "offloaded_static")])
+def test_estimate_cache_strategies(kv, cache):
+    at = app()
+    at.selectbox(key="kv").set_value(kv)
+    at.selectbox(key="cache").set_value(cache).run()
+    clean(at)
+    est = kvplan.estimate(LLAMA, 8192, 1, None if kv == "auto" else kv, cache)
+    assert metric(at, "Exact bytes") == fmt_int(est.kv_cache_bytes)
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("page", PAGES[:3])
+@pytest.mark.parametrize("key, value, expected", [
+    ("ctx", 0, "seq_len must be between 1"),
+    ("ctx", 10**15, "seq_len must be between 1"),
+    ("batch", 0, "batch_size must be between 1"),
+])
+def test_edge_workloads_give_a_message(page, key, value, expected):
+    at = app(page)
+    at.number_input(key=key).set_value(value).run()
+    clean(at)
+    text = errors(at)
+    if page.endswith("capacity.py") and key == "batch":  # batch only feeds the speed estimate there
+        assert "batch" in " ".join(w.value for w in at.warning)
+    elif page.endswith("capacity.py"):  # the context is the max model length there
+        assert ("max_model_len must be a positive" if value == 0 else "Does not fit") in text
+    else:
+        assert expected in text
+
+
+@pytest.mark.parametrize("page", PAGES[3:])
+def test_validation_and_learn_survive_a_zero_context(page):
+    at = app(page, ctx=0)
+    clean(at)
+    assert at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("kv, cache, expected", [
+    ("fp8", "dynamic", "only in a quantized cache"),
+    ("fp32", "quantized", "quantized cache stores"),
+])
+def test_estimate_bad_dtype_combination(kv, cache, expected):
+    at = app()
+    at.selectbox(key="kv").set_value(kv)
+    at.selectbox(key="cache").set_value(cache).run()
+    clean(at)
+    assert expected in errors(at)
+
+
+def test_static_cache_shorter_than_context():
+    at = app(cache="static", maxlen=1024)
+    clean(at)
+    assert "exceeds max_cache_len" in errors(at)
+
+
+def test_quantized_cache_refused_for_sliding_models():
+    at = app(model="google/gemma-2-9b", kv="int4", cache="quantized")
+    clean(at)
+    assert "accepts only full-attention models" in errors(at)
+
+
+@pytest.mark.parametrize("hub_id, expected", [
+    ("not a hub id!!", "is not a Hub id"),
+    ("../../etc/passwd", "is not a Hub id"),
+    ("nobody-here/no-such-model-xyz", "Could not load the model"),
+])
+def test_bad_hub_id(hub_id, expected):
+    at = app()
+    at.radio(key="src").set_value("Hub").run()
+    clean(at)
+    assert at.info, "an empty Hub id asks for one"
+    at.text_input(key="hub").input(hub_id).run()
+    clean(at)
+    assert expected in errors(at)
+
+
+def test_hub_token_stays_out_of_the_url():
+    at = app(src="Hub", hub="nobody-here/no-such-model-xyz")
+    at.text_input(key="hf_token").input("hf_secret_value").run()
+    clean(at)
+    assert "hf_token" not in at.query_params and "hf_secret_value" not in json.dumps(dict(at.query_params))
+
+
+def upload(at: AppTest, name: str, content: bytes) -> AppTest:
+    at.radio(key="src").set_value("Upload").run()
+    at.file_uploader(key="upload").upload(name, content, "application/json").run()
+    return at
+
+
+def test_upload_a_config():
+    raw = (ROOT / "model_configs" / "Qwen__Qwen3-8B.json").read_bytes()
+    at = upload(app(), "config.json", raw)
+    clean(at)
+    est = kvplan.estimate(kvplan.load_model(json.loads(raw)), 8192, 1)
+    assert metric(at, "Exact bytes") == fmt_int(est.kv_cache_bytes)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"{not json", "is not valid JSON"),
+    (b"[1, 2, 3]", "not an object"),
+    (b'{"model_type": "bert", "num_hidden_layers": 2}', "not a decoder-only"),
+    (b'{"model_type": "llama", "num_hidden_layers": "x"}', "must be an integer"),
+    (b'{"num_hidden_layers": 2}', "config has no num_heads"),
+    (b"{" + b" " * (5 * 2**20) + b"}", "too large for a config.json"),
+])
+def test_bad_upload_gives_a_message(content, expected):
+    at = upload(app(), "config.json", content)
+    clean(at)
+    assert expected in errors(at)
+
+
+# ---------------------------------------------------------------------------------------------- compare
+
+
+def test_compare_numbers_equal_strategies():
+    at = app("app_pages/compare.py", ctx=16384, batch=2)
+    clean(at)
+    rows = strategies.compare(kvplan.load_model(LLAMA), 16384, 2, window=4096, sinks=4, fraction=0.5)
+    table = at.table[0].value
+    assert list(table["strategy"]) == [r.strategy for r in rows]
+    assert list(table["on GPU"]) == [fmt_bytes(r.device_bytes) for r in rows]
+    assert len(at.get("download_button")) == 2
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("window", 0, "at least 2 tokens"),
+    ("window", 1, "at least 2 tokens"),
+    ("keep", 0.0, "keep fraction"),
+])
+def test_compare_bad_knobs(key, value, expected):
+    at = app("app_pages/compare.py")
+    widget = at.slider(key=key) if key == "keep" else at.number_input(key=key)
+    widget.set_value(value).run()
+    clean(at)
+    assert expected in errors(at)
+
+
+def test_compare_on_an_attention_free_model():
+    at = app("app_pages/compare.py", model="state-spaces/mamba-2.8b-hf")
+    clean(at)
+    assert "n/a" in list(at.table[0].value["on GPU"])
+
+
+# ---------------------------------------------------------------------------------------------- capacity
+
+
+def test_capacity_numbers_equal_the_planner():
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctx=32768, n=4)
+    clean(at)
+    p = plan("meta-llama/Llama-3.1-70B", gpu="H100-SXM", num_gpus=4, max_model_len=32768)
+    assert metric(at, "KV pool per GPU") == fmt_bytes(p.kv_pool_bytes)
+    assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
+    assert f"Fits on 4 x H100-SXM" in at.success[0].value
+    assert p.vllm_command in [c.value for c in at.code]
+    fewest = fewest_gpus("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)
+    assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM")
+    speed = sup.speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
+    assert metric(at, "TTFT") == sup.fmt_seconds(speed.ttft_s)
+    assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
+
+
+def test_capacity_does_not_fit():
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-405B")
+    clean(at)
+    assert "Does not fit on 1 x H100-SXM" in errors(at)
+
+
+def test_capacity_sglang():
+    at = app("app_pages/capacity.py", engine="sglang")
+    clean(at)
+    assert any(c.value.startswith("python -m sglang.launch_server") for c in at.code)
+
+
+@pytest.mark.parametrize("params, expected", [
+    (dict(n=0), "num_gpus must be a positive"),
+    (dict(n=3), "which TP 3 does not divide"),
+    (dict(n=2, tp="4"), "not the 2 asked for"),
+    (dict(pp=0), "pipeline parallel size must be"),
+    (dict(util=0.0), "gpu_memory_utilization must be in (0, 1]"),
+])
+def test_capacity_bad_settings(params, expected):
+    at = app("app_pages/capacity.py", **params)
+    clean(at)
+    assert expected in errors(at)
+
+
+def test_capacity_speed_zero_prompt_is_a_warning():
+    at = app("app_pages/capacity.py", ttft_prompt=0)
+    clean(at)
+    assert "at least 1 token" in " ".join(w.value for w in at.warning)
+
+
+def test_capacity_unknown_gpu_in_url_is_ignored():
+    at = app("app_pages/capacity.py", gpu="no-such-gpu")
+    clean(at)
+    assert at.selectbox(key="gpu").value == "H100-SXM"
+
+
+# ---------------------------------------------------------------------------------------------- validation, learn
+
+
+def test_validation_without_results(monkeypatch, tmp_path):
+    monkeypatch.setattr(sup, "ROOT", tmp_path)
+    at = app("app_pages/validation.py")
+    clean(at)
+    assert [i.value for i in at.info if "No harness results yet" in i.value]
+    assert [i.value for i in at.info if "No calibration yet" in i.value]
+
+
+HARNESS_REPORT = {  # the shape validation/report.py writes
+    "environment": {"device": "cuda", "gpu": "NVIDIA H200", "torch": "2.13.0", "transformers": "5.24.0",
+                    "kvplan": "0.1.0", "cuda": "12.8"},
+    "suites": ["gpu"],
+    "cases": [
+        {"id": "a", "model": "llama-3.1-8b", "source": LLAMA, "cache": "dynamic", "kv_dtype": None, "dtype": "bfloat16",
+         "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536739840, "measured_kv_bytes": 536739840,
+         "status": "ok"},
+        {"id": "b", "model": "llama-3.1-8b", "source": LLAMA, "cache": "static", "kv_dtype": None, "dtype": "bfloat16",
+         "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536871168, "measured_kv_bytes": 536871168,
+         "status": "ok"},
+        {"id": "c", "model": "llama-3.1-8b", "source": LLAMA, "cache": "quantized", "status": "skipped",
+         "predicted_kv_bytes": 1, "measured_kv_bytes": None},
+    ],
+}
+
+
+def test_validation_with_results(monkeypatch, tmp_path):
+    results = tmp_path / "validation" / "results" / "h200-run"
+    results.mkdir(parents=True)
+    (results / "report.json").write_text(json.dumps(HARNESS_REPORT))
+    (tmp_path / "validation" / "vllm_calibration.csv").write_bytes(
+        (ROOT / "validation" / "vllm_calibration.csv").read_bytes())
+    monkeypatch.setattr(sup, "ROOT", tmp_path)
+    at = app("app_pages/validation.py")
+    clean(at)
+    frames = [d.value for d in at.dataframe]
+    assert list(frames[0]["device"]) == ["NVIDIA H200"] and "torch 2.13.0" in frames[0]["versions"].iloc[0]
+    assert list(frames[1]["cache"]) == ["dynamic", "static"] and list(frames[1]["exact"]) == [1, 1]
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_validation_calibration_summary():
+    at = app("app_pages/validation.py")
+    clean(at)
+    frame = sup.read_calibration(ROOT / "validation" / "vllm_calibration.csv")
+    shown = next(d.value for d in at.dataframe if "metric" in d.value.columns and "rows" in d.value.columns)
+    assert shown.equals(sup.calibration_summary(frame))
+    at.selectbox(key="vmetric").set_value("tokens").run()
+    clean(at)
+
+
+def test_learn_llama2_70b_table(monkeypatch, tmp_path):
+    monkeypatch.setattr(sup, "ROOT", tmp_path)  # no harness results there
+    at = app("app_pages/learn.py")
+    clean(at)
+    table = at.dataframe[0].value
+    assert list(table["tokens"]) == [100, 1_000, 4_000, 8_192]
+    model = kvplan.load_model("meta-llama/Llama-2-70b-hf")
+    for n, real, naive in zip(table["tokens"], table["real bytes"], table["naive MHA bytes"]):
+        assert real == kvplan.estimate(model, int(n), 1, "fp16").kv_cache_bytes
+        assert naive == 8 * real
+    text = " ".join(m.value for m in at.markdown)
+    assert "1,342,177,280 B" in text and "8x" in text
+    assert "has not run yet" in " ".join(i.value for i in at.info)
+
+
+def test_learn_space_for_time_results(monkeypatch, tmp_path):
+    run = tmp_path / "validation" / "results" / "cpu-run"
+    run.mkdir(parents=True)
+    (run / "space_for_time.json").write_text(json.dumps({
+        "benchmark": "space-for-time", "environment": {"device": "cpu", "torch": "2.13.0", "transformers": "5.24.0"},
+        "model": {"model_type": "gpt2", "n_layer": 6, "n_embd": 256, "n_head": 4, "params": 2_000_000},
+        "points": [{"context": 32, "cached_s": 0.001, "recompute_s": 0.002, "kv_bytes": 196608, "speedup": 2.0},
+                   {"context": 64, "cached_s": 0.001, "recompute_s": 0.004, "kv_bytes": 393216, "speedup": 4.0}],
+        "fits": {"cached_per_token_exponent": 0.1, "recompute_per_token_exponent": 1.02}}))
+    monkeypatch.setattr(sup, "ROOT", tmp_path)
+    at = app("app_pages/learn.py")
+    clean(at)
+    assert "grows as L^1.02" in " ".join(c.value for c in at.caption)
+    assert list(at.dataframe[-1].value["context"]) == [32, 64]
+    assert len(at.get("plotly_chart")) == 3

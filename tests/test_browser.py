@@ -1,0 +1,63 @@
+"""The web app in a real browser: `streamlit run app.py` headless on loopback, Debian's Chromium driven by
+Playwright. Each page must render its key text without an exception box; screenshots go to a temp folder.
+
+Skipped, with the reason, where there is no Chromium binary (`apt-get install chromium fonts-liberation`;
+never `playwright install`) or no playwright package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("make_screenshots", ROOT / "docs" / "make_screenshots.py")
+shots = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shots)
+
+CHROMIUM = shots.find_chromium()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install -y --no-install-recommends "
+                                                "chromium fonts-liberation)"),
+    pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="playwright is not installed"),
+]
+
+# (URL path and query, texts that must all be visible)
+CHECKS = (
+    ("", ("Charts", "Estimate", "KV cache (GiB", "1.00 GiB", "1,073,741,824", "Layer groups", "Formula, with the config")),
+    ("?model=google/gemma-2-9b&ctx=32768", ("6,341,787,816", "sliding")),
+    ("?ctx=0", ("seq_len must be between 1",)),
+    ("?src=Hub&hub=not%20an%20id", ("is not a Hub id",)),
+    ("compare?ctx=8192", ("What each strategy means", "Compare strategies", "MHA baseline", "4.00 GiB", "offload to host memory")),
+    ("capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", ("Fits on 4 x H100-SXM", "Fewest GPUs that fit",
+                                                                "vllm serve meta-llama/Llama-3.1-70B")),
+    ("validation", ("Every start-up", "vLLM start-ups", "kv_pool: predicted vs measured")),
+    ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
+)
+
+
+@pytest.fixture(scope="module")
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    with shots.serve() as base, sync_playwright() as p:
+        browser = shots.launch(p, CHROMIUM)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        yield base, page
+        browser.close()
+
+
+@pytest.mark.parametrize("path, texts", CHECKS, ids=[c[0] or "estimate" for c in CHECKS])
+def test_page_in_chromium(browser_page, tmp_path, path, texts):
+    base, page = browser_page
+    body = shots.open_page(page, f"{base}/{path}", texts[0])
+    for text in texts:
+        assert text in body, f"{text!r} missing from /{path}"
+    assert page.locator('[data-testid="stException"]').count() == 0, "a traceback reached the page"
+    assert "Page not found" not in body
+    out = tmp_path / "page.png"
+    shots.screenshot(page, out)
+    assert out.stat().st_size > 20_000

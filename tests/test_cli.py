@@ -1,0 +1,248 @@
+"""`kvplan estimate` from the command line: the table, --json, and one-line errors with exit code 2.
+
+Most cases call `kvplan.cli.main([...])` in-process; a few run `python -m kvplan` to see the real exit code,
+streams and imports of a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of main(argv); argparse's own errors arrive as SystemExit."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_process(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)
+
+
+def assert_one_line_error(code: int, out: str, err: str) -> str:
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kvplan: error: ")
+    return lines[0]
+
+
+def write_config(tmp_path: Path, data, name: str = "config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+# ---------------------------------------------------------------- the table
+
+
+def test_table_labels_gib_and_gb_honestly(capsys):
+    code, out, err = run(["estimate", "meta-llama/Llama-2-70b-hf", "--seq-len", "4096", "--kv-dtype", "fp16"], capsys)
+    assert code == 0 and err == ""
+    line = next(x for x in out.splitlines() if x.startswith("KV cache:"))
+    m = re.fullmatch(r"KV cache: ([\d,]+) B = ([\d.,]+) GiB = ([\d.,]+) GB", line)
+    assert m, line
+    total = int(m.group(1).replace(",", ""))
+    assert total == 1_342_177_280
+    assert float(m.group(2)) == round(total / 2**30, 2) == 1.25   # binary, labelled GiB
+    assert float(m.group(3)) == round(total / 1e9, 2) == 1.34     # decimal, labelled GB
+
+
+def test_table_shows_groups_and_formula(capsys):
+    code, out, _ = run(["estimate", "google/gemma-2-9b", "--seq-len", "8192", "--batch-size", "2"], capsys)
+    assert code == 0
+    assert re.search(r"^sliding\s+21\s+2 x 8 KV heads x 256, window 4096\s+4,096\s+1,409,286,144$", out, re.M)
+    assert re.search(r"^full\s+21\s+.*8,192\s+2,818,572,288$", out, re.M)
+    assert "formula: 21 sliding layers x 2 x 8 KV heads x 256 head_dim x 4,096 tokens x 2 seq x 2 B" in out
+    assert "note: head_dim 256 comes from the config" in out
+
+
+def test_table_for_constant_state(capsys):
+    code, out, _ = run(["estimate", "state-spaces/mamba-2.8b-hf", "--seq-len", "100"], capsys)
+    assert code == 0 and re.search(r"^state\s+64\s+.*const\s+26,214,400$", out, re.M)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--cache", "static", "--max-cache-len", "8192"],
+        ["--cache", "quantized", "--kv-dtype", "int4", "--prompt-len", "1000"],
+        ["--cache", "offloaded"],
+        ["--cache", "quantized", "--kv-dtype", "fp8"],
+        ["--cache", "quantized", "--kv-dtype", "int8", "--quant-backend", "hqq", "--q-group-size", "32",
+         "--residual-length", "64"],
+    ],
+)
+def test_every_cache_option(extra, capsys):
+    code, out, err = run(["estimate", LLAMA, "--seq-len", "4096", *extra], capsys)
+    assert code == 0 and err == "" and "KV cache:" in out
+
+
+# ---------------------------------------------------------------- --json
+
+
+def test_json_is_one_object_on_stdout(capsys):
+    code, out, err = run(["estimate", LLAMA, "--seq-len", "8192", "--batch-size", "4", "--kv-dtype", "fp32",
+                          "--json"], capsys)
+    assert code == 0 and err == ""
+    data = json.loads(out)  # the whole stdout: nothing before or after the object
+    assert isinstance(data, dict)
+    assert data["kv_cache_bytes"] == 32 * 2 * 8 * 128 * 4 * 8192 * 4 == 8 * 2**30
+    assert data["groups"][0]["bytes"] == data["kv_cache_bytes"]
+    assert data["formula"].endswith("= 8,589,934,592 B (8.00 GiB)")
+    assert data["kv_dtype"] == "float32" and data["batch_size"] == 4
+
+
+def test_json_in_a_fresh_process():
+    proc = run_process("estimate", "deepseek-ai/DeepSeek-V3", "--seq-len", "1", "--json")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["kv_cache_bytes"] == 61 * 576 * 2
+
+
+def test_models_json(capsys):
+    code, out, _ = run(["models", "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and any(r["id"] == LLAMA and r["kv_heads"] == 8 for r in rows)
+
+
+# ---------------------------------------------------------------- bad input: exit 2, one line, no traceback
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["estimate", "no-such-model", "--seq-len", "10"], "no-such-model"),
+        (["estimate", LLAMA, "--seq-len", "-5"], "seq_len"),
+    ],
+)
+def test_bad_input_in_a_fresh_process(args, needle):
+    proc = run_process(*args)
+    line = assert_one_line_error(proc.returncode, proc.stdout, proc.stderr)
+    assert needle in line
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["estimate", "no-such-model", "--seq-len", "10"], "kvplan models"),      # not bundled, not a Hub id
+        (["estimate", LLAMA, "--seq-len", "0"], "seq_len"),
+        (["estimate", LLAMA, "--seq-len", "-1"], "seq_len"),
+        (["estimate", LLAMA, "--seq-len", "abc"], "--seq-len"),                   # argparse: invalid int
+        (["estimate", LLAMA], "--seq-len"),                                       # missing --seq-len
+        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "int3"], "--kv-dtype"),
+        (["estimate", LLAMA, "--seq-len", "10", "--frobnicate"], "--frobnicate"),  # unknown flag
+        (["estimate", LLAMA, "--seq-len", "10", "--cache", "paged"], "--cache"),
+        (["estimate", LLAMA, "--seq-len", "10", "--batch-size", "0"], "batch_size"),
+        (["estimate", LLAMA, "--seq-len", "10", "--prompt-len", "11"], "prompt_len"),
+        (["estimate", LLAMA, "--seq-len", "10", "--cache", "static", "--max-cache-len", "5"], "--max-cache-len"),
+        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "fp8"], "--cache quantized"),
+        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "bf16", "--dtype", "fp16"], "kv_dtype"),
+        (["estimate", "google/gemma-2-9b", "--seq-len", "10", "--cache", "quantized"], "full-attention"),
+        (["estimate", LLAMA, "--seq-len", "10", "--cache", "quantized", "--kv-dtype", "int8",
+          "--quant-backend", "quanto"], "quanto"),
+        (["estimate", LLAMA, "--seq-len", "10", "--num-layers", "0"], "--num-layers"),
+        (["estimate", LLAMA, "--seq-len", "10", "--num-layers", str(10**12)], "--num-layers"),
+        (["estimate", "./missing/config.json", "--seq-len", "10"], "no such file"),
+        (["frobnicate"], "frobnicate"),                                           # unknown command
+    ],
+)
+def test_bad_input(args, needle, capsys):
+    line = assert_one_line_error(*run(args, capsys))
+    assert needle in line
+
+
+def test_unknown_hub_id_offline(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    line = assert_one_line_error(*run(["estimate", "some-org/not-bundled-model", "--seq-len", "10"], capsys))
+    assert "some-org/not-bundled-model" in line
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2, 3]", "not an object"),
+        ("", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "UTF-8"),
+        ('{"model_type": "llama", "num_hidden_layers": "thirty-two", "num_attention_heads": 32, '
+         '"hidden_size": 4096}', "num_hidden_layers"),
+        ('{"model_type": "bert", "num_hidden_layers": 12, "num_attention_heads": 12, "hidden_size": 768}',
+         "decoder"),
+    ],
+)
+def test_malformed_config_file(content, needle, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    line = assert_one_line_error(*run(["estimate", str(path), "--seq-len", "10"], capsys))
+    assert needle in line
+
+
+def test_folder_without_config(tmp_path, capsys):
+    line = assert_one_line_error(*run(["estimate", str(tmp_path), "--seq-len", "10"], capsys))
+    assert "config.json" in line
+
+
+# ---------------------------------------------------------------- unknown families: name the field and the flag
+
+
+UNKNOWN = {"model_type": "my_new_arch", "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+           "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(
+    "drop, extra, field, fix, per_token",
+    [
+        ("num_hidden_layers", {}, "num_layers", ["--num-layers", "32"], 32 * 2 * 32 * 128 * 2),
+        ("num_attention_heads", {}, "num_heads", ["--num-heads", "32"], 32 * 2 * 32 * 128 * 2),
+        ("hidden_size", {}, "hidden_size", ["--head-dim", "128"], 32 * 2 * 32 * 128 * 2),
+        # 32 heads cannot share 5 KV heads: the config is inconsistent, the user says what is meant
+        (None, {"num_key_value_heads": 5}, "KV heads", ["--kv-heads", "8"], 32 * 2 * 8 * 128 * 2),
+    ],
+)
+def test_missing_field_names_field_and_flag(drop, extra, field, fix, per_token, tmp_path, capsys):
+    data = {**UNKNOWN, **extra}
+    data.pop(drop, None)
+    path = write_config(tmp_path, data)
+    line = assert_one_line_error(*run(["estimate", str(path), "--seq-len", "1"], capsys))
+    assert field in line and fix[0] in line, line
+    code, out, err = run(["estimate", str(path), "--seq-len", "1", "--json", *fix], capsys)
+    assert code == 0 and err == ""
+    assert json.loads(out)["kv_cache_bytes"] == per_token
+
+
+# ---------------------------------------------------------------- imports
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--cache", "quantized", "--kv-dtype", "int4"]])
+def test_estimate_never_imports_heavy_modules(extra):
+    code = (
+        "import sys\n"
+        "from kvplan.cli import main\n"
+        f"rc = main(['estimate', 'meta-llama/Llama-3.1-8B', '--seq-len', '8192', *{extra!r}])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'streamlit'})\n"
+        "print('HEAVY', heavy, rc, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY [] 0" in proc.stderr

@@ -1,0 +1,368 @@
+"""`plan()` / `fewest_gpus()` and `kvplan plan`: the output contract, bad input, and a fuzz of the arguments.
+
+Bad input is a one-line KVPlanError (the CLI: exit 2, one stderr line); a model that cannot fit is an
+answer (fits false, a shortfall), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvplan.cli import main
+from kvplan.engines import weights_split
+from kvplan.errors import KVPlanError, ModelNotAvailableError, WorkloadError
+from kvplan.gpus import list_gpus
+from kvplan.library import bundled_ids, load_model
+from kvplan import planner
+from kvplan.planner import Plan, fewest_gpus, plan
+
+REPO = Path(__file__).resolve().parents[1]
+JSON_KEYS = ("weights_bytes", "activation_bytes", "non_torch_bytes", "kv_pool_bytes", "kv_bytes_per_token",
+             "kv_cache_tokens", "max_concurrency", "fits", "vllm_command")
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `kvplan plan ...` (argparse usage errors exit through SystemExit)."""
+    try:
+        code = main(["plan", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------------------- output contract
+
+
+def test_cli_json_has_the_contract_keys(capsys):
+    code, out, err = _cli(capsys, "meta-llama/Llama-3.1-8B", "--engine", "vllm", "--gpu", "H100-80GB",
+                          "--max-model-len", "8192", "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    for key in JSON_KEYS:
+        assert key in data, key
+    assert data["fits"] is True
+    assert data["kv_bytes_per_token"] == 131_072
+    assert data["kv_cache_tokens"] == data["num_blocks"] * 16
+    assert data["kv_pool_bytes"] == (int(0.9 * data["gpu_memory_bytes"]) - data["weights_bytes"]
+                                     - data["activation_bytes"] - data["non_torch_bytes"])
+    assert Plan.model_validate(data).model == "meta-llama/Llama-3.1-8B"
+
+
+def test_cli_json_with_every_flag(capsys):
+    code, out, _ = _cli(capsys, "meta-llama/Llama-3.1-70B", "--engine", "vllm", "--gpu", "H100-80GB",
+                        "--num-gpus", "4", "--tp", "2", "--pp", "2", "--max-model-len", "16384",
+                        "--gpu-memory-utilization", "0.92", "--kv-dtype", "fp8", "--dtype", "bfloat16",
+                        "--engine-version", "0.18.0", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["tensor_parallel_size"], data["pipeline_parallel_size"], data["num_gpus"]) == (2, 2, 4)
+    assert data["engine_version"] == "0.18.0" and data["kv_cache_dtype"] == "float8_e4m3"
+    command = data["vllm_command"]
+    for flag in ("--tensor-parallel-size 2", "--pipeline-parallel-size 2", "--max-model-len 16384",
+                 f"--max-num-seqs {data['max_num_seqs']}", "--kv-cache-dtype fp8", "--gpu-memory-utilization 0.92"):
+        assert flag in command, flag
+
+
+def test_vllm_command_flags():
+    p = plan("meta-llama/Llama-3.1-8B", gpu="L40S", tp=2, max_model_len=4096)
+    assert p.vllm_command.startswith("vllm serve meta-llama/Llama-3.1-8B ")
+    assert "--tensor-parallel-size 2" in p.vllm_command
+    assert "--pipeline-parallel-size" not in p.vllm_command          # only when PP > 1
+    assert "--max-model-len 4096" in p.vllm_command
+    assert "--max-num-seqs 256" in p.vllm_command                    # vLLM's default below 70 GiB
+    assert "--gpu-memory-utilization 0.9" in p.vllm_command
+    assert "--kv-cache-dtype" not in p.vllm_command
+    assert "--quantization fp8" in plan("meta-llama/Llama-3.1-8B", max_model_len=4096,
+                                        quantization="fp8").vllm_command
+
+
+def test_cli_text_output(capsys):
+    code, out, _ = _cli(capsys, "meta-llama/Llama-3.1-8B", "--max-model-len", "8192")
+    assert code == 0
+    assert ": FITS" in out.splitlines()[0]
+    assert "GPU KV cache size:" in out and "Maximum concurrency for 8,192 tokens per request" in out
+    assert "vllm serve meta-llama/Llama-3.1-8B" in out
+
+
+def test_num_gpus_alone_means_tp():
+    p = plan("meta-llama/Llama-3.1-8B", num_gpus=4, max_model_len=8192)
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size, p.num_gpus) == (4, 1, 4)
+    p = plan("meta-llama/Llama-3.1-8B", num_gpus=4, pp=2, max_model_len=8192)
+    assert (p.tensor_parallel_size, p.pipeline_parallel_size) == (2, 2)
+
+
+def test_default_max_model_len_is_the_config_context():
+    assert plan("meta-llama/Llama-3.1-8B").max_model_len == 131_072
+
+
+def test_float32_checkpoints_are_served_in_16_bit_by_default():
+    """vLLM's dtype "auto" downcasts float32 configs (and configs naming no dtype) to bf16, fp16 without bf16."""
+    assert load_model("openai-community/gpt2").dtype.name == "float32"
+    assert plan("openai-community/gpt2", gpu="H100-80GB").dtype == "bfloat16"
+    assert plan("openai-community/gpt2", gpu="T4").dtype == "float16"
+    explicit = plan("openai-community/gpt2", dtype="float32")
+    assert explicit.dtype == "float32"
+    assert explicit.kv_bytes_per_token == 2 * plan("openai-community/gpt2").kv_bytes_per_token
+
+
+# ------------------------------------------------------------------------------------- bad input: plan()
+
+
+BAD = [
+    (dict(gpu="Z9000"), "unknown GPU"),
+    (dict(gpu=""), "unknown GPU"),
+    (dict(gpu="custom:24"), "custom GPU"),
+    (dict(tp=3), "attention heads"),
+    (dict(tp=64), "attention heads"),
+    (dict(tp=0), "tensor parallel size"),
+    (dict(tp=-2), "tensor parallel size"),
+    (dict(tp=2.0), "tensor parallel size"),
+    (dict(pp=0), "pipeline parallel size"),
+    (dict(pp=33), "exceeds the model's 32 layers"),
+    (dict(num_gpus=4, tp=2), "not the 4 asked for"),
+    (dict(num_gpus=3, pp=2), "pipeline stages"),
+    (dict(num_gpus=0), "num_gpus"),
+    (dict(max_model_len=0), "max_model_len"),
+    (dict(max_model_len=-8192), "max_model_len"),
+    (dict(max_model_len=8192.5), "max_model_len"),
+    (dict(max_model_len=True), "max_model_len"),
+    (dict(max_num_seqs=0), "max_num_seqs"),
+    (dict(max_num_batched_tokens=-1), "max_num_batched_tokens"),
+    (dict(block_size=0), "block_size"),
+    (dict(gpu_memory_utilization=0), "gpu_memory_utilization"),
+    (dict(gpu_memory_utilization=-0.5), "gpu_memory_utilization"),
+    (dict(gpu_memory_utilization=1.2), "gpu_memory_utilization"),
+    (dict(gpu_memory_utilization="high"), "gpu_memory_utilization"),
+    (dict(kv_dtype="fp7"), "unknown dtype"),
+    (dict(kv_dtype="int4"), "KV cache dtype int4"),
+    (dict(dtype="fp8"), "not a compute dtype"),
+    (dict(engine="trtllm"), "unknown engine"),
+    (dict(engine_version="latest"), "engine version"),
+    (dict(quantization="awq"), "online quantization"),
+]
+
+
+@pytest.mark.parametrize("kwargs, fragment", BAD, ids=[f"{k}" for k, _ in BAD])
+def test_bad_input_is_a_one_line_kvplan_error(kwargs, fragment):
+    base = dict(max_model_len=8192)
+    base.update(kwargs)
+    with pytest.raises(KVPlanError) as info:
+        plan("meta-llama/Llama-3.1-8B", **base)
+    message = str(info.value)
+    assert fragment in message
+    assert "\n" not in message and len(message) < 400
+
+
+def test_unknown_model_is_a_kvplan_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(KVPlanError):
+        plan("no-such-org/no-such-model-xyz", max_model_len=8192)
+    with pytest.raises(ModelNotAvailableError):
+        plan("not a model id", max_model_len=8192)
+
+
+def test_model_without_context_length_needs_max_model_len():
+    with pytest.raises(WorkloadError, match="max-model-len"):
+        plan("tiiuae/falcon-mamba-7b")
+    p = plan("tiiuae/falcon-mamba-7b", max_model_len=4096)
+    assert p.fits and p.kv_bytes_per_token == 0          # Mamba: a state per request, no per-token KV
+    assert any("Mamba" in n for n in p.notes)
+
+
+# ------------------------------------------------------------------------------------- does not fit
+
+
+def test_model_that_cannot_fit_is_an_answer_with_a_shortfall():
+    p = plan("meta-llama/Llama-3.1-405B", gpu="L4", max_model_len=8192)
+    assert p.fits is False
+    assert p.kv_pool_bytes < 0                       # the weights alone overflow the GPU
+    assert p.shortfall_bytes > p.weights_bytes - p.gpu_memory_bytes > 0
+    assert p.max_model_len_that_fits == 0
+    assert p.num_blocks == 0 and p.kv_cache_tokens == 0 and p.max_concurrency == 0
+
+
+def test_request_longer_than_the_pool_reports_the_length_that_fits():
+    p = plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=131_072)
+    assert not p.fits and p.shortfall_bytes > 0
+    assert 0 < p.max_model_len_that_fits < 131_072
+    assert p.max_model_len_that_fits * 131_072 <= p.kv_pool_bytes          # it fits, block-rounded ...
+    fitted = plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=p.max_model_len_that_fits)
+    assert fitted.fits                                                      # ... and planning it says so
+    assert not plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=p.max_model_len_that_fits + 16).fits
+
+
+def test_cli_does_not_fit_text_and_json(capsys):
+    code, out, err = _cli(capsys, "meta-llama/Llama-3.1-405B", "--gpu", "L4")
+    assert code == 0 and err == ""
+    assert "DOES NOT FIT (short by" in out.splitlines()[0]
+    code, out, _ = _cli(capsys, "meta-llama/Llama-3.1-405B", "--gpu", "L4", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is False and data["shortfall_bytes"] > 0
+
+
+# ------------------------------------------------------------------------------------- bad input: CLI
+
+
+CLI_BAD = [
+    ("--gpu", "Z9000"),
+    ("--tp", "3"),
+    ("--tp", "abc"),
+    ("--pp", "0"),
+    ("--num-gpus", "4", "--tp", "2"),
+    ("--max-model-len", "0"),
+    ("--max-model-len", "-1"),
+    ("--gpu-memory-utilization", "0"),
+    ("--gpu-memory-utilization", "1.5"),
+    ("--gpu-memory-utilization", "-0.2"),
+    ("--gpu-memory-utilization", "nan"),
+    ("--gpu-memory-utilization", "lots"),
+    ("--kv-dtype", "int4"),
+    ("--engine", "trtllm"),
+    ("--engine-version", "newest"),
+    ("--max-num-seqs", "0"),
+    ("--num-heads", "0"),
+]
+
+
+@pytest.mark.parametrize("argv", CLI_BAD, ids=[" ".join(a) for a in CLI_BAD])
+def test_cli_bad_input_exits_2_with_one_line(capsys, argv):
+    code, out, err = _cli(capsys, "meta-llama/Llama-3.1-8B", *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("kvplan: error: ")
+    assert "Traceback" not in err
+
+
+def test_cli_unknown_model_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = _cli(capsys, "./no/such/config.json")
+    assert code == 2 and out == "" and err.count("\n") == 1
+
+
+def test_cli_subprocess_no_traceback():
+    for argv, want in ((["meta-llama/Llama-3.1-8B", "--gpu-memory-utilization", "0"], 2),
+                       (["meta-llama/Llama-3.1-405B", "--gpu", "L4", "--max-model-len", "4096"], 0)):
+        run = subprocess.run([sys.executable, "-m", "kvplan", "plan", *argv], capture_output=True, text=True,
+                             cwd=REPO, timeout=120)
+        assert run.returncode == want, run.stderr
+        assert "Traceback" not in run.stderr
+        if want == 2:
+            assert run.stdout == "" and run.stderr.count("\n") == 1
+        else:
+            assert "DOES NOT FIT" in run.stdout
+
+
+# ------------------------------------------------------------------------------------- fewest_gpus
+
+
+def test_fewest_gpus_finds_the_smallest_fitting_layout():
+    p = fewest_gpus("meta-llama/Llama-3.1-70B", gpu="H100-80GB", max_model_len=8192)
+    assert p.fits and p.num_gpus == 2
+    assert not plan("meta-llama/Llama-3.1-70B", gpu="H100-80GB", tp=1, max_model_len=8192).fits
+
+
+def test_fewest_gpus_gives_up_with_a_one_line_error():
+    with pytest.raises(WorkloadError) as info:
+        fewest_gpus("meta-llama/Llama-3.1-405B", gpu="L4", max_gpus=2, max_model_len=8192)
+    assert "does not fit on 2 GPUs" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cli_fewest_gpus(capsys):
+    code, out, _ = _cli(capsys, "meta-llama/Llama-3.1-70B", "--fewest-gpus", "--max-model-len", "8192", "--json")
+    assert code == 0 and json.loads(out)["num_gpus"] == 2
+
+
+# ------------------------------------------------------------------------------------- caching
+
+
+def test_caches_do_not_change_results():
+    names = ("meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3", "google/gemma-2-9b", "Qwen/Qwen3-30B-A3B")
+    settings_ = [dict(gpu="H200", tp=8, max_model_len=8192), dict(gpu="H100-80GB", pp=2, max_model_len=4096),
+                 dict(engine="sglang", gpu="H200", tp=4, max_model_len=8192)]
+    warm = [plan(n, **s).model_dump() for n in names for s in settings_]
+    planner._SHAPES.clear()
+    planner._load_bundled.cache_clear()
+    weights_split._stage_weight_bytes.cache_clear()
+    weights_split._tensor_table.cache_clear()
+    cold = [plan(load_model(n), **s).model_dump() for n in names for s in settings_]
+    assert warm == cold
+
+
+def test_model_by_name_and_by_spec_agree():
+    assert plan("Llama-3.1-8B", max_model_len=8192) == plan(load_model("meta-llama/Llama-3.1-8B"),
+                                                            max_model_len=8192)
+
+
+# ------------------------------------------------------------------------------------- fuzz
+
+MODELS = bundled_ids()
+GPUS = [g.name for g in list_gpus()] + ["custom:1GiB", "custom:0.01GiB:1TB/s", "custom:", "Z9000", "", "h100"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=st.sampled_from(MODELS),
+    engine=st.sampled_from(["vllm", "sglang", "hf", "tgi", ""]),
+    gpu=st.sampled_from(GPUS),
+    tp=st.one_of(st.none(), st.integers(-2, 20), st.sampled_from([1.0, "2", True])),
+    pp=st.one_of(st.integers(-1, 8), st.sampled_from([None, 100, 2.5])),
+    num_gpus=st.one_of(st.none(), st.integers(-1, 20)),
+    max_model_len=st.one_of(st.none(), st.integers(-10, 3_000_000), st.sampled_from([1, 15, 16, 17, 8193])),
+    util=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1, 1.0, "0.9"])),
+    kv_dtype=st.sampled_from(["auto", None, "fp8", "fp8_e5m2", "bf16", "fp16", "fp32", "int8", "int4", "bogus"]),
+    dtype=st.sampled_from(["auto", None, "bfloat16", "float16", "float32", "fp8", "int4", "bogus"]),
+    engine_version=st.sampled_from([None, "0.6.4", "0.16.0", "v0.17", "0.19.0", "0.21.0rc1", "x", ""]),
+)
+def test_fuzz_plan_raises_only_kvplan_errors(model, engine, gpu, tp, pp, num_gpus, max_model_len, util, kv_dtype,
+                                             dtype, engine_version):
+    try:
+        p = plan(model, engine=engine, gpu=gpu, tp=tp, pp=pp, num_gpus=num_gpus, max_model_len=max_model_len,
+                 gpu_memory_utilization=util, kv_dtype=kv_dtype, dtype=dtype, engine_version=engine_version)
+    except KVPlanError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    assert p.fits == (p.shortfall_bytes == 0)
+    assert p.num_blocks >= 0 and p.kv_cache_tokens >= 0 and p.max_concurrency >= 0
+    assert 0 <= p.max_model_len_that_fits <= p.max_model_len
+    assert p.fits == (p.max_model_len_that_fits == p.max_model_len) or engine == "sglang"
+    assert p.num_gpus == p.tensor_parallel_size * p.pipeline_parallel_size
+    json.dumps(p.model_dump(mode="json"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=st.sampled_from(MODELS),
+    engine=st.sampled_from(["vllm", "sglang"]),
+    gpu=st.sampled_from([g.name for g in list_gpus()] + ["custom:4GiB", "custom:300GiB"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.integers(1, 4),
+    max_model_len=st.one_of(st.integers(1, 300_000), st.sampled_from([1, 16, 17, 8192, 8193, 1_000_000])),
+    util=st.floats(0.05, 1.0),
+    kv_dtype=st.sampled_from(["auto", "fp8", "fp8_e5m2", "fp32"]),
+    batched=st.one_of(st.none(), st.integers(1, 40_000)),
+    engine_version=st.sampled_from(["0.6.4", "0.8.0", "0.16.0", "0.17.1", "0.19.0", "0.21.0"]),
+)
+def test_fuzz_valid_settings_give_consistent_plans(model, engine, gpu, tp, pp, max_model_len, util, kv_dtype,
+                                                  batched, engine_version):
+    try:
+        p = plan(model, engine=engine, gpu=gpu, tp=tp, pp=pp, max_model_len=max_model_len,
+                 gpu_memory_utilization=util, kv_dtype=kv_dtype, max_num_batched_tokens=batched,
+                 engine_version=engine_version)
+    except KVPlanError as exc:   # TP the heads cannot take, PP beyond the layers
+        assert "\n" not in str(exc)
+        return
+    assert p.fits == (p.shortfall_bytes == 0)
+    assert 0 <= p.max_model_len_that_fits <= p.max_model_len
+    if engine == "vllm":
+        assert p.fits == (p.max_model_len_that_fits == p.max_model_len)
+        assert p.num_blocks == min(s.num_blocks for s in p.stages)
+        assert f"--tensor-parallel-size {tp}" in p.vllm_command
+        assert ("--kv-cache-dtype" in p.vllm_command) == (kv_dtype in ("fp8", "fp8_e5m2"))

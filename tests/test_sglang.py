@@ -1,0 +1,176 @@
+"""SGLang's KV pool (kv-rules.md Part 2.2): cell size, page rounding, default mem_fraction_static, SWA split.
+
+Expected values are derived by hand from SGLang's formulas in each test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.engines.sglang import SglangSettings, cell_size, default_mem_fraction, sglang_pool
+from kvplan.engines.vllm_kv import rank_layer_specs
+from kvplan.errors import KVPlanError
+from kvplan.gpus import resolve_gpu
+from kvplan.library import load_model
+from kvplan.planner import plan
+
+MiB = 2**20
+GiB = 2**30
+
+
+def _specs(name: str, tp: int = 1, kv_bytes: float = 2):
+    model = load_model(name)
+    return rank_layer_specs(model, range(model.num_layers), tp, kv_bytes, 2)
+
+
+# ------------------------------------------------------------------------------------- cell size
+
+
+@pytest.mark.parametrize("name, tp, expected", [
+    # MHA/GQA: KV heads per rank x (head_dim + v_head_dim) x layers x bytes
+    ("meta-llama/Llama-3.1-8B", 1, 8 * (128 + 128) * 32 * 2),        # 131,072
+    ("meta-llama/Llama-3.1-8B", 2, 4 * (128 + 128) * 32 * 2),
+    ("meta-llama/Llama-3.1-8B", 8, 1 * (128 + 128) * 32 * 2),
+    ("meta-llama/Llama-3.1-8B", 16, 1 * (128 + 128) * 32 * 2),       # 8 KV heads on 16 ranks: replicated
+    ("Qwen/Qwen3-30B-A3B", 8, 1 * (128 + 128) * 48 * 2),             # 24,576 (4 KV heads replicated)
+    ("google/gemma-2-9b", 1, 8 * (256 + 256) * 42 * 2),
+    # MLA: (kv_lora_rank + qk_rope_head_dim) x layers x bytes, the same on every rank
+    ("deepseek-ai/DeepSeek-V3", 1, (512 + 64) * 61 * 2),             # 70,272
+    ("deepseek-ai/DeepSeek-V3", 8, (512 + 64) * 61 * 2),
+    ("deepseek-ai/DeepSeek-V2-Lite", 1, (512 + 64) * 27 * 2),
+])
+def test_cell_size(name, tp, expected):
+    assert cell_size(_specs(name, tp)) == expected
+
+
+def test_cell_size_fp8_halves():
+    assert cell_size(_specs("meta-llama/Llama-3.1-8B", kv_bytes=1)) == 65_536
+    assert cell_size(_specs("deepseek-ai/DeepSeek-V3", tp=8, kv_bytes=1)) == 576 * 61
+
+
+def test_plan_reports_the_cell_size_per_rank():
+    for name, tp, expected in (("meta-llama/Llama-3.1-8B", 2, 65_536), ("deepseek-ai/DeepSeek-V3", 8, 70_272)):
+        p = plan(name, engine="sglang", gpu="H200", tp=tp, max_model_len=8192)
+        assert p.kv_bytes_per_token == expected
+
+
+# ------------------------------------------------------------------------------------- mem_fraction_static
+
+
+@pytest.mark.parametrize("gpu, tp, reserved_mib", [
+    # 512 + max(chunked_prefill, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024 (MB)
+    ("H100-80GB", 1, 512 + 8192 * 1.5 + 160 * 2 + 1 / 8 * 1024),    # 13,248 MiB
+    ("H100-80GB", 8, 512 + 8192 * 1.5 + 160 * 2 + 8 / 8 * 1024),    # 14,144 MiB
+    ("L4", 1, 512 + 2048 * 1.5 + 48 * 2 + 1 / 8 * 1024),            # 3,808 MiB (small GPU defaults)
+])
+def test_default_mem_fraction_static(gpu, tp, reserved_mib):
+    total = resolve_gpu(gpu).memory_bytes
+    fraction, reserved = default_mem_fraction(total, SglangSettings(tensor_parallel_size=tp))
+    assert reserved == int(reserved_mib * MiB)
+    assert fraction == pytest.approx((total - reserved_mib * MiB) / total)
+
+
+def test_plan_uses_the_default_fraction_and_the_budget():
+    p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192)
+    total = p.gpu_memory_bytes
+    fraction = (total - 13_248 * MiB) / total
+    assert p.gpu_memory_utilization == round(fraction, 4)
+    rest = int(total - p.weights_bytes - total * (1 - fraction))
+    assert p.kv_pool_bytes == rest
+    assert p.kv_cache_tokens == rest // 131_072
+    assert p.max_concurrency == round(p.kv_cache_tokens / 8192, 4)
+    assert p.fits and p.shortfall_bytes == 0
+    assert p.vllm_command.startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B")
+    assert f"--mem-fraction-static {round(fraction, 4)}" in p.vllm_command
+    assert "--context-length 8192" in p.vllm_command and "--tp-size 1" in p.vllm_command
+
+
+def test_explicit_fraction_is_used_even_when_it_is_0_9():
+    for util in (0.9, 0.75, 1.0):
+        p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192,
+                 gpu_memory_utilization=util)
+        assert p.gpu_memory_utilization == util
+        total = p.gpu_memory_bytes
+        assert p.kv_pool_bytes == int(total - p.weights_bytes - total * (1 - util))
+
+
+def test_sglang_fp8_command_and_tokens():
+    base = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192)
+    fp8 = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192, kv_dtype="fp8")
+    assert fp8.kv_cache_tokens == base.kv_pool_bytes // 65_536
+    assert "--kv-cache-dtype fp8_e4m3" in fp8.vllm_command
+
+
+def test_sglang_bad_utilization_is_a_kvplan_error():
+    for util in (0, -1, 1.5, "x"):
+        with pytest.raises(KVPlanError):
+            plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu_memory_utilization=util)
+
+
+# ------------------------------------------------------------------------------------- page rounding
+
+
+@pytest.mark.parametrize("page", [1, 16, 64])
+def test_tokens_round_down_to_whole_pages(page):
+    specs = _specs("meta-llama/Llama-3.1-8B")
+    total, weights = resolve_gpu("H100-80GB").memory_bytes, 16 * GiB
+    pool = sglang_pool(total, weights, specs, SglangSettings(mem_fraction_static=0.85, page_size=page), 8192)
+    rest = int(total - weights - total * (1 - 0.85))
+    raw = rest // 131_072
+    assert pool.rest_bytes == rest
+    assert pool.max_total_tokens == raw - raw % page
+    assert pool.max_total_tokens % page == 0
+
+
+def test_max_running_requests_default_is_clamped():
+    specs = _specs("meta-llama/Llama-3.1-8B")
+    total = resolve_gpu("H100-80GB").memory_bytes
+    pool = sglang_pool(total, 16 * GiB, specs, SglangSettings(mem_fraction_static=0.85), 8192)
+    assert pool.max_running_requests == min(4096, max(2048, int(pool.max_total_tokens / 8192 * 512)))
+    tiny = sglang_pool(total, 16 * GiB, specs, SglangSettings(mem_fraction_static=0.85), 10**7)
+    assert tiny.max_running_requests == 2048
+
+
+# ------------------------------------------------------------------------------------- SWA split
+
+
+def test_gemma2_swa_split():
+    """21 sliding + 21 full layers, 8 heads x 512 x 2 B each: swa_tokens = 0.8 x full_tokens and
+    full x full_cell + swa x swa_cell fills the rest."""
+    specs = _specs("google/gemma-2-9b")
+    full_cell = swa_cell = 21 * 8 * 512 * 2                       # 172,032 B per token each
+    total = resolve_gpu("H100-80GB").memory_bytes
+    weights = 18 * GiB
+    pool = sglang_pool(total, weights, specs, SglangSettings(mem_fraction_static=0.88), 8192)
+    rest = int(total - weights - total * (1 - 0.88))
+    full = int(rest / (full_cell + 0.8 * swa_cell))
+    assert pool.full_tokens == pool.max_total_tokens == full
+    assert pool.swa_tokens == int(full * 0.8)
+    assert pool.full_tokens * full_cell + pool.swa_tokens * swa_cell <= rest
+    assert (pool.full_tokens + 1) * full_cell + int((pool.full_tokens + 1) * 0.8) * swa_cell > rest
+    assert pool.cell_bytes == full_cell + swa_cell
+
+
+def test_swa_ratio_setting():
+    specs = _specs("openai/gpt-oss-20b")                            # 12 sliding + 12 full, 8 x 128 x 2 B
+    cell = 12 * 8 * 128 * 2
+    pool = sglang_pool(80 * GiB, 14 * GiB, specs, SglangSettings(mem_fraction_static=0.9, swa_full_tokens_ratio=0.5),
+                       131_072)
+    rest = int(80 * GiB - 14 * GiB - 80 * GiB * (1 - 0.9))
+    assert pool.full_tokens == int(rest / (cell + 0.5 * cell))
+    assert pool.swa_tokens == int(pool.full_tokens * 0.5)
+
+
+def test_plan_for_a_sliding_hybrid_and_its_shortfall():
+    p = plan("google/gemma-2-9b", engine="sglang", gpu="H100-80GB", max_model_len=8192)
+    cell = 21 * 8 * 512 * 2
+    assert p.kv_cache_tokens == int(p.kv_pool_bytes / (cell + 0.8 * cell))
+    short = plan("google/gemma-2-9b", engine="sglang", gpu="L4", max_model_len=8192)
+    assert not short.fits
+    assert short.shortfall_bytes == pytest.approx(8192 * (cell + 0.8 * cell) - short.kv_pool_bytes, abs=1)
+
+
+def test_sglang_does_not_fit_counts_the_weights_overflow():
+    p = plan("meta-llama/Llama-3.1-405B", engine="sglang", gpu="L4", max_model_len=8192)
+    assert not p.fits and p.kv_cache_tokens == 0 and p.kv_pool_bytes < 0
+    assert p.shortfall_bytes == 8192 * p.kv_bytes_per_token - p.kv_pool_bytes

@@ -1,0 +1,306 @@
+"""The validation harness on tiny CPU models: measurement, OOM handling (a simulated memory limit), resume, the
+time budget, the report files, the `kvplan validate` entry point, the space-for-time benchmark; and the smoke
+suite itself (every case must match kvplan to the byte)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import kvplan  # noqa: E402
+from kvplan.engines.hf import hf_peak_for  # noqa: E402
+from validation import report as vreport  # noqa: E402
+from validation.harness import main as harness_main  # noqa: E402
+from validation.harness import run_suite  # noqa: E402
+from validation.measure import walk_cache  # noqa: E402
+from validation.models import Recipe  # noqa: E402
+from validation.suites import CPU_RECIPES, SMOKE_RECIPES, Case, smoke_cases  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """The whole smoke suite, once: (folder, report)."""
+    out = tmp_path_factory.mktemp("smoke")
+    report = run_suite("smoke", smoke_cases(), out, device=CPU, progress=False)
+    return out, report
+
+
+def test_smoke_suite_matches_to_the_byte(smoke):
+    _, report = smoke
+    cases = report["cases"]
+    assert len(cases) >= 15
+    bad = [f"{c['id']}: {c['status']} {c.get('reason')}" for c in cases if c["status"] != "ok"]
+    assert not bad, "\n".join(bad)
+    for c in cases:
+        assert c["measured_kv_bytes"] == c["predicted_kv_bytes"]
+        assert c["measured_prefill_kv_bytes"] == c["predicted_prefill_kv_bytes"]
+        assert c["measured_peak_bytes"] > 0 and c["predicted_peak_bytes"] > 0
+        assert c["generated_tokens"] == c["new_tokens"]          # min_new_tokens kept random weights going
+    families = {c["model_type"] for c in cases}
+    assert {"llama", "gemma2", "qwen2", "deepseek_v3", "qwen3_next", "mamba", "falcon"} <= families
+    assert report["summary"]["kv_error_bytes"]["max"] == 0
+
+
+def test_report_files(smoke):
+    out, report = smoke
+    names = {p.name for p in out.iterdir()}
+    assert {"report.json", "report.csv", "summary.md", "predicted_vs_measured.png"} <= names
+    assert not [n for n in names if n.endswith(".tmp")]             # atomic writes leave nothing behind
+    data = json.loads((out / "report.json").read_text())
+    env = data["environment"]
+    assert env["device"] == "cpu" and env["torch"] and env["transformers"]
+    required = {"model", "cache", "batch_size", "prompt_len", "new_tokens", "dtype", "predicted_kv_bytes",
+                "measured_kv_bytes", "predicted_peak_bytes", "measured_peak_bytes", "status"}
+    assert all(required <= set(c) for c in data["cases"])
+    csv_lines = (out / "report.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("id,suite,model") and len(csv_lines) == len(data["cases"]) + 1
+    summary = (out / "summary.md").read_text()
+    assert "| KV after decode, abs bytes |" in summary and "median" in summary
+    assert (out / "predicted_vs_measured.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_resume_skips_finished_cases(smoke, monkeypatch):
+    out, report = smoke
+    import validation.runner
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a finished case ran again")
+
+    monkeypatch.setattr(validation.runner, "run_case", refuse)
+    again = run_suite("smoke", smoke_cases(), out, device=CPU, progress=False)
+    assert [c["id"] for c in again["cases"]] == [c["id"] for c in report["cases"]]
+    assert all(c["status"] == "ok" for c in again["cases"])
+
+
+def test_resume_reruns_what_is_missing(tmp_path, monkeypatch):
+    cases = smoke_cases()[:2]
+    run_suite("smoke", cases[:1], tmp_path, device=CPU, progress=False, plot=False)
+    import validation.runner
+
+    ran = []
+    real = validation.runner.run_case
+
+    def counting(case, ctx):
+        ran.append(case.id)
+        return real(case, ctx)
+
+    monkeypatch.setattr(validation.runner, "run_case", counting)
+    report = run_suite("smoke", cases, tmp_path, device=CPU, progress=False, plot=False)
+    assert ran == [cases[1].id]
+    assert [c["status"] for c in report["cases"]] == ["ok", "ok"]
+    run_suite("smoke", cases[:1], tmp_path, device=CPU, progress=False, plot=False, resume=False)
+    assert ran == [cases[1].id, cases[0].id]
+
+
+def test_simulated_memory_limit_is_an_oom_result(tmp_path):
+    case = Case(SMOKE_RECIPES["llama"], "dynamic", 2, 40, 6, "fp32")
+    from validation.models import build_model
+    from validation.measure import module_bytes
+
+    weights = module_bytes(build_model(case.recipe.text_dict(), torch.float32, CPU))
+    limit = weights + 10_000                     # the weights fit; the 40-token prefill cache (40,960 B) does not
+    report = run_suite("smoke", [case], tmp_path, device=CPU, progress=False, plot=False, memory_limit=limit)
+    rec = report["cases"][0]
+    assert rec["status"] == "oom", rec
+    assert rec["planner_fits"] is False and rec["fit_agrees"] is True
+    assert "simulated" in rec["reason"]
+    roomy = run_suite("smoke", [case], tmp_path / "roomy", device=CPU, progress=False, plot=False,
+                      memory_limit=2**30)["cases"][0]
+    assert roomy["status"] == "ok" and roomy["planner_fits"] is True
+
+
+def test_time_budget_skips_instead_of_running(tmp_path):
+    report = run_suite("smoke", smoke_cases()[:3], tmp_path, device=CPU, progress=False, plot=False, time_budget=0)
+    assert [c["status"] for c in report["cases"]] == ["skipped"] * 3
+    assert all("time budget" in c["reason"] for c in report["cases"])
+
+
+def test_walk_counts_the_storage_a_sliding_view_pins():
+    from transformers import DynamicCache
+
+    from validation.models import hf_config
+
+    text = SMOKE_RECIPES["gemma2"].text_dict()              # 4 layers, window 8, sliding first
+    cache = DynamicCache(config=hf_config(text))
+    k = torch.zeros(1, 2, 20, 16)
+    for layer in range(4):
+        cache.update(k, k.clone(), layer)
+    m = walk_cache(cache)
+    per_token = 2 * 2 * 16 * 4
+    assert m.logical == 2 * 7 * per_token + 2 * 20 * per_token + 2 * 8          # W-1 kept by sliding layers
+    assert m.storage == 4 * 20 * per_token + 2 * 8                              # the whole prefill stays pinned
+    assert m.scalars == 2 * 8 and m.layer_classes == {"DynamicSlidingWindowLayer": 2, "DynamicLayer": 2}
+
+
+def _per_layer(spec):
+    return [tuple((type(s).__name__, getattr(s, "elems_per_token", None), getattr(s, "window", None),
+                   getattr(s, "k_head_dim", None)) for s in layer) for layer in spec.layers]
+
+
+@pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if r.variant == "shrunk"], ids=lambda r: r.key)
+def test_shrinking_keeps_the_cache_geometry(recipe):
+    """The cpu suite's shrunk models cache exactly what the real configs do (same per-layer specs)."""
+    real = kvplan.parse_config(replace(recipe, shrink=False).text_dict())
+    shrunk = kvplan.parse_config(recipe.text_dict())
+    assert _per_layer(shrunk) == _per_layer(real)
+    assert shrunk.dims.hidden_size <= 256
+
+
+@pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if "heads" in r.variant and "MLA" not in r.variant
+                                    and "as deepseek" not in r.variant], ids=lambda r: r.key)
+def test_shrinking_heads_keeps_head_dim(recipe):
+    real = kvplan.parse_config(replace(recipe, shrink=False).text_dict())
+    shrunk = kvplan.parse_config(recipe.text_dict())
+    assert shrunk.num_layers == real.num_layers
+    dims = {s.k_head_dim for _, s in shrunk.specs() if hasattr(s, "k_head_dim")}
+    assert dims == {s.k_head_dim for _, s in real.specs() if hasattr(s, "k_head_dim")}
+
+
+def test_one_dict_for_kvplan_and_transformers():
+    recipe = next(r for r in CPU_RECIPES if r.key == "gemma-2-9b-w32")
+    text = recipe.text_dict()
+    assert text["sliding_window"] == 32 and text["head_dim"] == 256 and text["vocab_size"] == 256
+    from validation.models import hf_config
+
+    cfg = hf_config(text)
+    assert (cfg.sliding_window, cfg.head_dim, cfg.num_hidden_layers) == (32, 256, 42)
+    assert kvplan.parse_config(text).attention_kinds == {"sliding": 21, "full": 21}
+
+
+def test_hf_peak_terms():
+    llama = kvplan.load_model("meta-llama/Llama-3.1-8B")
+    short = kvplan.estimate(llama, 1039, 1, prompt_len=1024, dtype="bf16")
+    long = kvplan.estimate(llama, 32783, 8, prompt_len=32768, dtype="bf16")
+    p_short, p_long = hf_peak_for(llama, short), hf_peak_for(llama, long)
+    weights = 16_060_522_496
+    assert p_short.weights_bytes == weights
+    assert weights < p_short.peak_allocated_bytes < weights + 2**30
+    assert p_long.peak_allocated_bytes > weights + long.prefill_peak_bytes
+    gemma = kvplan.load_model("google/gemma-2-9b")
+    est = kvplan.estimate(gemma, 8207, 1, prompt_len=8192, dtype="bf16")
+    eager, sdpa = hf_peak_for(gemma, est, attn_implementation="eager"), hf_peak_for(gemma, est)
+    assert eager.peak_allocated_bytes > sdpa.peak_allocated_bytes + 16 * 8192 * 8192 * 4   # fp32 softmax scores
+    quant = kvplan.estimate(llama, 4111, 1, prompt_len=16, dtype="bf16", cache="quantized", kv_dtype="int4")
+    assert hf_peak_for(llama, quant).decode_transient_bytes >= 2 * 4111 * 2048 * 2  # a dequantized layer, twice
+
+
+def test_kvplan_validate_subcommand(capsys):
+    from kvplan.cli import main
+
+    assert main(["validate", "--suite", "smoke", "--list"]) == 0
+    ids = capsys.readouterr().out.split()
+    assert ids == [c.id for c in smoke_cases()]
+    assert harness_main(["--suite", "gpu", "--device", "cpu"]) == 2            # the gpu suite refuses a CPU
+
+
+def test_kvplan_cli_stays_import_light():
+    code = "import sys, kvplan.cli; print(any(m in sys.modules for m in ('torch', 'transformers', 'validation')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_space_for_time_benchmark(tmp_path):
+    from validation.space_for_time import cumulative, fit_exponent, run_benchmark
+
+    xs = [8, 16, 32, 64]
+    assert fit_exponent(xs, [x * 3.0 for x in xs]) == pytest.approx(1.0)
+    assert fit_exponent(xs, [x * x * 0.5 for x in xs]) == pytest.approx(2.0)
+    assert cumulative([1, 2, 4], [1.0, 1.0, 1.0]) == [1.0, 2.0, 4.0]
+    shape = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 64}
+    result = run_benchmark(tmp_path, device=CPU, progress=False, contexts=[8, 16, 32, 64], repeats=1, shape=shape)
+    assert [p["context"] for p in result["points"]] == [8, 16, 32, 64]
+    assert all(p["cached_s"] > 0 and p["recompute_s"] > 0 for p in result["points"])
+    assert result["points"][-1]["kv_bytes"] == 2 * 2 * 32 * 64 * 4
+    assert set(result["fits"]) == {"cached_per_token_exponent", "recompute_per_token_exponent",
+                                   "cached_total_exponent", "recompute_total_exponent"}
+    saved = json.loads((tmp_path / "space_for_time.json").read_text())
+    assert saved["points"] == result["points"]
+    assert (tmp_path / "space_for_time.png").is_file()
+
+
+def test_csv_and_summary_of_synthetic_cases(tmp_path):
+    cases = [{"id": "a", "status": "ok", "predicted_kv_bytes": 100, "measured_kv_bytes": 100, "kv_error_bytes": 0,
+              "prefill_kv_error_bytes": 0, "predicted_peak_bytes": 110, "measured_peak_bytes": 100,
+              "peak_error_pct": 10.0},
+             {"id": "b", "status": "mismatch", "predicted_kv_bytes": 100, "measured_kv_bytes": 104,
+              "kv_error_bytes": 4, "prefill_kv_error_bytes": 0, "predicted_peak_bytes": 95,
+              "measured_peak_bytes": 100, "peak_error_pct": -5.0, "reason": "after decode: +4 B"},
+             {"id": "c", "status": "oom", "planner_fits": False}]
+    report = {"environment": {"device": "cpu"}, "suites": ["smoke"], "cases": cases}
+    vreport.write_all(tmp_path, report)
+    s = report["summary"]
+    assert s["mismatches"] == 1 and s["oom"] == 1 and s["oom_predicted"] == 1
+    assert s["kv_error_bytes"] == {"count": 2, "max": 4, "median": 2.0}
+    assert s["peak_error_pct"]["max"] == 10.0
+    assert "`b`: **mismatch** after decode: +4 B" in (tmp_path / "summary.md").read_text()
+
+
+def test_unknown_family_is_an_error_result_not_a_crash(tmp_path):
+    recipe = Recipe("not-native", "inline", "tiny", inline={"model_type": "chatglm", "hidden_size": 64,
+                                                              "num_layers": 2, "num_attention_heads": 4,
+                                                              "kv_channels": 16, "multi_query_attention": False,
+                                                              "padded_vocab_size": 64, "ffn_hidden_size": 64})
+    rec = run_suite("smoke", [Case(recipe)], tmp_path, device=CPU, progress=False, plot=False)["cases"][0]
+    assert rec["status"] == "error" and "native" in rec["reason"]
+
+
+def test_cuda_measurement_path_with_a_fake_allocator(monkeypatch):
+    """The CUDA branch (no GPU here): run it on a CPU model with the allocator's figures faked, so every line
+    of it executes and the walked bytes still equal kvplan's."""
+    import validation.runner as vr
+
+    class FakeMemory:
+        def __init__(self, device):
+            self.level = 10_000
+
+        def allocated(self):
+            self.level += 512
+            return self.level
+
+        def peak(self):
+            return self.level + 4096
+
+        def reset_peak(self):
+            pass
+
+        def reserved_peak(self):
+            return self.level + 8192
+
+        def process_bytes(self):
+            return None
+
+        def device_used(self):
+            return self.level
+
+        def total(self):
+            return 80 * 2**30
+
+    monkeypatch.setattr(vr, "CudaMemory", FakeMemory)
+    monkeypatch.setattr(vr, "free_memory", lambda device=None: None)
+    case = Case(SMOKE_RECIPES["gemma2"], "dynamic", 2, 10, 4, "fp32")
+    text = case.recipe.text_dict()
+    _, est, _ = vr.predict(case, text, device_type="cuda")
+    ctx = vr.RunContext(device=CPU, suite="smoke")
+    model, _ = ctx.model_for(case, text)
+    vr._warm_up(model, CPU)
+    rec = vr.base_record(case, "smoke", CPU)
+    vr._measure_cuda(case, ctx, rec, model, vr._prompt(case, 128, CPU), est)
+    assert rec["measured_kv_bytes"] == est.kv_cache_bytes
+    assert rec["measured_prefill_kv_bytes"] == est.prefill_peak_bytes
+    assert rec["measured_kv_alloc_bytes"] is not None and rec["kv_alloc_error_pct"] is not None
+    assert rec["measured_peak_bytes"] == max(rec["measured_prefill_peak_bytes"], rec["measured_decode_peak_bytes"])
+    assert rec["generated_tokens"] == 4 and "max_memory_allocated" in rec["peak_method"]

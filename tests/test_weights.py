@@ -1,0 +1,327 @@
+"""Weights: kvplan's parameter count equals transformers' meta-device model for every bundled model transformers
+knows, the bytes equal the same model's in its config dtype, and each quantization rule keeps its worked number.
+
+The truth is computed live: `AutoModelForCausalLM.from_config` under `torch.device("meta")` (no memory, no
+init). transformers 5.24 stores MoE experts as fused 3-D tensors, so even DeepSeek-V3 (61 layers x 256
+experts) builds in ~0.5 s and Kimi-K2 (384 experts) in ~0.6 s on 2 cores: no layer count is shrunk. The 65
+builds take ~15 s in all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from kvplan.config import text_config
+from kvplan.config_dims import SAME_ARCHITECTURE, WEIGHT_DEFAULTS, QuantDims, parse_dims, parse_quant
+from kvplan.errors import ConfigError, UnsupportedArchitectureError
+from kvplan.weights import matrix_bytes, param_count, weights_bytes
+
+MODEL_DIR = Path(__file__).resolve().parents[1] / "model_configs"
+CONFIGS = {p.stem.replace("__", "/", 1): json.loads(p.read_text()) for p in sorted(MODEL_DIR.glob("*.json"))}
+
+
+def _family(data: dict) -> str:
+    _, model_type = text_config(data)
+    return SAME_ARCHITECTURE.get(model_type, model_type)
+
+
+# ---------------------------------------------------------------------------------------------- the meta truth
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    params: int  # sum(p.numel()) over model.parameters(): tied weights once
+    buffers: int  # persistent buffers: state-dict entries that are not parameters
+    params_bytes: int | None  # in the config dtype, after transformers' own fp8 swap; None: not comparable
+    buffers_bytes: int
+
+
+@lru_cache(maxsize=None)
+def meta_truth(model_id: str) -> Truth:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    data = CONFIGS[model_id]
+    text, _ = text_config(data)
+    family = _family(data)
+    qc = text.pop("quantization_config", None) or data.get("quantization_config")
+    cfg = transformers.CONFIG_MAPPING[family].from_dict({**text, "model_type": family})
+    dtype = getattr(torch, parse_dims(data).dtype.name)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    params = sum(p.numel() for p in model.parameters())
+    nbytes = None
+    if qc is None or qc["quant_method"] == "fp8":
+        if qc:  # the layout transformers loads an fp8 checkpoint into: FP8Linear / FP8Experts + fp32 block scales
+            from transformers.quantizers.auto import AutoHfQuantizer, AutoQuantizationConfig
+
+            quantizer = AutoHfQuantizer.from_config(AutoQuantizationConfig.from_dict(qc), pre_quantized=True)
+            quantizer.preprocess_model(model, dtype=dtype)
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    buffers = [t for name, t in model.state_dict().items() if name not in names]
+    return Truth(params, sum(t.numel() for t in buffers), nbytes, sum(t.numel() * t.element_size() for t in buffers))
+
+
+def _known(model_id: str) -> bool:
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    return _family(CONFIGS[model_id]) in CONFIG_MAPPING
+
+
+KNOWN = [m for m in CONFIGS if _known(m)]
+UNKNOWN = [m for m in CONFIGS if m not in KNOWN]  # chatglm x2, phi3small: remote code only
+
+
+@pytest.mark.parametrize("model_id", KNOWN)
+def test_param_count_equals_transformers_meta_model(model_id):
+    # Quantized configs (DeepSeek-V3/R1 fp8, gpt-oss-20b mxfp4) count here too: from_config builds the logical
+    # model, which is what param_count counts; their packed bytes are checked below.
+    truth = meta_truth(model_id)
+    counted = param_count(parse_dims(CONFIGS[model_id]))
+    assert counted.total == truth.params
+    assert counted.buffers == truth.buffers
+
+
+@pytest.mark.parametrize("model_id", KNOWN)
+def test_weights_bytes_equal_the_meta_model_in_its_dtype(model_id):
+    # Unquantized: the config dtype, with DeepSeek's router in fp32 as transformers keeps it. DeepSeek-V3/R1:
+    # transformers' own FP8Linear/FP8Experts swap (1 B weights + fp32 128x128 block scales) on the meta model.
+    truth = meta_truth(model_id)
+    if truth.params_bytes is None:
+        pytest.skip("mxfp4 (gpt-oss): transformers keeps the e8m0 scales outside parameters and dequantizes on "
+                    "CPU; the rule is pinned in test_mxfp4_gpt_oss_matches_the_published_checkpoint")
+    estimate = weights_bytes(parse_dims(CONFIGS[model_id]))
+    assert estimate.params_bytes == truth.params_bytes
+    assert estimate.buffers_bytes == truth.buffers_bytes
+
+
+def test_the_truth_covers_every_family_and_both_falcons():
+    pytest.importorskip("transformers")
+    families = {_family(CONFIGS[m]) for m in KNOWN}
+    assert families >= {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                        "gemma3_text", "phi", "phi3", "gpt2", "gptj", "gpt_neox", "gpt_bigcode", "falcon",
+                        "starcoder2", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "olmo2", "mamba",
+                        "falcon_mamba", "jamba", "qwen3_next"}
+    assert {"tiiuae/falcon-7b-instruct", "tiiuae/falcon-40b-instruct", "moonshotai/Kimi-K2-Instruct",
+            "google/gemma-3-4b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} <= set(KNOWN)
+    assert len(KNOWN) == 65 and sorted(UNKNOWN) == ["THUDM/chatglm3-6b", "THUDM/glm-4-9b-chat",
+                                                    "microsoft/Phi-3-small-8k-instruct"]
+
+
+def test_weight_defaults_are_transformers_class_defaults():
+    transformers = pytest.importorskip("transformers")
+    for family, defaults in WEIGHT_DEFAULTS.items():
+        fields = {f.name: f.default for f in dataclasses.fields(transformers.CONFIG_MAPPING[family])}
+        for key, value in defaults.items():
+            assert fields.get(key, "missing") == value, (family, key)
+
+
+# ---------------------------------------------------------------------------------------------- pinned counts
+
+
+@pytest.mark.parametrize("model_id, total, note", [
+    ("THUDM/chatglm3-6b", 6_243_584_000, "no dedicated rule"),  # THUDM's published 6.24B
+    ("THUDM/glm-4-9b-chat", 9_399_951_360, "no dedicated rule"),  # published 9.40B
+    ("microsoft/Phi-3-small-8k-instruct", 7_801_671_680, "does not say whether lm_head is tied"),
+])
+def test_families_transformers_lacks_fall_back_to_a_llama_like_count(model_id, total, note):
+    shape = parse_dims(CONFIGS[model_id])
+    assert param_count(shape).total == total
+    assert any(note in n for n in shape.notes)
+
+
+def test_breakdown_names_each_group_like_nanogpt():
+    counted = param_count(parse_dims(CONFIGS["meta-llama/Llama-3.1-8B"]))
+    assert dict(counted.rows()) == {"embeddings": 525_336_576, "attention": 1_342_177_280, "mlp": 5_637_144_576,
+                                    "norms": 266_240, "lm_head": 525_336_576, "total": 8_030_261_248}
+    assert weights_bytes(parse_dims(CONFIGS["meta-llama/Llama-3.1-8B"])).total_bytes == 16_060_522_496
+
+
+@pytest.mark.parametrize("model_id, active", [
+    ("mistralai/Mixtral-8x7B-v0.1", 12_879_925_248),  # Mistral's "12.9B active"
+    ("deepseek-ai/DeepSeek-V3", 37_552_282_624),  # "37B activated" (+ embeddings)
+    ("Qwen/Qwen3-30B-A3B", 3_353_032_704),  # "A3B"
+    ("meta-llama/Llama-3.2-1B", 1_235_814_400),  # dense: active == total
+])
+def test_active_parameters_drop_the_unrouted_experts(model_id, active):
+    assert param_count(parse_dims(CONFIGS[model_id])).active == active
+
+
+def test_mtp_layers_are_counted_apart_from_the_model():
+    counted = param_count(parse_dims(CONFIGS["deepseek-ai/DeepSeek-V3"]))
+    assert counted.total == 671_026_404_352 and counted.mtp == 11_610_067_968
+    # The checkpoint repeats embed_tokens and the head inside layer 61: 684.5B, the model card's "685B".
+    assert counted.total + counted.mtp + 2 * 129_280 * 7_168 == 684_489_830_400
+
+
+# ---------------------------------------------------------------------------------------------- quantization rules
+
+
+def _q(method, bits, **kw):
+    return QuantDims(method, bits, **kw)
+
+
+@pytest.mark.parametrize("q, rows, cols, expected", [
+    # fp8, 128x128 blocks: 1 B per weight + fp32 per block. DeepSeek-V3 q_b_proj: 192 x 12 blocks.
+    (_q("fp8", 8, strategy="block", block=(128, 128)), 4096, 4096, 16_777_216 + 1_024 * 4),
+    (_q("fp8", 8, strategy="block", block=(128, 128)), 24576, 1536, 37_748_736 + 2_304 * 4),
+    (_q("fp8", 8, strategy="block", block=(128, 128), scale_bytes=1), 4096, 4096, 16_777_216 + 1_024),  # ue8m0
+    (_q("fp8", 8, strategy="tensor"), 4096, 4096, 16_777_216 + 4),  # per-tensor scale
+    (_q("fp8", 8, strategy="tensor", static_input_scale=True), 4096, 4096, 16_777_216 + 8),
+    # GPTQ 4-bit g128: qweight + qzeros (32 groups x 4096 x 4 bits) + fp16 scales + int32 g_idx = 4.26 bits/weight
+    (_q("gptq", 4, strategy="group", group_size=128), 4096, 4096, 8_388_608 + 65_536 + 262_144 + 16_384),
+    (_q("gptq", 8, strategy="group", group_size=128), 4096, 4096, 16_777_216 + 131_072 + 262_144 + 16_384),
+    (_q("gptq", 4, strategy="channel"), 4096, 4096, 8_388_608 + 2_048 + 8_192 + 16_384),  # group_size -1
+    # AWQ GEMM 4-bit g128: no g_idx
+    (_q("awq", 4, strategy="group", group_size=128, symmetric=False), 4096, 4096, 8_388_608 + 65_536 + 262_144),
+    # mxfp4 gpt-oss-20b gate_up [5760, 2880] of one expert: 4 bits + 1 scale byte per 32 = 4.25 bits
+    (_q("mxfp4", 4, group_size=32), 5760, 2880, 8_294_400 + 518_400),
+    # bitsandbytes (bitsandbytes 0.50.2 on CPU gives these tensors, plus an 82/171 B JSON quant_state blob)
+    (_q("bitsandbytes", 8), 4096, 4096, 16_777_216 + 4_096 * 4),  # int8 + fp32 SCB per row
+    (_q("bitsandbytes", 4), 4096, 4096, 8_388_608 + 262_144 * 4 + 64),  # fp32 absmax per 64
+    (_q("bitsandbytes", 4, double_quant=True), 4096, 4096, 8_388_608 + 262_144 + 1_024 * 4 + 1_024 + 4 + 64),
+])
+def test_matrix_bytes_worked_numbers(q, rows, cols, expected):
+    assert matrix_bytes(q, rows, cols) == expected
+
+
+# Each row equals what compressed-tensors 0.20.1's compressors produced for nn.Linear(4096, 4096) in bf16.
+CT_CASES = [
+    ("pack-quantized", {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True},
+     None, 8_650_768),  # w4a16: int32 [4096, 512] + int64 [2] + bf16 [4096, 32]
+    ("pack-quantized", {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": False},
+     None, 8_716_304),  # + int32 zero points [512, 32]
+    ("int-quantized", {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True},
+     {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True}, 16_785_408),  # w8a8
+    ("int-quantized", {"num_bits": 8, "type": "int", "strategy": "tensor", "symmetric": True},
+     {"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": False}, 16_777_220),  # + static input_scale
+    ("float-quantized", {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]},
+     {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128, "dynamic": True}, 16_779_264),
+    ("float-quantized", {"num_bits": 8, "type": "float", "strategy": "tensor"},  # FP8 static
+     {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False}, 16_777_220),
+    ("nvfp4-pack-quantized", {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+                              "scale_dtype": "torch.float8_e4m3fn"},
+     {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "dynamic": "local",
+      "scale_dtype": "torch.float8_e4m3fn"}, 9_437_192),  # uint8 [4096, 2048] + fp8 [4096, 256] + 2 fp32 globals
+    ("mxfp4-pack-quantized", {"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32,
+                              "scale_dtype": "torch.uint8"}, None, 8_912_896),
+]
+
+
+@pytest.mark.parametrize("fmt, weights, inputs, expected", CT_CASES)
+def test_compressed_tensors_bytes_match_the_library(fmt, weights, inputs, expected):
+    qc = {"quant_method": "compressed-tensors", "format": fmt, "ignore": ["lm_head"],
+          "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": inputs}}}
+    assert matrix_bytes(parse_quant(qc, []), 4096, 4096, act_bytes=2) == expected
+
+
+def _with_quant(model_id: str, qc: dict) -> dict:
+    return {**CONFIGS[model_id], "quantization_config": qc}
+
+
+def test_gptq_llama_keeps_embeddings_lm_head_and_norms_in_16_bit():
+    qc = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}
+    est = weights_bytes(parse_dims(_with_quant("meta-llama/Llama-3.1-8B", qc)))
+    gptq = lambda rows, cols: rows * cols // 2 + (cols // 128) * rows // 2 + (cols // 128) * rows * 2 + 4 * cols
+    attention, mlp = 2 * gptq(4096, 4096) + 2 * gptq(1024, 4096), 2 * gptq(14336, 4096) + gptq(4096, 14336)
+    assert dict(est.group_bytes) == {"embeddings": 1_050_673_152, "attention": 32 * attention, "mlp": 32 * mlp,
+                                     "norms": 532_480, "lm_head": 1_050_673_152}
+    assert est.total_bytes == 2 * 1_050_673_152 + 532_480 + 32 * (attention + mlp) == 5_732_835_328
+    assert est.quant_method == "gptq" and "4.26 bits" in est.rules[0]
+
+
+def test_mxfp4_gpt_oss_matches_the_published_checkpoint():
+    # Only the experts are packed; attention, router, embeddings and lm_head stay bf16 (the config names no dtype:
+    # transformers' dtype="auto" reads bf16 from the checkpoint). The published safetensors total 13.76 GB.
+    shape = parse_dims(CONFIGS["openai/gpt-oss-20b"])
+    est = weights_bytes(shape)
+    assert shape.dtype.name == "bfloat16" and any("no dtype" in n for n in shape.notes)
+    experts = 24 * 32 * (matrix_bytes(shape.quant, 5760, 2880) + matrix_bytes(shape.quant, 2880, 2880))
+    assert dict(est.group_bytes)["experts"] == experts + 24 * 32 * (5760 + 2880) * 4  # + fp32 expert biases
+    assert est.total_bytes == 13_774_535_808
+    assert abs(est.total_bytes - 13.76e9) / 13.76e9 < 0.002
+
+
+def test_fp8_deepseek_v3_bytes_and_rules():
+    est = weights_bytes(parse_dims(CONFIGS["deepseek-ai/DeepSeek-V3"]))
+    assert est.params_bytes == 673_363_413_344 and est.buffers_bytes == 14_848 * 4
+    assert any("float32" in r and "router" in r for r in est.rules)
+
+
+@pytest.mark.parametrize("qc, expected", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",
+      "modules_to_not_convert": ["gate"]}, {("router", -1)}),  # Qwen MoE AWQ
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head", "re:.*mlp.gate$"],
+      "config_groups": {"g": {"weights": {"num_bits": 4, "strategy": "group", "group_size": 128}}}},
+     {("lm_head", -1), ("router", -1)}),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                          "model.embed_tokens", "lm_head"]},
+     {("attention", -1), ("router", -1), ("embeddings", -1), ("lm_head", -1)}),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["model.layers.0.mlp.down_proj"]},
+     {("mlp", 0)}),  # a sub-projection marks its group in that layer only
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}, {("lm_head", -1)}),
+])
+def test_skip_patterns_become_weight_groups(qc, expected):
+    assert parse_quant(qc, []).skip == frozenset(expected)
+
+
+def test_a_skipped_layer_stays_in_the_model_dtype():
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["model.layers.0.mlp"]}
+    plain = weights_bytes(parse_dims(_with_quant("meta-llama/Llama-3.2-1B", {**qc, "modules_to_not_convert": []})))
+    skipped = weights_bytes(parse_dims(_with_quant("meta-llama/Llama-3.2-1B", qc)))
+    one_mlp_bf16 = 3 * 8192 * 2048 * 2
+    one_mlp_gptq = 2 * matrix_bytes(parse_quant(qc, []), 8192, 2048) + matrix_bytes(parse_quant(qc, []), 2048, 8192)
+    assert skipped.total_bytes - plain.total_bytes == one_mlp_bf16 - one_mlp_gptq
+
+
+def test_bitsandbytes_8bit_and_unknown_methods():
+    q = parse_quant({"quant_method": "bitsandbytes", "load_in_8bit": True}, [])
+    assert (q.bits, q.double_quant) == (8, False)
+    with pytest.raises(UnsupportedArchitectureError, match="no byte rule"):
+        parse_quant({"quant_method": "hqq"}, [])
+
+
+def test_a_plain_low_bit_dtype_is_a_cast_with_a_note():
+    est = weights_bytes(parse_dims(CONFIGS["meta-llama/Llama-3.2-1B"]), "fp8")
+    assert est.total_bytes == 1_235_814_400 and any("plain cast" in n for n in est.notes)
+
+
+# ---------------------------------------------------------------------------------------------- errors, purity
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"model_type": "mystery", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128}, "vocabulary size"),  # no field and no class default
+    ({"model_type": "llama", "hidden_size": "64", "num_hidden_layers": 2}, "must be an integer"),
+    ({"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "vocab_size": 10, "bias": "yes"}, "true or false"),
+    ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 128, "vocab_size": 10, "quantization_config": {"quant_method": "fp8",
+                                                                          "weight_block_size": 128}}, "rows, cols"),
+])
+def test_bad_fields_raise_one_actionable_sentence(data, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        parse_dims(data)
+    assert str(err.value).endswith("config.json")
+
+
+def test_encoder_only_models_are_refused():
+    with pytest.raises(UnsupportedArchitectureError, match="decoder-only"):
+        parse_dims({"model_type": "bert", "hidden_size": 768})
+
+
+def test_weights_modules_never_import_torch_or_transformers():
+    code = ("import sys, json, kvplan.weights, kvplan.config_dims; "
+            "print(json.dumps([m for m in ('torch', 'transformers') if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []

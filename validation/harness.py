@@ -1,0 +1,160 @@
+"""`python -m validation` / `kvplan validate`: run a suite, write the results folder.
+
+    python -m validation --suite smoke                      # tiny models, CPU, seconds
+    python -m validation --suite cpu                        # every bundled family, shrunk, CPU
+    python -m validation --suite gpu --time-budget 480      # real-size models on one GPU
+    python -m validation --bench space-for-time             # decode with the cache vs full recomputation
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import date
+from pathlib import Path
+from typing import Sequence
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GPU_DEFAULT_BUDGET_S = 480.0   # the gpu suite fits in 8 minutes of one H200 unless told otherwise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m validation",
+                                description="kvplan's predictions against real transformers generate() runs.")
+    p.add_argument("--suite", choices=("smoke", "cpu", "gpu"), help="which cases (default: gpu on CUDA, else cpu)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
+    p.add_argument("--out", type=Path, help="results folder (default validation/results/<date>-<device>/)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="stop starting cases (and stop a running one) when this much time has passed")
+    p.add_argument("--resume", dest="resume", action="store_true", default=True,
+                   help="skip cases the folder's report.json already finished (default)")
+    p.add_argument("--no-resume", dest="resume", action="store_false", help="run every case again")
+    p.add_argument("--cases", action="append", metavar="SUBSTRING",
+                   help="only cases whose id contains this (repeatable; any match counts)")
+    p.add_argument("--pretrained", action="store_true",
+                   help="load real weights when the model's files are already on disk (never downloads)")
+    p.add_argument("--memory-limit", type=float, metavar="GIB",
+                   help="device memory to allow, GiB (CUDA: enforced; CPU: simulated between steps)")
+    p.add_argument("--list", action="store_true", help="print the suite's case ids and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--bench", choices=("space-for-time",), help="run a benchmark instead of a suite")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()           # the time budget counts from here: imports and model builds included
+    args = build_parser().parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("validation: error: --device cuda but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    out = args.out or RESULTS / f"{date.today().isoformat()}-{device.type}"
+    if args.bench:
+        from .space_for_time import run_benchmark
+
+        run_benchmark(out, device=device, time_budget=args.time_budget, progress=not args.no_progress)
+        return 0
+    suite = args.suite or ("gpu" if device.type == "cuda" else "cpu")
+    if suite == "gpu" and args.time_budget is None:
+        args.time_budget = GPU_DEFAULT_BUDGET_S
+    from .suites import suite_cases
+
+    cases = suite_cases(suite)
+    if args.cases:
+        cases = [c for c in cases if any(s in c.id for s in args.cases)]
+    if args.list:
+        try:
+            print("\n".join(c.id for c in cases))
+        except BrokenPipeError:   # `--list | head`
+            pass
+        return 0
+    if suite == "gpu" and device.type != "cuda":
+        print("validation: error: the gpu suite needs CUDA (use --suite cpu or smoke)", file=sys.stderr)
+        return 2
+    limit = int(args.memory_limit * 2**30) if args.memory_limit else None
+    report = run_suite(suite, cases, out, device=device, time_budget=args.time_budget, resume=args.resume,
+                       pretrained=args.pretrained, memory_limit=limit, progress=not args.no_progress,
+                       started=started)
+    s = report["summary"]
+    print(f"{s['cases']} cases: " + ", ".join(f"{n} {k}" for k, n in sorted(s["statuses"].items()))
+          + f" -> {out}", file=sys.stderr)
+    return 1 if s["mismatches"] or s["statuses"].get("error") else 0
+
+
+def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=True, pretrained=False,
+              memory_limit=None, progress=True, plot=True, started: float | None = None) -> dict:
+    """Run `cases`, writing the folder after every case. Returns the report dict."""
+    import transformers
+
+    from .report import environment, load_report, write_all
+    from .runner import FINISHED, RunContext, run_case
+    from .suites import unsupported_records
+
+    transformers.logging.set_verbosity_error()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    out = Path(out)
+    previous = load_report(out)          # kept either way: --no-resume re-runs the selected cases only
+    done: dict[str, dict] = {c["id"]: c for c in (previous or {}).get("cases", [])}
+    report = {"environment": environment(device), "suites": sorted({suite, *(previous or {}).get("suites", [])}),
+              "cases": []}
+    for rec in unsupported_records(suite):
+        done.setdefault(rec["id"], rec)
+    order = [c.id for c in cases]
+    results: dict[str, dict] = dict(done)
+    todo = [c for c in cases if not (resume and c.id in done and done[c.id].get("status") in FINISHED)]
+    ctx = RunContext(device=device, suite=suite, time_budget=time_budget, memory_limit=memory_limit,
+                     pretrained=pretrained, started=started if started is not None else time.monotonic())
+    bar = _progress(len(todo), progress)
+    started = time.monotonic()
+    try:
+        for case in todo:
+            bar.set_postfix_str(case.id[:60], refresh=False)
+            rec = run_case(case, ctx)
+            results[case.id] = rec
+            report["cases"] = _ordered(results, order)
+            report["run"] = {"suite": suite, "device": device.type, "time_budget_s": time_budget,
+                             "elapsed_s": round(time.monotonic() - started, 1)}
+            write_all(out, report, plot=plot)
+            bar.update(1)
+    finally:
+        bar.close()
+        ctx.release_model()
+    report["cases"] = _ordered(results, order)
+    report["run"] = {"suite": suite, "device": device.type, "time_budget_s": time_budget,
+                     "elapsed_s": round(time.monotonic() - started, 1)}
+    write_all(out, report, plot=plot)
+    return report
+
+
+def _ordered(results: dict[str, dict], order: list[str]) -> list[dict]:
+    """The suite's cases in suite order, then any other case the folder already held."""
+    seen = set(order)
+    return [results[i] for i in order if i in results] + [r for i, r in results.items() if i not in seen]
+
+
+class _NoBar:
+    def set_postfix_str(self, *a, **k):
+        pass
+
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, unit="case", dynamic_ncols=True, file=sys.stderr)
