@@ -20,7 +20,7 @@ import pandas as pd
 
 from .dtypes import resolve_dtype
 from .errors import ModelNotAvailableError, WorkloadError
-from .estimate import Estimate, estimate
+from .estimate import Estimate, estimate, secondary_figures
 from .library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, parse_json_bytes
 from .model import ModelSpec
 from .units import fmt_bytes, fmt_gb, fmt_int
@@ -119,17 +119,7 @@ def headline(est: Estimate) -> list[Metric]:
 
 def side_numbers(est: Estimate) -> list[str]:
     """Secondary figures, each a sentence, only when they differ from the headline."""
-    lines = []
-    if est.logical_bytes != est.kv_cache_bytes:
-        lines.append(f"Tokens attention still reads: {fmt_int(est.logical_bytes)} B ({fmt_bytes(est.logical_bytes)})")
-    if est.prefill_peak_bytes != est.kv_cache_bytes:
-        lines.append(f"Right after a {fmt_int(est.prompt_len)}-token prefill: {fmt_int(est.prefill_peak_bytes)} B "
-                     f"({fmt_bytes(est.prefill_peak_bytes)})")
-    if est.host_bytes:
-        lines.append(f"On the GPU: {fmt_bytes(est.device_bytes)}; in host memory: {fmt_bytes(est.host_bytes)}")
-    if est.quant_backend:
-        lines.append(f"Quantized with the {est.quant_backend} backend ({est.kv_dtype})")
-    return lines
+    return secondary_figures(est)
 
 
 GROUP_COLUMNS = ["kind", "layers", "layer indices", "detail", "tokens kept", "bytes per token per layer", "bytes",

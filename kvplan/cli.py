@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_plan(p: argparse.ArgumentParser) -> None:
     _add_model_args(p)
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="serving engine; default vllm")
+    p.add_argument("--engine", choices=("vllm", "sglang", "hf"), default="vllm",
+                   help="vllm, sglang or hf (transformers generate, one GPU); default vllm")
     p.add_argument("--gpu", default="H100-80GB", help="GPU name (kvplan gpus) or custom:24GiB:1000GB/s")
     p.add_argument("--num-gpus", type=int, help="GPUs in all (TP x PP)")
     p.add_argument("--tp", type=int, help="tensor parallel size (default: --num-gpus / --pp)")
@@ -115,6 +116,8 @@ def cmd_estimate(args) -> int:
 
 
 def format_estimate(est) -> str:
+    from .estimate import secondary_figures
+
     head = (f"{est.model}  ({est.model_type})  cache={est.cache}  seq_len={fmt_int(est.seq_len)}  "
             f"batch={est.batch_size}  kv_dtype={est.kv_dtype}")
     rows = [("group", "layers", "detail", "tokens", "bytes")]
@@ -127,13 +130,7 @@ def format_estimate(est) -> str:
     lines = [head, "", *table, "",
              f"KV cache: {fmt_int(est.kv_cache_bytes)} B = {fmt_bytes(est.kv_cache_bytes)} = "
              f"{fmt_gb(est.kv_cache_bytes)}"]
-    if est.logical_bytes != est.kv_cache_bytes:
-        lines.append(f"logical (tokens attention still reads): {fmt_int(est.logical_bytes)} B")
-    if est.prefill_peak_bytes != est.kv_cache_bytes:
-        lines.append(f"right after a {fmt_int(est.prompt_len)}-token prefill: {fmt_int(est.prefill_peak_bytes)} B "
-                     f"({fmt_bytes(est.prefill_peak_bytes)})")
-    if est.host_bytes:
-        lines.append(f"on the GPU: {fmt_bytes(est.device_bytes)}; in host memory: {fmt_bytes(est.host_bytes)}")
+    lines += secondary_figures(est)
     lines += ["", "formula: " + est.formula, *("note: " + n for n in est.notes)]
     return "\n".join(lines)
 
@@ -166,12 +163,19 @@ def format_plan(p) -> str:
              f"  non-torch    {fmt_bytes(p.non_torch_bytes):>12}",
              f"  KV pool      {fmt_bytes(p.kv_pool_bytes):>12}  ({fmt_int(p.kv_bytes_per_token)} B per token)",
              "",
-             f"GPU KV cache size: {fmt_int(p.kv_cache_tokens)} tokens",
-             f"Maximum concurrency for {fmt_int(p.max_model_len)} tokens per request: {p.max_concurrency:.2f}x"]
+             *_capacity_lines(p)]
     if not p.fits:
         lines.append(f"longest request that fits: {fmt_int(p.max_model_len_that_fits)} tokens")
     lines += ["", p.vllm_command, "", *p.formula, *("note: " + n for n in p.notes)]
     return "\n".join(lines)
+
+
+def _capacity_lines(p) -> list[str]:
+    if p.engine == "hf":
+        return [f"largest batch of {fmt_int(p.max_model_len)}-token prompts: {int(p.max_concurrency)}",
+                f"longest prompt at batch 1: {fmt_int(p.max_model_len_that_fits)} tokens"]
+    return [f"GPU KV cache size: {fmt_int(p.kv_cache_tokens)} tokens",
+            f"Maximum concurrency for {fmt_int(p.max_model_len)} tokens per request: {p.max_concurrency:.2f}x"]
 
 
 def cmd_gpus(args) -> int:

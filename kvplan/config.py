@@ -268,8 +268,13 @@ def _kv_heads(r: _Reader, num_heads: int, notes: list[str]) -> int:
     return r.int_(found[0], found[1])
 
 
+# Families whose attention computes hidden // heads and never reads a head_dim key (transformers 5.24
+# modeling_gpt2.py: `self.head_dim = self.embed_dim // self.num_heads`); a stray head_dim must not count.
+HEAD_DIM_FROM_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "falcon"})
+
+
 def _head_dim(r: _Reader, num_heads: int, notes: list[str]) -> int:
-    found = r.first(HEAD_DIM_KEYS)
+    found = None if r.model_type in HEAD_DIM_FROM_HIDDEN else r.first(HEAD_DIM_KEYS)
     if found is not None and not (isinstance(found[1], int) and not isinstance(found[1], bool) and found[1] <= 0):
         head_dim = r.int_(found[0], found[1])
         hidden = r.first(HIDDEN_KEYS)

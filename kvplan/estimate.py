@@ -349,3 +349,18 @@ def _ranges(indices: list[int]) -> str:
             parts.append(str(start) if start == value else f"{start}-{value}")
             start = None
     return ",".join(parts)
+
+
+def secondary_figures(est: Estimate) -> list[str]:
+    """The figures worth a line next to kv_cache_bytes, only where they differ from it (CLI and app)."""
+    lines = []
+    if est.logical_bytes != est.kv_cache_bytes:
+        lines.append(f"Tokens attention still reads: {fmt_int(est.logical_bytes)} B ({fmt_bytes(est.logical_bytes)})")
+    if est.prefill_peak_bytes != est.kv_cache_bytes:
+        lines.append(f"Right after a {fmt_int(est.prompt_len)}-token prefill: {fmt_int(est.prefill_peak_bytes)} B "
+                     f"({fmt_bytes(est.prefill_peak_bytes)})")
+    if est.host_bytes:
+        lines.append(f"On the GPU: {fmt_bytes(est.device_bytes)}; in host memory: {fmt_bytes(est.host_bytes)}")
+    if est.quant_backend:
+        lines.append(f"Quantized with the {est.quant_backend} backend ({est.kv_dtype})")
+    return lines

@@ -35,7 +35,12 @@ CPU = torch.device("cpu")
 def smoke(tmp_path_factory):
     """The whole smoke suite, once: (folder, report)."""
     out = tmp_path_factory.mktemp("smoke")
-    report = run_suite("smoke", smoke_cases(), out, device=CPU, progress=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)            # tiny ops: OpenMP fan-out costs more than it gains, badly on a busy box
+    try:
+        report = run_suite("smoke", smoke_cases(), out, device=CPU, progress=False)
+    finally:
+        torch.set_num_threads(threads)
     return out, report
 
 
@@ -151,13 +156,19 @@ def _per_layer(spec):
                    getattr(s, "k_head_dim", None)) for s in layer) for layer in spec.layers]
 
 
-@pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if r.variant == "shrunk"], ids=lambda r: r.key)
+GEOMETRY_CHANGES = ("heads", "SSM", "window", "chunk", "sliding enabled")
+
+
+@pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if not any(w in r.variant for w in GEOMETRY_CHANGES)],
+                         ids=lambda r: r.key)
 def test_shrinking_keeps_the_cache_geometry(recipe):
     """The cpu suite's shrunk models cache exactly what the real configs do (same per-layer specs)."""
     real = kvplan.parse_config(replace(recipe, shrink=False).text_dict())
     shrunk = kvplan.parse_config(recipe.text_dict())
     assert _per_layer(shrunk) == _per_layer(real)
-    assert shrunk.dims.hidden_size <= 256
+    assert shrunk.dims.vocab_size == 256
+    if recipe.variant == "shrunk":
+        assert shrunk.dims.hidden_size <= 128 < real.dims.hidden_size
 
 
 @pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if "heads" in r.variant and "MLA" not in r.variant
@@ -192,7 +203,7 @@ def test_hf_peak_terms():
     assert p_long.peak_allocated_bytes > weights + long.prefill_peak_bytes
     gemma = kvplan.load_model("google/gemma-2-9b")
     est = kvplan.estimate(gemma, 8207, 1, prompt_len=8192, dtype="bf16")
-    eager, sdpa = hf_peak_for(gemma, est, attn_implementation="eager"), hf_peak_for(gemma, est)
+    eager, sdpa = hf_peak_for(gemma, est), hf_peak_for(gemma, est, attn_implementation="sdpa")   # gemma2: eager
     assert eager.peak_allocated_bytes > sdpa.peak_allocated_bytes + 16 * 8192 * 8192 * 4   # fp32 softmax scores
     quant = kvplan.estimate(llama, 4111, 1, prompt_len=16, dtype="bf16", cache="quantized", kv_dtype="int4")
     assert hf_peak_for(llama, quant).decode_transient_bytes >= 2 * 4111 * 2048 * 2  # a dequantized layer, twice

@@ -56,14 +56,21 @@ class Recipe:
     changes: dict = field(default_factory=dict)  # applied last (window variants, family quirks)
     hidden: int = 64
 
-    def text_dict(self) -> dict[str, Any]:
-        """The text model's config dict, shrunk as the recipe says. Built fresh on every call."""
+    def text_dict(self, keep_quantization: bool = False) -> dict[str, Any]:
+        """The text model's config dict, shrunk as the recipe says. Built fresh on every call.
+
+        `quantization_config` is dropped unless asked for: `from_config` builds plain weights in the dtype it is
+        given whatever the checkpoint's quantization (DeepSeek-V3's fp8 blocks, gpt-oss's mxfp4), so kvplan must
+        price them plain too. It never changes the cache (transformers caches the activation dtype).
+        """
         if self.inline is not None:
             data = copy.deepcopy(self.inline)
         else:
             data = read_config_file(bundled_index()[self.source.lower()])
         text, model_type = text_config(data)
         text = json.loads(json.dumps(text))
+        if not keep_quantization:
+            text.pop("quantization_config", None)
         text["model_type"] = SAME_ARCHITECTURE.get(model_type, model_type)
         if self.shrink:
             text = shrink_text(text, hidden=self.hidden, heads=self.heads, kv_heads=self.kv_heads)

@@ -34,6 +34,9 @@ def write_atomic(path: Path, data: bytes | str) -> None:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are meant to be read and committed
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -131,7 +134,9 @@ def summarise(cases: list[dict]) -> dict:
 
 
 def _b(n) -> str:
-    return "" if n is None else f"{n:,}"
+    if n is None:
+        return ""
+    return f"{n:,}" if isinstance(n, int) or not float(n).is_integer() else f"{int(n):,}"
 
 
 def _pct(x) -> str:

@@ -126,7 +126,7 @@ def predict(case: Case, text: dict, *, attn_implementation: str | None = None,
     est = kvplan.estimate(spec, case.seq_len, case.batch_size, cache=case.cache, **kwargs)
     attn = attn_implementation or default_attn_implementation(text)
     experts = experts_implementation or ("grouped_mm" if device_type == "cuda" else "eager")
-    peak = hf_peak_for(spec, est, attn_implementation=attn, experts_implementation=experts)
+    peak = hf_peak_for(spec, est, attn_implementation=attn, experts_implementation=experts, device=device_type)
     return spec, est, peak
 
 
@@ -245,7 +245,7 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 def _run(case: Case, ctx: RunContext, rec: dict) -> None:
-    text = case.recipe.text_dict()
+    text = case.recipe.text_dict(keep_quantization=ctx.pretrained)
     rec["model_type"] = text["model_type"]
     try:
         spec, est, peak = predict(case, text, device_type=ctx.device.type)
@@ -267,14 +267,16 @@ def _run(case: Case, ctx: RunContext, rec: dict) -> None:
         rec.update(status="skipped", reason=f"predicted peak {predicted_total:,} B (with CUDA context) exceeds the "
                                             f"device's {limit:,} B")
         return
-    estimate_s = estimate_seconds(case, est, peak, ctx) * ctx.speed
+    build_s, run_s = estimate_seconds(case, est, peak, ctx)
+    estimate_s = build_s + run_s * ctx.speed
     rec["estimated_seconds"] = round(estimate_s, 2)
     if estimate_s + 5 > ctx.remaining():
         rec.update(status="skipped", reason=f"time budget: needs about {estimate_s:.0f} s, "
                                             f"{max(0.0, ctx.remaining()):.0f} s left")
         return
-    case_started = time.monotonic()
+    built = (case.recipe, case.dtype, ctx.pretrained) != ctx._model_key
     model, info = ctx.model_for(case, text)
+    run_started = time.monotonic()
     rec.update({k: v for k, v in info.items()})
     # the kernels the model really runs refine the peak prediction
     _, _, peak = predict(case, text, attn_implementation=info["attn_implementation"],
@@ -291,9 +293,11 @@ def _run(case: Case, ctx: RunContext, rec: dict) -> None:
     else:
         _measure_cpu(case, ctx, rec, model, ids, est, info)
     _compare(rec, est)
-    # learn how fast this machine is compared with the estimate
-    ratio = (time.monotonic() - case_started) / max(estimate_s / ctx.speed, 1e-3)
-    ctx.speed = 0.7 * ctx.speed + 0.3 * min(max(ratio, 0.05), 20.0)
+    # learn how fast this machine runs cases compared with the estimate (model builds apart: the first one
+    # also pays for importing the modeling code)
+    ratio = (time.monotonic() - run_started) / max(run_s, 1e-3)
+    ctx.speed = 0.6 * ctx.speed + 0.4 * min(max(ratio, 0.05), 20.0)
+    rec["model_built"] = built
 
 
 def _deadline_check(ctx: RunContext, step: int) -> None:
@@ -333,7 +337,7 @@ def _measure_cpu(case, ctx, rec, model, ids, est, info) -> None:
         peak_method="cpu: torch profiler allocation events (live tensor bytes) + weights + inputs",
         allocation_events=tracker.events,
     )
-    del out, holder
+    del out
 
 
 def _measure_cuda(case, ctx, rec, model, ids, est) -> None:
@@ -387,7 +391,25 @@ def _measure_cuda(case, ctx, rec, model, ids, est) -> None:
     )
     device_pred = est.device_bytes
     rec["kv_alloc_error_pct"] = None if not device_pred else round(100 * (alloc - device_pred) / device_pred, 4)
-    del out, holder
+    del out
+
+
+def repredict(case: Case, rec: dict) -> dict:
+    """A stored result with kvplan's predictions computed again (the measurements are kept as they were)."""
+    if rec.get("measured_kv_bytes") is None:
+        return rec
+    rec = dict(rec)
+    text = case.recipe.text_dict(keep_quantization=rec.get("weights") == "pretrained")
+    _, est, peak = predict(case, text, attn_implementation=rec.get("attn_implementation"),
+                           experts_implementation=rec.get("experts_implementation"), device_type=rec["device"])
+    rec.update(predicted_kv_bytes=est.kv_cache_bytes, predicted_prefill_kv_bytes=est.prefill_peak_bytes,
+               predicted_logical_bytes=est.logical_bytes, predicted_bookkeeping_bytes=est.bookkeeping_bytes,
+               predicted_kv_device_bytes=est.device_bytes, predicted_kv_host_bytes=est.host_bytes,
+               predicted_peak_bytes=peak.peak_allocated_bytes, predicted_prefill_peak_bytes=peak.prefill_bytes,
+               predicted_decode_peak_bytes=peak.decode_bytes, predicted_weights_bytes=peak.weights_bytes,
+               peak_formula=peak.formula)
+    _compare(rec, est)
+    return rec
 
 
 def _cached_tokens(cache) -> int | None:
@@ -419,12 +441,22 @@ def _compare(rec: dict, est) -> None:
 # ---------------------------------------------------------------- time estimates
 
 
-def estimate_seconds(case: Case, est, peak, ctx: RunContext) -> float:
-    """A rough time for the case (model build, prefill FLOPs, decode bytes), scaled by `ctx.speed` later."""
+def estimate_seconds(case: Case, est, peak, ctx: RunContext) -> tuple[float, float]:
+    """Rough (model build, run) seconds: the run from prefill FLOPs and decode bytes, scaled by `ctx.speed`
+    (learned as cases finish) by the caller."""
     cuda = ctx.device.type == "cuda"
     flops_rate, bandwidth, per_layer_step = (1.5e14, 2.0e12, 4e-4) if cuda else (1.5e10, 4e9, 2e-3)
     weights = peak.weights_bytes
     params = weights / (4 if case.dtype == "fp32" else 2)
+    try:                                  # MoE: a token runs its top-k experts only
+        from kvplan.config_dims import parse_dims
+        from kvplan.weights import param_count
+
+        counts = param_count(parse_dims(case.recipe.text_dict()))
+        if counts.active and counts.total:
+            params *= counts.active / counts.total
+    except Exception:  # noqa: BLE001 - an estimate; the plain count will do
+        pass
     tokens = case.batch_size * case.prompt_len
     layers = max(1, sum(g.layers for g in est.groups))
     attention = 2 * layers * case.batch_size * case.prompt_len ** 2 * 4096   # 4 x P^2 / 2 x q_dim, q_dim ~ 4096
@@ -433,4 +465,4 @@ def estimate_seconds(case: Case, est, peak, ctx: RunContext) -> float:
     build = 0.0
     if (case.recipe, case.dtype, ctx.pretrained) != ctx._model_key:
         build = weights / (2e10 if cuda else 1e9) + (3.0 if cuda else 1.0)
-    return build + prefill + decode + 0.2
+    return build, prefill + decode + 0.2

@@ -8,8 +8,12 @@ at growing context lengths L, two ways:
   nothing is kept).
 
 Per-token time is fitted against L on a log-log scale (the exponent says how each grows), and so is the total
-time to generate n tokens from an empty context (the integral of the per-token time): about 1 (linear) with
-the cache, about 2 (quadratic) or more without it. The cache's price is kvplan's KV bytes at each L.
+time to generate n tokens from an empty context (the integral of the per-token time). Without the cache every
+token re-runs the whole sequence: per-token time ~ L, total ~ n^2 (more once attention dominates). With it a
+step costs the weights once plus a read of the L cached tokens (and transformers' DynamicCache copies each
+layer with torch.cat every step): per-token time flat while the weights dominate, then slowly rising, so the
+total sits between n^1 and n^2 and approaches n^1 as the model grows. The cache's price is kvplan's KV bytes
+at each L.
 Writes space_for_time.json and space_for_time.png into the results folder.
 
     python -m validation --bench space-for-time [--device cpu|cuda] [--out DIR]
@@ -123,10 +127,11 @@ def run_benchmark(out: Path, *, device, time_budget: float | None = None, progre
         "benchmark": "space-for-time", "environment": environment(device),
         "model": {**shape, "dtype": str(dtype).replace("torch.", ""),
                   "params": sum(p.numel() for p in model.parameters())},
-        "method": "median of %d timings per point; cached = one 1-token forward over an L-token cache, "
-                  "recompute = one forward over L + 1 tokens without a cache; exponents fitted on the upper "
-                  "half of the contexts (log-log least squares); total = trapezoid integral of the per-token "
-                  "time from 0 to L" % repeats,
+        "method": "median of %d timings per point; cached = one 1-token forward over an L-token cache (a fresh "
+                  "copy each time), recompute = one forward over L + 1 tokens without a cache; exponents fitted "
+                  "on the upper half of the contexts (log-log least squares); total = trapezoid integral of the "
+                  "per-token time from 0 to L. A cached step still reads all L cached tokens and DynamicCache "
+                  "copies each layer (torch.cat), so its time rises with L once those outweigh the weights" % repeats,
         "points": points, "fits": fits,
         "kv_bytes_per_token": spec and kvplan.estimate(spec, seq_len=1).kv_cache_bytes,
     }
