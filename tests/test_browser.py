@@ -55,6 +55,12 @@ def test_page_in_chromium(browser_page, tmp_path, path, texts):
     base, page = browser_page
     body = shots.open_page(page, f"{base}/{path}", texts[0])
     for text in texts:
+        if text not in body:  # Streamlit renders progressively: give late elements (metrics) time to land
+            try:
+                page.get_by_text(text, exact=False).first.wait_for(timeout=20_000)
+            except Exception:
+                pass
+            body = page.inner_text("body")
         assert text in body, f"{text!r} missing from /{path}"
     assert page.locator('[data-testid="stException"]').count() == 0, "a traceback reached the page"
     assert "Page not found" not in body
