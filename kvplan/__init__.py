@@ -25,12 +25,27 @@ __all__ = [
     "ModelNotAvailableError",
     "ModelSpec",
     "Overrides",
+    "Plan",
     "UnsupportedArchitectureError",
     "WorkloadError",
     "__version__",
     "bundled_ids",
     "estimate",
+    "fewest_gpus",
     "load_model",
     "parse_config",
+    "plan",
     "resolve_dtype",
 ]
+
+# The planner pulls in the weights model and the GPU catalog: imported on first use, so that
+# `import kvplan` and `kvplan estimate` stay light.
+_LAZY = {"Plan": "planner", "plan": "planner", "fewest_gpus": "planner"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'kvplan' has no attribute {name!r}")

@@ -19,13 +19,16 @@ EXPECTED_ALL = [
     "ModelNotAvailableError",
     "ModelSpec",
     "Overrides",
+    "Plan",
     "UnsupportedArchitectureError",
     "WorkloadError",
     "__version__",
     "bundled_ids",
     "estimate",
+    "fewest_gpus",
     "load_model",
     "parse_config",
+    "plan",
     "resolve_dtype",
 ]
 
