@@ -11,12 +11,14 @@ Mistakes of peers.md and where they are caught:
 4. MLA by name, or its latent doubled ........... test_mla_* (DeepSeek-V3 under its own and an unknown name)
 6. KV dtype assumed to be the weight dtype ...... test_kv_dtype_* (fp32 / fp16 / fp8 / int4 KV on bf16 models)
 
-TODO (planner items, issue 3; nothing in this file yet):
-5. KV divided by TP without keeping one KV head per GPU (vLLM replicates: Qwen3-Coder-30B-A3B TP8 on 24 GB
-   GPUs keeps 24,576 B/token per rank, not 12,288).
-7. Engine overhead constants that go stale across engine versions (activation / non-torch memory).
-8. Catalog memory (80 GB) used instead of physical memory (79.19 GiB for an H100-80GB).
-9. vLLM's "GPU KV cache size: N tokens" read as capacity on hybrid models (it is concurrency x max_model_len).
+The planner's mistakes are caught next to the rules they break:
+5. KV divided by TP without keeping one KV head per GPU .. test_vllm_rules.py::test_qwen3_30b_kv_heads_replicated_*
+   and ::test_qwen3_coder_tp8_published_log_* (24,576 B/token per rank on TP8, not 12,288)
+7. Engine overhead constants that go stale ............... test_vllm_rules.py::test_engine_version_drops_the_sampler_*
+   (vLLM 0.16 vs 0.17 activation, measured 5.64 vs 2.23 GiB) and the calibration test against measured start-ups
+8. Catalog memory instead of physical memory ............. test_gpus.py (calibration labels resolve to 79.19 GiB)
+9. "GPU KV cache size" read as capacity on hybrids ........ test_vllm_rules.py::test_gemma2_9b_hybrid_concurrency_*,
+   ::test_gpt_oss_20b_hybrid_concurrency_* (tokens per group vs concurrency, hand-derived)
 """
 
 from __future__ import annotations
