@@ -80,6 +80,32 @@ class ArchDims:
     tie_word_embeddings: bool
 
 
+def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """A config value that must be a whole number in range (2.0 is accepted as 2), or a ConfigError.
+
+    Shared by both halves of the config boundary (this module and kvplan.config_dims)."""
+    # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+        raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json", field=key)
+    if int(value) < minimum:
+        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json",
+                          field=key)
+    if maximum is not None and int(value) > maximum:
+        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {value!r}: fix the config.json",
+                          field=key)
+    return int(value)
+
+
+def check_flag(key: str, value: Any, default: bool) -> bool:
+    """A config switch: true / false, null meaning the class default, anything else a ConfigError."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+    return value
+
+
 class _Reader:
     """Typed access to one (text) config dict with family defaults and overrides applied."""
 
@@ -108,16 +134,8 @@ class _Reader:
         return None
 
     def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
-        # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-            raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json")
-        if int(value) < minimum:
-            raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json")
-        if maximum is not None and int(value) > maximum:
-            raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {value!r}: fix the config.json")
-        self.used[key] = int(value)
-        return int(value)
+        self.used[key] = check_int(key, value, minimum=minimum, maximum=maximum)
+        return self.used[key]
 
     def req_int(self, key: str, *, minimum: int = 1) -> int:
         """A field the family's formula cannot do without (and that has no transformers default)."""
@@ -148,11 +166,7 @@ class _Reader:
         return self.int_(found[0], found[1], maximum=maximum)
 
     def flag(self, key: str, default: bool = False) -> bool:
-        value = self.raw(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+        value = check_flag(key, self.raw(key, default), default)
         self.used[key] = value
         return value
 

@@ -24,6 +24,8 @@ from .config import (
     KV_HEAD_KEYS,
     LAYER_KEYS,
     TEXT_CONFIG_KEYS,
+    check_flag,
+    check_int,
     config_dtype,
     text_config,
 )
@@ -231,19 +233,11 @@ class _Fields:
         return None if value is None else _int(key, value, minimum)
 
     def flag(self, key: str, default: bool = False) -> bool:
-        value = self.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
-        return value
+        return check_flag(key, self.get(key, default), default)
 
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
-        raise ConfigError(f"config field {key!r} must be an integer >= {minimum}, got {value!r}: "
-                          "fix the config.json", field=key)
-    return int(value)
+    return check_int(key, value, minimum=minimum)
 
 
 @dataclass(frozen=True)

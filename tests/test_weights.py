@@ -325,3 +325,13 @@ def test_weights_modules_never_import_torch_or_transformers():
             "print(json.dumps([m for m in ('torch', 'transformers') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 2.5])
+def test_non_integral_floats_are_config_errors_not_crashes(value):
+    # int(inf) raises OverflowError and int(nan) ValueError: both halves of the config boundary share
+    # kvplan.config.check_int, which refuses them first
+    data = json.loads((MODEL_DIR / "meta-llama__Llama-3.1-8B.json").read_text())
+    data["intermediate_size"] = value
+    with pytest.raises(ConfigError, match="must be an integer"):
+        parse_dims(data)
