@@ -16,8 +16,10 @@ on the meta device, where every data_ptr() is 0.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Mapping
 
 import pytest
 
@@ -29,6 +31,11 @@ from transformers import CONFIG_MAPPING, AutoModelForCausalLM  # noqa: E402
 import kvplan  # noqa: E402
 from kvplan.config import text_config  # noqa: E402
 from kvplan.library import bundled_index, read_config_file  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # validation/ is a top-level package of the repository, not of kvplan
+    sys.path.insert(0, str(ROOT))
+from validation.measure import walk_cache  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -161,48 +168,11 @@ class Measured:
         return f"logical {self.logical:,} B, storage {self.storage:,} B, scalars {self.scalars:,} B"
 
 
-def _tensors(obj: Any, seen: dict[int, Any], depth: int = 0) -> Iterator[torch.Tensor]:
-    """Plain tensors reachable from `obj` through containers and tensor subclasses (each object once).
-
-    `seen` maps id -> object and so keeps every visited object alive: a temporary container freed
-    mid-walk could otherwise hand its id to the next one, which would then be skipped.
-    """
-    if depth > 12 or id(obj) in seen:
-        return
-    if isinstance(obj, torch.Tensor):
-        seen[id(obj)] = obj
-        if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter and hasattr(obj, "__tensor_flatten__"):
-            names, _ = obj.__tensor_flatten__()
-            for name in names:
-                yield from _tensors(getattr(obj, name), seen, depth + 1)
-            return
-        yield obj
-        return
-    if isinstance(obj, (str, bytes, int, float, bool, type(None), torch.dtype, torch.device, torch.Size)):
-        return
-    seen[id(obj)] = obj
-    if isinstance(obj, Mapping):
-        for value in obj.values():
-            yield from _tensors(value, seen, depth + 1)
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        for value in obj:
-            yield from _tensors(value, seen, depth + 1)
-
-
 def measure(cache) -> Measured:
-    """Bytes a transformers cache holds: every tensor its layers reference."""
-    seen: dict[int, Any] = {}
-    tensors = [t for layer in cache.layers for t in _tensors(dict(vars(layer)), seen)]
-    # anything the Cache object itself holds outside its layers (there is nothing in 5.24; keep it honest)
-    extra = {k: v for k, v in vars(cache).items() if k != "layers"}
-    tensors += list(_tensors(extra, seen))
-    logical = sum(t.numel() * t.element_size() for t in tensors)
-    scalars = sum(t.numel() * t.element_size() for t in tensors if t.dim() == 0)
-    storages: dict[int, int] = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        storages[storage._cdata] = storage.nbytes()
-    return Measured(logical, sum(storages.values()), scalars, len(tensors))
+    """Bytes a transformers cache holds, read by the harness's own walk (validation.measure.walk_cache):
+    every tensor its layers reference, views counted by the storage they pin, 0-d scalars separately."""
+    held = walk_cache(cache)
+    return Measured(held.logical, held.storage, held.scalars, held.tensors)
 
 
 # ---------------------------------------------------------------- comparing
