@@ -142,5 +142,4 @@ class NoCacheSpec:
         return self.reason
 
 
-AttentionLike = FullAttentionSpec  # SlidingWindowSpec, ChunkedAttentionSpec and MLASpec derive from it
 LayerSpec = FullAttentionSpec | StateSpec | NoCacheSpec

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .dtypes import DType
-from .layers import FullAttentionSpec, LayerSpec, MLASpec, NoCacheSpec, StateSpec
+from .layers import FullAttentionSpec, LayerSpec, MLASpec, StateSpec
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,7 @@ class ModelSpec:
     @property
     def attention_kinds(self) -> dict[str, int]:
         """Layer count per cache kind, e.g. {'sliding': 21, 'full': 21} for gemma-2-9b."""
-        counts: Counter[str] = Counter()
-        for layer in self.layers:
-            counts.update(spec.kind for spec in layer) if layer else counts.update(["none"])
-        return dict(counts)
+        return dict(Counter(spec.kind for _, spec in self.specs()))
 
     def _first_attention(self) -> FullAttentionSpec | None:
         return next((s for _, s in self.specs() if isinstance(s, FullAttentionSpec)), None)
@@ -84,7 +81,3 @@ class ModelSpec:
         kinds = ", ".join(f"{n} {k}" for k, n in self.attention_kinds.items())
         return f"{self.name}: {self.num_layers} layers ({kinds})"
 
-
-def no_cache(reason: str) -> tuple[LayerSpec, ...]:
-    """A layer entry that caches nothing, with the reason kept for display."""
-    return (NoCacheSpec(reason),)

@@ -23,7 +23,7 @@ from .engines.weights_split import stage_weight_bytes, with_online_quant
 from .errors import WorkloadError
 from .gpus import GPU, resolve_gpu
 from .model import ModelSpec
-from .units import GiB, fmt_bytes
+from .units import fmt_bytes
 
 ENGINES = ("vllm", "sglang", "hf")
 
@@ -426,7 +426,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, **kwargs) -> Plan
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
     """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length)."""
     specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
-                             resolve_dtype(p.kv_cache_dtype).bits / 8, 2 if p.dtype != "float32" else 4)
+                             resolve_dtype(p.kv_cache_dtype).bits / 8, int(resolve_dtype(p.dtype).bytes))
     groups = kv_groups(specs, p.block_size)
     return pool_capacity(groups, p.kv_pool_bytes, _pos("context_len", context_len), p.max_num_batched_tokens).max_concurrency
 

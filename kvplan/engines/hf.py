@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dtypes import resolve_dtype
 from ..estimate import Estimate
 from ..units import GiB
 
@@ -91,7 +92,7 @@ def hf_peak(est: Estimate, *, weights_bytes: int, hidden_size: int, intermediate
     `device` ("cuda" or "cpu") picks the dtype HQQ's optimizer works in (fp16 on CUDA, fp32 elsewhere).
     """
     shape = shape or ActivationShape(hidden_size, vocab_size, q_dim, kv_dim, intermediate_size=intermediate_size)
-    b = _bytes(est.activation_dtype)
+    b = int(resolve_dtype(est.activation_dtype).bytes)
     B, P = est.batch_size, est.prompt_len
     tokens = B * P
     H = shape.hidden_size
@@ -285,6 +286,3 @@ def buffer_bytes(model) -> int:
         return int(positions) ** 2
     return 0
 
-
-def _bytes(dtype_name: str) -> int:
-    return 4 if dtype_name == "float32" else 2

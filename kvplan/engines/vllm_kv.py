@@ -7,7 +7,6 @@ Mirrors `vllm/v1/kv_cache_interface.py` and `vllm/v1/core/kv_cache_utils.py` (se
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 
 from ..layers import ChunkedAttentionSpec, FullAttentionSpec, MLASpec, SlidingWindowSpec, StateSpec
 from ..model import ModelSpec
@@ -167,6 +166,3 @@ def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
     """KV bytes one more token costs on this rank across its attention layers (no block rounding)."""
     return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
 
-
-def ceil_int(x: float) -> int:
-    return int(ceil(x))
