@@ -5,6 +5,7 @@ suite itself (every case must match kvplan to the byte)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -315,3 +316,99 @@ def test_cuda_measurement_path_with_a_fake_allocator(monkeypatch):
     assert rec["measured_kv_alloc_bytes"] is not None and rec["kv_alloc_error_pct"] is not None
     assert rec["measured_peak_bytes"] == max(rec["measured_prefill_peak_bytes"], rec["measured_decode_peak_bytes"])
     assert rec["generated_tokens"] == 4 and "max_memory_allocated" in rec["peak_method"]
+
+
+# ---------------------------------------------------------------- running the gpu suite on a lent GPU
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_torch_unpack_reads_quantos_packing(bits):
+    """validation.quanto_cuda.unpack (what the gpu suite runs instead of compiling quanto's CUDA extension) undoes
+    quanto's own PackedTensor.pack and agrees with quanto's compiled kernel, odd row counts included."""
+    pytest.importorskip("optimum.quanto")
+    from optimum.quanto.tensor.packed import PackedTensor
+
+    from validation.quanto_cuda import unpack
+
+    values = torch.randint(0, 2**bits, (13, 6), dtype=torch.uint8, generator=torch.Generator().manual_seed(bits))
+    packed = PackedTensor.pack(values, bits)
+    assert torch.equal(unpack(packed._data, bits)[: values.shape[0]], values)
+    assert torch.equal(unpack(packed._data, bits), torch.ops.quanto.unpack(packed._data, bits))
+    with pytest.raises(ValueError, match="2 or 4"):
+        unpack(packed._data, 3)
+
+
+def test_quanto_cuda_extension_is_never_built(monkeypatch):
+    """With quanto's CUDA extension registered (as on a GPU machine), use_torch_unpack gives it the torch unpack
+    so its lazy `lib` never starts nvcc; an extension already built is left alone; no CUDA extension: False."""
+    pytest.importorskip("optimum.quanto")
+    from optimum.quanto.library.extensions import extension as qext
+
+    from validation import quanto_cuda
+
+    monkeypatch.setattr(qext, "_extensions", dict(qext._extensions))
+    qext._extensions.pop("quanto_cuda", None)
+    assert quanto_cuda.use_torch_unpack() is False
+
+    def build(*args, **kwargs):
+        raise AssertionError("the CUDA extension was compiled")
+
+    monkeypatch.setattr(qext, "load", build)
+    ext = qext.Extension("quanto_cuda", root_dir="/nonexistent", sources=["unpack.cu"])
+    qext._extensions["quanto_cuda"] = ext
+    assert quanto_cuda.use_torch_unpack() is True
+    assert ext.lib.unpack is quanto_cuda.unpack
+    built = object()
+    ext._lib = built
+    assert quanto_cuda.use_torch_unpack() is True and ext._lib is built
+
+
+def test_gpu_suite_plan_fits_the_default_budget_on_an_h200(capsys):
+    """`--plan` decides every gpu case as a run would, without CUDA: the cases predicted not to fit an H200
+    are the eager-attention ones at long prompts (gemma-2, gpt-oss: B x heads x P^2 scores), and what runs is
+    estimated inside the default 480 s budget."""
+    from validation.runner import plan_cases
+    from validation.suites import gpu_cases
+
+    from kvplan.gpus import resolve_gpu
+
+    h200 = resolve_gpu("H200").memory_bytes
+    rows = plan_cases(gpu_cases(), "cuda", h200)
+    skipped = {r["id"] for r in rows if r["fits"] is False}
+    assert "gemma-2-9b/real/dynamic/B1/P32768/N16/bf16" in skipped
+    assert "gpt-oss-20b/real/dynamic/B8/P8192/N16/bf16" in skipped
+    assert "llama-3.1-8b/real/dynamic/B8/P32768/N16/bf16" not in skipped
+    assert all(r["fits"] is not None for r in rows)
+    assert rows[-1]["cumulative_s"] <= 480
+    assert all(b["cumulative_s"] >= a["cumulative_s"] for a, b in zip(rows, rows[1:]))
+    assert harness_main(["--suite", "gpu", "--plan", "--time-budget", "480"]) == 0
+    out = capsys.readouterr().out
+    assert f"H200 (kvplan's catalogue; no CUDA device here): {h200:,} B" in out
+    assert f"{len(rows) - len(skipped)} of {len(rows)} cases would run" in out and "fits" in out
+
+
+def test_case_lines_when_there_is_no_progress_bar(tmp_path, capsys):
+    run_suite("smoke", smoke_cases()[:2], tmp_path, device=CPU, progress=False, plot=False)
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("[")]
+    assert len(lines) == 2 and lines[0].startswith("[1/2] tiny-llama-gqa/tiny/dynamic/B1/P12/N4/fp32: ok, kv +0 B")
+    assert lines[1].startswith("[2/2] ") and lines[1].endswith(" s")
+
+
+def test_gpu_run_script_rehearsed_on_cpu(tmp_path):
+    """validation/gpu_run.sh, the one command for a lent GPU, run here on two smoke cases: it records the
+    machine, leaves the results folder and the log under OUT, and carries on from RESUME's report."""
+    first = tmp_path / "first"
+    env = {**os.environ, "OUT": str(first), "DEVICE": "cpu", "SUITE": "smoke", "BUDGET": "120",
+           "PYTHON": sys.executable, "ARGS": "--cases tiny-llama-gqa/tiny/dynamic"}
+    args = ["bash", str(ROOT / "validation" / "gpu_run.sh")]
+    subprocess.run(args, env=env, check=True, capture_output=True, text=True, timeout=300)
+    assert sorted(p.name for p in (first / "cpu").iterdir()) == ["predicted_vs_measured.png", "report.csv",
+                                                                 "report.json", "summary.md"]
+    assert "transformers 5.24" in (first / "environment.txt").read_text()
+    log = (first / "log.txt").read_text()
+    assert "2 cases: 2 ok" in log and "gpu_run: validation exited 0" in log
+    again = subprocess.run(args, env={**env, "OUT": str(tmp_path / "again"), "RESUME": str(first / "cpu")},
+                           check=True, capture_output=True, text=True, timeout=300)
+    rerun = [l for l in (tmp_path / "again" / "log.txt").read_text().splitlines() if l.startswith("[")]
+    assert rerun == []                                                        # both cases came from RESUME
+    assert "2 cases: 2 ok" in again.stdout

@@ -38,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", type=float, metavar="GIB",
                    help="device memory to allow, GiB (CUDA: enforced; CPU: simulated between steps)")
     p.add_argument("--list", action="store_true", help="print the suite's case ids and exit")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--plan", action="store_true",
+                   help="print what a run would do (predicted peak, fit, estimated seconds per case) without "
+                        "building a model; sized for --memory-limit, else the CUDA device, else an H200 for "
+                        "the gpu suite")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar: one line per finished case")
     p.add_argument("--bench", choices=("space-for-time",), help="run a benchmark instead of a suite")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     p.add_argument("--repredict", action="store_true",
@@ -78,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:   # `--list | head`
             pass
         return 0
+    if args.plan:
+        return print_plan(suite, cases, device, args.memory_limit, args.time_budget)
     if suite == "gpu" and device.type != "cuda":
         print("validation: error: the gpu suite needs CUDA (use --suite cpu or smoke)", file=sys.stderr)
         return 2
@@ -106,6 +112,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if s["mismatches"] or s["statuses"].get("error") else 0
 
 
+def print_plan(suite: str, cases, device, memory_limit_gib: float | None, time_budget: float | None) -> int:
+    """`--plan`: the run's decisions, case by case, and whether the estimated total fits the time budget."""
+    import torch
+
+    from .runner import plan_cases
+
+    device_type = "cuda" if suite == "gpu" else device.type
+    if memory_limit_gib:
+        memory, where = int(memory_limit_gib * 2**30), f"--memory-limit {memory_limit_gib:g} GiB"
+    elif device_type == "cuda" and torch.cuda.is_available():
+        memory = torch.cuda.get_device_properties(device).total_memory
+        where = torch.cuda.get_device_name(device)
+    elif device_type == "cuda":
+        from kvplan.gpus import resolve_gpu
+
+        gpu = resolve_gpu("H200")
+        memory, where = gpu.memory_bytes, f"{gpu.name} (kvplan's catalogue; no CUDA device here)"
+    else:
+        memory, where = None, "no memory limit"
+    rows = plan_cases(cases, device_type, memory)
+    print(f"{suite} suite on {device_type}, {where}" + (f": {memory:,} B" if memory else ""))
+    for r in rows:
+        peak = "-" if r["predicted_peak_bytes"] is None else f"{r['predicted_peak_bytes'] / 2**30:9.2f} GiB"
+        print(f"  {r['id']:<62} {peak:>13}  {r['seconds']:7.1f} s  {r['cumulative_s']:8.1f} s  {r['reason']}")
+    total = rows[-1]["cumulative_s"] if rows else 0.0
+    runs = sum(r["fits"] is True for r in rows)
+    verdict = "" if time_budget is None else \
+        f" (budget {time_budget:.0f} s: {'fits' if total <= time_budget else 'the last cases would be skipped'})"
+    print(f"{runs} of {len(rows)} cases would run, about {total:.0f} s{verdict}; estimates assume this machine's "
+          "pace is the harness's default until cases finish")
+    return 0
+
+
 def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=True, pretrained=False,
               memory_limit=None, progress=True, plot=True, started: float | None = None) -> dict:
     """Run `cases`, writing the folder after every case. Returns the report dict."""
@@ -126,6 +165,11 @@ def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=
     done: dict[str, dict] = {c["id"]: c for c in (previous or {}).get("cases", [])}
     report = {"environment": environment(device), "suites": sorted({suite, *(previous or {}).get("suites", [])}),
               "cases": []}
+    if device.type == "cuda":
+        from .quanto_cuda import use_torch_unpack
+
+        if use_torch_unpack():
+            report["environment"]["quanto_unpack"] = "torch (validation/quanto_cuda.py; CUDA extension not built)"
     for rec in unsupported_records(suite):
         done.setdefault(rec["id"], rec)
     order = [c.id for c in cases]
@@ -145,6 +189,8 @@ def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=
                              "elapsed_s": round(time.monotonic() - started, 1)}
             write_all(out, report, plot=False)      # the plot once at the end: it costs more than a tiny case
             bar.update(1)
+            if not progress:
+                print(case_line(rec, len(report["cases"]), len(order)), file=sys.stderr, flush=True)
     finally:
         bar.close()
         ctx.release_model()
@@ -159,6 +205,19 @@ def _ordered(results: dict[str, dict], order: list[str]) -> list[dict]:
     """The suite's cases in suite order, then any other case the folder already held."""
     seen = set(order)
     return [results[i] for i in order if i in results] + [r for i, r in results.items() if i not in seen]
+
+
+def case_line(rec: dict, done: int, total: int) -> str:
+    """One line per finished case for logs (--no-progress): id, status, KV and peak error, seconds."""
+    parts = [f"[{done}/{total}] {rec['id']}: {rec['status']}"]
+    if rec.get("kv_error_bytes") is not None:
+        parts.append(f"kv {rec['kv_error_bytes']:+,} B")
+    if rec.get("peak_error_pct") is not None:
+        parts.append(f"peak {rec['peak_error_pct']:+.2f} %")
+    if rec.get("reason"):
+        parts.append(rec["reason"][:160])
+    parts.append(f"{rec.get('seconds', 0):.1f} s")
+    return ", ".join(parts)
 
 
 class _NoBar:

@@ -438,6 +438,37 @@ def _compare(rec: dict, est) -> None:
         rec.update(status="ok", reason="")
 
 
+# ---------------------------------------------------------------- planning a run (no model built)
+
+
+def plan_cases(cases: list[Case], device_type: str, memory_bytes: int | None) -> list[dict]:
+    """What a run of `cases` would do on a device of `memory_bytes`, decided as `_run` decides it: each case's
+    predicted peak (plus the CUDA context on CUDA), whether it fits (a case that does not is skipped without a
+    build), and the estimated build + run seconds, summed in running order (`speed` 1: before any case has
+    taught the harness this machine's pace)."""
+    ctx = RunContext(device=torch.device(device_type), suite="plan")
+    rows, total = [], 0.0
+    for case in cases:
+        row = {"id": case.id, "predicted_peak_bytes": None, "fits": None, "seconds": 0.0, "cumulative_s": total,
+               "reason": ""}
+        rows.append(row)
+        try:
+            _, est, peak = predict(case, case.recipe.text_dict(), device_type=device_type)
+        except KVPlanError as exc:
+            row["reason"] = f"kvplan refuses the workload: {exc}"
+            continue
+        need = peak.peak_allocated_bytes + (CUDA_CONTEXT_BYTES if device_type == "cuda" else 0)
+        row.update(predicted_peak_bytes=need, fits=memory_bytes is None or need <= memory_bytes)
+        if not row["fits"]:
+            row["reason"] = "skipped: predicted peak exceeds the device"
+            continue
+        build, run = estimate_seconds(case, est, peak, ctx)
+        ctx._model_key = (case.recipe, case.dtype, ctx.pretrained)
+        total += build + run
+        row.update(seconds=round(build + run, 2), cumulative_s=round(total, 2))
+    return rows
+
+
 # ---------------------------------------------------------------- time estimates
 
 
