@@ -310,7 +310,8 @@ class ModelCompute:
 
 
 def model_compute(model: ModelSpec, dtype: str | None = None) -> ModelCompute:
-    from .config_dims import AttentionDims, parse_dims
+    from .arch import AttentionDims
+    from .config_dims import parse_dims
     from .weights import weights_bytes
 
     shape = parse_dims(model.raw)

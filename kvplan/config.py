@@ -83,7 +83,7 @@ class ArchDims:
 def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
     """A config value that must be a whole number in range (2.0 is accepted as 2), or a ConfigError.
 
-    Shared by both halves of the config boundary (this module and kvplan.config_dims)."""
+    Shared by the whole config boundary (this module, kvplan.config_dims and kvplan.config_quant)."""
     # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):

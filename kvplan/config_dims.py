@@ -4,15 +4,14 @@ With `kvplan.config` this is the only module that reads Hugging Face field names
 config.json into an `ArchShape`: every size the parameter count needs, under kvplan's own names, following
 what transformers 5.24's modeling code builds from the same file (its class defaults for absent keys, its
 per-family rules for which layers are MoE, which projections carry biases). `kvplan.weights` does the
-arithmetic. `parse_quant` (bottom of the module) reads `quantization_config` the same way. Nothing here imports
-transformers.
+arithmetic; the shape's dataclasses live in `kvplan.arch`, and `kvplan.config_quant` reads
+`quantization_config`. Nothing here imports transformers.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .config import (
@@ -29,6 +28,17 @@ from .config import (
     config_dtype,
     text_config,
 )
+from .arch import (
+    ArchShape,
+    AttentionDims,
+    DeltaNetDims,
+    LayerDims,
+    MambaDims,
+    MLPDims,
+    MoEDims,
+    QuantDims,
+)
+from .config_quant import parse_quant
 from .dtypes import BFLOAT16, DType
 from .errors import ConfigError, UnsupportedArchitectureError
 
@@ -64,133 +74,6 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
     "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
 }
-
-
-# ---------------------------------------------------------------- the shape
-
-
-@dataclass(frozen=True)
-class AttentionDims:
-    """One attention block. `kv_heads` is what the K/V projections emit (Falcon-7B multi_query: 1)."""
-
-    heads: int
-    kv_heads: int
-    head_dim: int  # Q and K per head; MLA: qk_nope + qk_rope
-    v_head_dim: int
-    q_bias: bool = False
-    k_bias: bool = False
-    v_bias: bool = False
-    o_bias: bool = False
-    fused_qkv: bool = False  # one [q+k+v, hidden] matrix (GPT-2, NeoX, Falcon, Phi-3): same count, other blocks
-    qk_norm: str = "none"  # "head": [head_dim] (Qwen3, Gemma 3); "proj": all heads (OLMo-2); "head_ln": Phi LayerNorm
-    q_gate: bool = False  # Qwen3-Next: q_proj emits an output gate too, doubling its rows
-    sinks: bool = False  # gpt-oss: one learned sink logit per head
-    q_lora_rank: int | None = None  # MLA (DeepSeek-V2/V3): set with kv_lora_rank
-    kv_lora_rank: int | None = None
-    qk_rope_dim: int = 0
-
-
-@dataclass(frozen=True)
-class MambaDims:
-    """A Mamba-1 mixer: in_proj [2I, H], depthwise conv [I, k], x_proj [dt + 2S, I], dt_proj, A_log [I, S], D [I]."""
-
-    inner: int
-    state: int
-    conv_kernel: int
-    dt_rank: int
-    conv_bias: bool = True
-    proj_bias: bool = False
-    inner_norms: bool = False  # Jamba: RMSNorm weights on dt [dt_rank], B and C [state]
-
-
-@dataclass(frozen=True)
-class DeltaNetDims:
-    """Qwen3-Next Gated DeltaNet: in_proj_qkvz, in_proj_ba, conv over q/k/v channels, out_proj, per-head A and dt."""
-
-    k_heads: int
-    v_heads: int
-    k_head_dim: int
-    v_head_dim: int
-    conv_kernel: int
-
-
-@dataclass(frozen=True)
-class MLPDims:
-    """A feed-forward block: gated (gate, up, down; SwiGLU/GeGLU) or not (up, down)."""
-
-    intermediate: int
-    gated: bool = True
-    bias: bool = False
-    fused_gate_up: bool = False  # Phi-3 stores gate and up as one matrix
-
-
-@dataclass(frozen=True)
-class MoEDims:
-    """Routed experts (each an `expert` MLP), an optional shared MLP and the router."""
-
-    experts: int
-    top_k: int
-    expert: MLPDims
-    shared: MLPDims | None = None  # DeepSeek: n_shared_experts x moe_intermediate as one MLP
-    shared_gate: bool = False  # Qwen3-Next: Linear(hidden, 1) gating the shared expert
-    router_bias: bool = False  # gpt-oss
-    router_fp32: bool = False  # DeepSeek: transformers keeps gate.weight in fp32 (_keep_in_fp32_modules_strict)
-    score_bias: bool = False  # DeepSeek-V3: e_score_correction_bias, a persistent fp32 buffer [experts]
-
-
-@dataclass(frozen=True)
-class LayerDims:
-    """One decoder block: a mixer, a feed-forward (None for pure Mamba blocks) and `norms` hidden-size norms."""
-
-    mixer: AttentionDims | MambaDims | DeltaNetDims
-    ffn: MLPDims | MoEDims | None
-    norms: int
-
-
-@dataclass(frozen=True)
-class QuantDims:
-    """A checkpoint's `quantization_config`, in kvplan's terms (see kvplan.weights for the byte rules).
-
-    `skip` holds (group, layer) pairs left unquantized; layer -1 means every layer.
-    """
-
-    method: str  # fp8 | gptq | awq | compressed-tensors | mxfp4 | bitsandbytes
-    bits: int
-    float_weights: bool = False  # fp8 / float-quantized compressed-tensors
-    strategy: str = "channel"  # tensor | channel | group | tensor_group | block
-    group_size: int | None = None
-    block: tuple[int, int] | None = None
-    symmetric: bool = True
-    static_input_scale: bool = False
-    g_idx: bool = False
-    packed: bool = False  # compressed-tensors pack-quantized (int32 words)
-    double_quant: bool = False  # bitsandbytes 4-bit nested absmax
-    scale_bytes: int | None = None  # None: the method's default (fp8 fp32, GPTQ/AWQ fp16, compressed: model dtype)
-    global_scales: int = 0  # fp32 per-tensor scales on top (NVFP4: weight_global_scale, input_global_scale)
-    skip: frozenset = frozenset()
-    lm_head: bool = False  # GPTQ `lm_head: true` quantizes the output projection too
-
-
-@dataclass(frozen=True)
-class ArchShape:
-    """Everything the parameter count needs, per layer. Built only by `parse_dims`."""
-
-    model_type: str
-    hidden: int
-    vocab: int
-    layers: tuple[LayerDims, ...]
-    dtype: DType
-    tied_embeddings: bool
-    norm_bias: bool = False  # LayerNorm (weight + bias) rather than RMSNorm (weight)
-    lm_head_bias: bool = False  # GPT-J, Phi-2
-    learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
-    mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
-    quant: QuantDims | None = None
-    notes: tuple[str, ...] = field(default=(), compare=False)
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
 
 
 # ---------------------------------------------------------------- reading fields
@@ -548,151 +431,3 @@ _BUILDERS = {
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
 }
-
-
-# ---------------------------------------------------------------- quantization_config
-
-
-def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
-    """`quantization_config` in kvplan's terms, or None for an unquantized checkpoint."""
-    if qc is None:
-        return None
-    if not isinstance(qc, Mapping):
-        raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
-    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
-    parser = _QUANT_PARSERS.get(method)
-    if parser is None:
-        raise UnsupportedArchitectureError(
-            f"quant_method {qc.get('quant_method')!r} has no byte rule yet: pass --dtype for an upper bound or "
-            "open an issue with the model id")
-    return parser(qc, notes)
-
-
-def _bits(qc: Mapping, key: str, default: int | None = None) -> int:
-    return _int(key, qc.get(key, default))
-
-
-def _group(value: Any) -> int | None:
-    """group_size: a positive int, or -1 / null for one group per output channel."""
-    return None if value is None or value == -1 else _int("group_size", value)
-
-
-def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
-    block = qc.get("weight_block_size")
-    if block is not None and (not isinstance(block, list) or len(block) != 2):
-        raise ConfigError("quantization_config 'weight_block_size' must be [rows, cols]: fix the config.json")
-    return QuantDims("fp8", 8, float_weights=True, strategy="block" if block else "tensor",
-                     block=tuple(_int("weight_block_size", b) for b in block) if block else None,
-                     static_input_scale=qc.get("activation_scheme") == "static",
-                     scale_bytes=1 if qc.get("scale_fmt") == "ue8m0" else 4,  # DeepSeek-V3.1: e8m0 scales
-                     skip=_skip(qc.get("modules_to_not_convert"), notes))
-
-
-def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:
-    group = _group(qc.get("group_size", 128))
-    return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group else "channel", group_size=group,
-                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=qc.get("lm_head") is True)
-
-
-def _awq(qc: Mapping, notes: list[str]) -> QuantDims:
-    group = _group(qc.get("group_size", qc.get("q_group_size", 128)))
-    return QuantDims("awq", _bits(qc, "bits", qc.get("w_bit", 4)), strategy="group" if group else "channel",
-                     group_size=group, symmetric=qc.get("zero_point", True) is False,
-                     skip=_skip(qc.get("modules_to_not_convert"), notes))
-
-
-def _bnb(qc: Mapping, notes: list[str]) -> QuantDims:
-    four = qc.get("load_in_4bit") is True or qc.get("_load_in_4bit") is True
-    skip = qc.get("llm_int8_skip_modules")
-    return QuantDims("bitsandbytes", 4 if four else 8, strategy="block" if four else "channel",
-                     double_quant=four and qc.get("bnb_4bit_use_double_quant") is True,
-                     skip=_skip(skip if skip is not None else ["lm_head"], notes))
-
-
-def _mxfp4(qc: Mapping, notes: list[str]) -> QuantDims:
-    return QuantDims("mxfp4", 4, float_weights=True, strategy="group", group_size=32,
-                     skip=_skip(qc.get("modules_to_not_convert"), notes))
-
-
-def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
-    groups = qc.get("config_groups") or {}
-    if not isinstance(groups, Mapping) or not groups:
-        raise ConfigError("compressed-tensors quantization_config has no config_groups: fix the config.json")
-    if len(groups) > 1:
-        notes.append(f"compressed-tensors: {len(groups)} config groups; the first one's scheme is applied to "
-                     "every quantized linear")
-    scheme = next(iter(groups.values()))
-    w, inputs = scheme.get("weights") or {}, scheme.get("input_activations") or {}
-    strategy = str(w.get("strategy", "channel")).lower()
-    if strategy not in ("tensor", "channel", "group", "tensor_group", "block"):
-        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {strategy!r} has no byte rule yet: "
-                                           "open an issue with the model id")
-    block = w.get("block_structure") if strategy == "block" else None
-    nvfp4 = strategy == "tensor_group"  # + fp32 weight_global_scale, and input_global_scale with activations
-    return QuantDims(
-        "compressed-tensors", _bits(w, "num_bits", 8), float_weights=w.get("type") == "float",
-        strategy=strategy, group_size=_group(w.get("group_size")) if strategy in ("group", "tensor_group") else None,
-        block=tuple(_int("block_structure", b) for b in block) if block else None,
-        symmetric=w.get("symmetric", True) is not False,
-        static_input_scale=inputs.get("dynamic") is False and inputs.get("strategy") == "tensor",
-        g_idx=w.get("actorder") not in (None, False), packed=str(qc.get("format", "")).lower() == "pack-quantized",
-        scale_bytes=_scale_bytes(w.get("scale_dtype")),
-        global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
-        skip=_skip(qc.get("ignore"), notes))
-
-
-_SCALE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "uint8": 1,
-                "int8": 1}
-
-
-def _scale_bytes(name: Any) -> int | None:
-    """compressed-tensors `scale_dtype` ("torch.float8_e4m3fn" for NVFP4); None: the weight's (model) dtype."""
-    if name is None:
-        return None
-    key = str(name).removeprefix("torch.")
-    if key not in _SCALE_BYTES:
-        raise ConfigError(f"quantization_config scale_dtype {name!r} is unknown: fix the config.json")
-    return _SCALE_BYTES[key]
-
-
-_QUANT_PARSERS = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb, "mxfp4": _mxfp4,
-                  "compressed-tensors": _compressed}
-
-# Module-name words -> kvplan weight groups, most specific first.
-_SKIP_WORDS = (
-    ("lm_head", ("lm_head",)), ("embed", ("embeddings",)), ("wte", ("embeddings",)),
-    ("shared_expert_gate", ("router",)), ("shared_expert", ("shared_experts",)), ("router", ("router",)),
-    ("experts", ("experts",)), ("linear_attn", ("mixer",)), ("mamba", ("mixer",)), ("mixer", ("mixer",)),
-    ("attn", ("attention",)), ("attention", ("attention",)),
-)
-
-
-def _skip(patterns: Any, notes: list[str]) -> frozenset:
-    """modules_to_not_convert / ignore / llm_int8_skip_modules as (group, layer) pairs, layer -1 = all layers.
-
-    "model.layers.*.mlp.router" -> ("router", -1); "model.layers.0.mlp.down_proj" -> ("mlp", 0): a sub-projection
-    marks its whole group in that layer.
-    """
-    out: set[tuple[str, int]] = set()
-    for raw in patterns or []:
-        p = str(raw).lower().removeprefix("re:")
-        layer = re.search(r"layers\.(\d+)\.", p)
-        index = int(layer.group(1)) if layer else -1
-        groups = _skip_groups(p)
-        if not groups:
-            notes.append(f"quantization skip pattern {raw!r} names no weight group kvplan knows: ignored")
-        out.update((g, index) for g in groups)
-    return frozenset(out)
-
-
-def _skip_groups(p: str) -> tuple[str, ...]:
-    for word, groups in _SKIP_WORDS:
-        if word in p:
-            return groups
-    if re.search(r"(^|\.)gate\$?$", p):
-        return ("router",)
-    if re.search(r"mlp\$?$", p):
-        return ("mlp", "experts", "shared_experts", "router")
-    if "mlp" in p or "feed_forward" in p:
-        return ("mlp",)
-    return ()

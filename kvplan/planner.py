@@ -7,7 +7,7 @@ command out. `fewest_gpus()` searches the smallest TP x PP that fits.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from math import ceil
 
 from pydantic import BaseModel, ConfigDict
@@ -284,7 +284,7 @@ def _rope_cache(model: ModelSpec, act: DType) -> int:
 
 
 def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
-    from .config_dims import MLPDims, MoEDims
+    from .arch import MLPDims, MoEDims
 
     dense, moe, topk = 0, 0, 0
     for layer in shape.layers:
@@ -447,6 +447,7 @@ def _plan_hf(model: ModelSpec, device: GPU, num_gpus: int, util: float, max_len:
                             "(kvplan estimate --cache quantized sizes int4 / fp8 caches)")
     budget = int(util * device.memory_bytes) - CUDA_CONTEXT_BYTES
 
+    @cache                    # the searches below revisit (max_len, 1)
     def peak(length: int, batch: int):
         est = estimate(model, length, batch, dtype=act.name)
         return est, hf_peak_for(model, est)
@@ -454,7 +455,8 @@ def _plan_hf(model: ModelSpec, device: GPU, num_gpus: int, util: float, max_len:
     est, p = peak(max_len, 1)
     fits = p.peak_allocated_bytes <= budget
     batch = _largest(lambda b: peak(max_len, b)[1].peak_allocated_bytes <= budget, 4096) if fits else 0
-    longest = _largest(lambda n: peak(n, 1)[1].peak_allocated_bytes <= budget, max_len)
+    # the peak grows with the prompt: when max_len fits at batch 1 it is the longest that does
+    longest = max_len if fits else _largest(lambda n: peak(n, 1)[1].peak_allocated_bytes <= budget, max_len)
     transient = p.peak_allocated_bytes - p.weights_bytes - est.prefill_peak_bytes
     pool = max(0, budget - p.weights_bytes - max(0, transient))
     per_token = est.bytes_per_token

@@ -55,7 +55,8 @@ def attention_heads(model: ModelSpec) -> int:
 
 def _mla_head_dims(model: ModelSpec) -> tuple[int, int]:
     """(K, V) head dims an MLA model would cache without its latent: DeepSeek-V3 192 (128 nope + 64 rope), 128."""
-    from .config_dims import AttentionDims, parse_dims
+    from .arch import AttentionDims
+    from .config_dims import parse_dims
 
     for layer in parse_dims(model.raw).layers:
         if isinstance(layer.mixer, AttentionDims):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import ceil
 
-from .config_dims import (
+from .arch import (
     ArchShape,
     AttentionDims,
     DeltaNetDims,

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from kvplan.config import text_config
-from kvplan.config_dims import SAME_ARCHITECTURE, WEIGHT_DEFAULTS, QuantDims, parse_dims, parse_quant
+from kvplan.arch import QuantDims
+from kvplan.config_dims import SAME_ARCHITECTURE, WEIGHT_DEFAULTS, parse_dims
+from kvplan.config_quant import parse_quant
 from kvplan.errors import ConfigError, UnsupportedArchitectureError
 from kvplan.weights import matrix_bytes, param_count, weights_bytes
 

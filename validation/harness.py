@@ -180,7 +180,7 @@ def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=
     bar = _progress(len(todo), progress)
     started = time.monotonic()
     try:
-        for case in todo:
+        for n, case in enumerate(todo, 1):
             bar.set_postfix_str(case.id[:60], refresh=False)
             rec = run_case(case, ctx)
             results[case.id] = rec
@@ -190,7 +190,7 @@ def run_suite(suite: str, cases, out: Path, *, device, time_budget=None, resume=
             write_all(out, report, plot=False)      # the plot once at the end: it costs more than a tiny case
             bar.update(1)
             if not progress:
-                print(case_line(rec, len(report["cases"]), len(order)), file=sys.stderr, flush=True)
+                print(case_line(rec, n, len(todo)), file=sys.stderr, flush=True)
     finally:
         bar.close()
         ctx.release_model()

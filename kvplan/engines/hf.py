@@ -218,7 +218,8 @@ def _offloaded_prefill(est: Estimate) -> int:
 
 def activation_shape(model) -> ActivationShape:
     """The activation-relevant sizes of a `kvplan.ModelSpec`, largest over its layers."""
-    from ..config_dims import AttentionDims, DeltaNetDims, MambaDims, MLPDims, MoEDims, parse_dims
+    from ..arch import AttentionDims, DeltaNetDims, MambaDims, MLPDims, MoEDims
+    from ..config_dims import parse_dims
 
     shape = parse_dims(model.raw)
     q = kv = heads = kv_heads = dense = moe_i = top_k = experts = shared = inner = state = 0

@@ -12,7 +12,7 @@ import dataclasses
 from functools import lru_cache
 from math import ceil
 
-from ..config_dims import ArchShape, QuantDims
+from ..arch import ArchShape, QuantDims
 from ..dtypes import DType
 from ..weights import _tensor_bytes, inventory, weights_bytes
 
