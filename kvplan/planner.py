@@ -109,10 +109,18 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
                             or default_tokens, _pos("max_num_seqs", max_num_seqs) or default_seqs,
                             _pos("block_size", block_size), kv.name, act.name, engine_version or "0.19.0",
                             usage_context)
+    if engine == "vllm" and block_size is not None and block_size not in VLLM_BLOCK_SIZES:
+        raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
+                            f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return _plan_sglang(model, device, settings, act, kv, quantization,
                             None if gpu_memory_utilization is None else util)
     return _plan_vllm(model, device, settings, act, kv, quantization, engine)
+
+
+# vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
+# models' internal page sizes such as Qwen3-Next's 528 are vLLM's own choice, never this flag's).
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 
 def _load(name: str) -> ModelSpec:

@@ -137,6 +137,8 @@ BAD = [
     (dict(max_num_seqs=0), "max_num_seqs"),
     (dict(max_num_batched_tokens=-1), "max_num_batched_tokens"),
     (dict(block_size=0), "block_size"),
+    (dict(block_size=7), "--block-size takes 1, 8, 16, 32, 64, 128, 256"),
+    (dict(block_size=512), "not 512"),
     (dict(gpu_memory_utilization=0), "gpu_memory_utilization"),
     (dict(gpu_memory_utilization=-0.5), "gpu_memory_utilization"),
     (dict(gpu_memory_utilization=1.2), "gpu_memory_utilization"),
@@ -366,3 +368,10 @@ def test_fuzz_valid_settings_give_consistent_plans(model, engine, gpu, tp, pp, m
         assert p.num_blocks == min(s.num_blocks for s in p.stages)
         assert f"--tensor-parallel-size {tp}" in p.vllm_command
         assert ("--kv-cache-dtype" in p.vllm_command) == (kv_dtype in ("fp8", "fp8_e5m2"))
+
+
+@pytest.mark.parametrize("block", [1, 32, 256])
+def test_every_vllm_block_size_plans(block):
+    """The sizes `vllm serve --block-size` accepts are planned with that block (tokens come in whole blocks)."""
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192, block_size=block)
+    assert p.block_size == block and p.kv_cache_tokens == p.num_blocks * block
