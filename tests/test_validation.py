@@ -76,6 +76,10 @@ def test_report_files(smoke):
     assert csv_lines[0].startswith("id,suite,model") and len(csv_lines) == len(data["cases"]) + 1
     summary = (out / "summary.md").read_text()
     assert "| KV after decode, abs bytes |" in summary and "median" in summary
+    peaks = [abs(c["peak_error_pct"]) for c in data["cases"] if c.get("peak_error_pct") is not None]
+    within = sum(p <= 5 for p in peaks)
+    assert data["summary"]["peak_within_5pct"] == within
+    assert f"(the target on CUDA): {within} of {len(peaks)} measured cases." in summary
     assert (out / "predicted_vs_measured.png").read_bytes()[:4] == b"\x89PNG"
 
 

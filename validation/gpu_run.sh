@@ -3,10 +3,11 @@
 #   bash validation/gpu_run.sh                  # there: OUT is the folder that comes back
 # Installs the wheels carried in .whl/ (validation/gpu_wheels.sh), records the machine, runs
 #   python -m validation --suite gpu --time-budget <what is left of BUDGET>
-# into $OUT/cuda/ and leaves 6 files: cuda/{report.json,report.csv,summary.md,predicted_vs_measured.png},
+# into $OUT/<device>/ and leaves 6 files: cuda/{report.json,report.csv,summary.md,predicted_vs_measured.png},
 # environment.txt, log.txt. RESUME=<folder with a report.json> carries on from an earlier run's results.
 # Settings: BUDGET (seconds for the whole script, default 480), SUITE (gpu; smoke or cpu to rehearse),
-# DEVICE (cuda; cpu to rehearse here), PYTHON (python3), ARGS (more options for python -m validation, e.g.
+# DEVICE (cuda; cpu to rehearse here), PYTHON (python3), BENCH (seconds for the space-for-time benchmark
+# after the suite, into the same folder: 2 more files; default 0, off), ARGS (more options for python -m validation, e.g.
 # ARGS="--cases llama-3.1-8b" to run a subset).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ PYTHON=${PYTHON:-python3}
 RESULTS="$OUT/$DEVICE"
 mkdir -p "$RESULTS"
 export PYTHONPATH="$PWD"
+# Big cases sit near the card's size (Qwen3-30B-A3B at 8 x 32k: 118 GiB predicted on a 140 GiB H200):
+# expandable segments keep fragmentation from turning a fit into an OOM; max_memory_allocated is unchanged.
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 if compgen -G ".whl/*.whl" >/dev/null; then
   site=$(mktemp -d /tmp/kvplan-site.XXXX)
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
@@ -51,4 +55,9 @@ PYTHONUNBUFFERED=1 "$PYTHON" -m validation --suite "$SUITE" --device "$DEVICE" -
   --out "$RESULTS" --no-progress ${ARGS:-} 2>&1 | tee "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_run: validation exited $rc after $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+if [ "${BENCH:-0}" -gt 0 ]; then    # opt-in: the space-for-time benchmark, BENCH seconds at most
+  "$PYTHON" -m validation --bench space-for-time --device "$DEVICE" --time-budget "$BENCH" --out "$RESULTS" \
+    --no-progress 2>&1 | tee -a "$OUT/log.txt"
+  echo "gpu_run: benchmark done after $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+fi
 exit "$rc"
