@@ -416,3 +416,25 @@ def test_gpu_run_script_rehearsed_on_cpu(tmp_path):
     rerun = [l for l in (tmp_path / "again" / "log.txt").read_text().splitlines() if l.startswith("[")]
     assert rerun == []                                                        # both cases came from RESUME
     assert "2 cases: 2 ok" in again.stdout
+
+
+def test_time_budget_stops_a_running_case_at_its_next_forward(tmp_path, monkeypatch):
+    """A case that started in time but is still running when the budget ends stops at its next forward pass and
+    is recorded as skipped (then run again by the next, resumed, call): the first `remaining()` is the pre-start
+    check, every later one a per-step deadline check."""
+    import validation.runner as vr
+
+    calls = []
+
+    def remaining(self):
+        calls.append(1)
+        return 1000.0 if len(calls) == 1 else -1.0
+
+    monkeypatch.setattr(vr.RunContext, "remaining", remaining)
+    case = smoke_cases()[0]
+    rec = run_suite("smoke", [case], tmp_path, device=CPU, progress=False, plot=False, time_budget=60)["cases"][0]
+    assert rec["status"] == "skipped" and rec["reason"] == "time budget: stopped after 1 forward passes"
+    assert rec["measured_kv_bytes"] is None and rec["predicted_kv_bytes"] is not None
+    monkeypatch.undo()
+    again = run_suite("smoke", [case], tmp_path, device=CPU, progress=False, plot=False)["cases"][0]
+    assert again["status"] == "ok" and again["kv_error_bytes"] == 0
