@@ -78,6 +78,9 @@ class ArchDims:
     vocab_size: int | None
     max_position_embeddings: int | None
     tie_word_embeddings: bool
+    rotary_dim: int | None = None   # RoPE width per head when only part of it rotates (GPT-J 64 of 256)
+    rotary_fraction: float = 1.0    # partial_rotary_factor / rotary_pct (Qwen3-Next 0.25, Phi-2 0.4)
+    rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
 
 
 def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
@@ -250,7 +253,23 @@ def _dims(r: _Reader) -> ArchDims:
         vocab_size=soft(("vocab_size", "padded_vocab_size")),
         max_position_embeddings=soft(("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")),
         tie_word_embeddings=tie if isinstance(tie, bool) else True,
+        rotary_dim=soft(("rotary_dim",)),
+        rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
+        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1,
     )
+
+
+# Families with a sliding-window RoPE base of their own (rope_local_base_freq) beside the global one.
+TWO_ROPE_TABLES = frozenset({"gemma3_text", "gemma3"})
+
+
+def _fraction(r: "_Reader", keys: tuple[str, ...]) -> float:
+    """The share of each head that rotates (1.0 when the config says nothing usable)."""
+    found = r.first(keys)
+    if found is None or isinstance(found[1], bool) or not isinstance(found[1], (int, float)):
+        return 1.0
+    value = float(found[1])
+    return value if 0 < value <= 1 else 1.0
 
 
 # ---------------------------------------------------------------- attention geometry

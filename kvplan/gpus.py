@@ -44,6 +44,7 @@ class GPU:
     marketing_memory_gb: int | None = None
     memory_kind: str = ""
     tdp_watts: int | None = None
+    compute_capability: tuple[int, int] | None = None  # NVIDIA SM version (8.0 A100, 9.0 H100); None: AMD, custom
 
     @property
     def memory_gib(self) -> float:
@@ -73,7 +74,16 @@ def _gpu_from_entry(entry: dict) -> GPU:
         marketing_memory_gb=entry["marketing_memory_gb"],
         memory_kind=src["memory_kind"],
         tdp_watts=entry.get("tdp_watts"),
+        compute_capability=_capability(entry.get("compute_capability")),
     )
+
+
+def _capability(text: str | None) -> tuple[int, int] | None:
+    """'8.9' -> (8, 9)."""
+    if text is None:
+        return None
+    major, minor = str(text).split(".")
+    return int(major), int(minor)
 
 
 def _int_or_none(value) -> int | None:

@@ -13,10 +13,12 @@ from math import ceil
 from pydantic import BaseModel, ConfigDict
 
 from .config_dims import parse_dims
+from .layers import MLASpec
 from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
 from .engines.sglang import SglangSettings, sglang_pool
 from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
                            pp_layer_split)
+from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
 from .engines.weights_split import stage_weight_bytes, with_online_quant
@@ -225,13 +227,18 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
     splits = pp_layer_split(model.num_layers, s.pipeline_parallel_size)
     dims = _activation_dims(shape, s.tensor_parallel_size, act)
     stages, budgets = [], []
-    block = s.block_size or (64 if model.is_mla else 16)
+    block = s.block_size or _default_block(model, device)
     all_specs = rank_layer_specs(model, range(model.num_layers), s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
     block = hybrid_block_size(all_specs, block, model.is_mla)
     rows = min(s.max_num_batched_tokens, s.max_num_seqs)
+    padding_lines = []
     for index, layers in enumerate(splits):
         first, last = index == 0, index == len(splits) - 1
-        weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, first, last) + _rope_cache(model, act)
+        padding, line = mxfp4_padding_bytes(shape, device, s.tensor_parallel_size, layers)
+        if line:
+            padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
+        weights = (stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, first, last) + _rope_cache(model, act)
+                   + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=s.pipeline_parallel_size > 1, version=version)
         other = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size, version, device.name)
@@ -252,7 +259,10 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0
     fit_len = _max_len_that_fits(specs, block, pool, s)
     head = stages[binding]
-    notes = _vllm_notes(model, s, kv, groups)
+    notes = _vllm_notes(model, s, kv, groups) + padding_lines
+    if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
+        notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
+                     "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
     if s.tensor_parallel_size > 1 and device.name not in NVLS_GPUS:
         notes.append("NCCL memory without NVLink SHARP is an assumption (0.25 GiB), not a measurement")
     formula = [
@@ -279,16 +289,35 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
     )
 
 
+def _default_block(model: ModelSpec, device: GPU) -> int:
+    """vLLM's block size when --block-size is not given: 16, and 64 for MLA where FlashMLA runs (Hopper and
+    newer; and GPUs kvplan knows no SM version for). FlashMLA needs SM90: on Ampere / Ada vLLM runs Triton MLA
+    with 16-token blocks (DeepSeek-V2-Lite on L4s: 807,792 tokens = 50,487 x 16, not a multiple of 64)."""
+    if not model.is_mla:
+        return 16
+    cc = device.compute_capability
+    return 16 if cc is not None and cc < (9, 0) else 64
+
+
 LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt", "bloom", "mamba", "falcon_mamba", "mamba2"}
 
 
 def _rope_cache(model: ModelSpec, act: DType) -> int:
-    """vLLM builds one rotary cos/sin cache per GPU: max_position x head_dim in the model dtype
-    (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
-    14.99 GiB vLLM reports)."""
-    if model.model_type in LEARNED_POSITIONS or not model.head_dim or not model.dims:
+    """vLLM builds one rotary cos/sin table per distinct RoPE on each GPU: max_position x rotary width in the
+    model dtype (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
+    14.99 GiB vLLM reports). The width is the rotating part of a head (Qwen3-Next: 256 x 0.25 = 64; MLA: the
+    64-wide RoPE key); Gemma 3 keeps two tables (local and global bases)."""
+    dims = model.dims
+    if model.model_type in LEARNED_POSITIONS or dims is None or not dims.max_position_embeddings:
         return 0
-    return (model.dims.max_position_embeddings or 0) * model.head_dim * int(act.bytes)
+    if model.is_mla:
+        spec = next(s for _, s in model.specs() if isinstance(s, MLASpec))
+        width = spec.qk_rope_head_dim
+    elif model.head_dim:
+        width = dims.rotary_dim or int(model.head_dim * dims.rotary_fraction)
+    else:
+        return 0
+    return dims.rope_tables * dims.max_position_embeddings * width * int(act.bytes)
 
 
 def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:

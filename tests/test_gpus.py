@@ -264,3 +264,18 @@ def test_gpu_is_frozen():
     with pytest.raises(AttributeError):
         gpu.memory_bytes = 1  # type: ignore[misc]
     assert isinstance(gpu, GPU)
+
+
+def test_every_nvidia_gpu_names_its_sm_version():
+    """vLLM picks kernels (and with them weight padding and MLA block sizes) by SM version."""
+    from kvplan.gpus import list_gpus
+
+    for gpu in list_gpus():
+        if gpu.vendor == "nvidia":
+            assert gpu.compute_capability is not None and (7, 0) <= gpu.compute_capability <= (10, 0), gpu.name
+        else:
+            assert gpu.compute_capability is None, gpu.name
+    assert resolve_gpu("A100").compute_capability == (8, 0)
+    assert resolve_gpu("RTX 4090").compute_capability == (8, 9)
+    assert resolve_gpu("H200").compute_capability == (9, 0)
+    assert resolve_gpu("B200").compute_capability == (10, 0)

@@ -31,6 +31,25 @@ SAME_ARCHITECTURE = {
 }
 
 
+def bundled_model(model_id: str):
+    """The bundled config for a measured model id: itself, or the base model it names in SAME_ARCHITECTURE."""
+    return load_model(SAME_ARCHITECTURE.get(model_id, model_id))
+
+
+def gpu_for(row: dict):
+    """The row's GPU from kvplan's catalogue; a card it lacks, by the total memory the log printed."""
+    from kvplan.errors import KVPlanError
+    from kvplan.gpus import custom_gpu, resolve_gpu
+
+    try:
+        return resolve_gpu(row["gpu"])
+    except KVPlanError:
+        total = _num(row.get("gpu_memory_total_gib", ""))
+        if total is None:
+            raise
+        return custom_gpu(total, name=f"{row['gpu']} ({total:g} GiB printed)")
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
@@ -56,12 +75,12 @@ def _assumed_version(row: dict) -> str:
 def run_row(row: dict) -> dict | None:
     if row["status"] != "ok":
         return None
-    model = load_model(SAME_ARCHITECTURE.get(row["model"], row["model"]))
+    model = bundled_model(row["model"])
     quant = row["quantization"] if row["quantization"] not in ("", "None") else None
     kv = "fp8" if row["kv_cache_dtype"] == "fp8" else "auto"
     util = _num(row["gpu_memory_utilization"]) or 0.9
     version = row["vllm_version"] or _assumed_version(row)
-    p = plan(model, engine="vllm", gpu=row["gpu"], tp=int(row["tensor_parallel_size"] or 1),
+    p = plan(model, engine="vllm", gpu=gpu_for(row), tp=int(row["tensor_parallel_size"] or 1),
              pp=int(row["pipeline_parallel_size"] or 1), max_model_len=int(row["max_model_len"]),
              gpu_memory_utilization=util, kv_dtype=kv, dtype=_dtype(row["dtype"]), quantization=quant,
              engine_version=version.split(" ")[0], block_size=int(row["block_size"]) if row["block_size"] else None)

@@ -32,9 +32,21 @@ ENGINE_CONSTANTS = {
     # systems. Elsewhere (PCIe cards, A100) NCCL rings and vLLM's custom all-reduce take far less:
     # 0.25 GiB assumed (no measurement in the calibration set; see the notes of plans that use it).
     "nccl_no_nvls_gib": 0.25,
-    # Before v0.17 the profiling sampler step also kept ~6 more float32 [rows, vocab] buffers: +23.5 B
-    # per (row x vocab entry), seen on Llama-3.1-8B (4.76 vs 1.89 GiB) and Qwen3-14B (5.64 vs 2.23 GiB).
-    "pre_017_sampler_extra_bytes": 24,
+    # The profiling sampler step of some versions kept ~6 more float32 [rows, vocab] buffers: +23.5 B per
+    # (row x vocab entry). Seen from v0.14 to v0.16: Llama-3.1-8B (4.76 vs 1.89 GiB, v0.14) and Qwen3-14B
+    # (5.64 vs 2.23 GiB, v0.15 and v0.16); and on the V0 engine: Llama-3.2-1B on vLLM 0.6.4 kept 1.16 GiB
+    # = 256 x 128,256 x 38 B. v0.10.1 is split: Qwen2-7B on an A100 (256 rows x 152,064, three runs) left
+    # 0.55 GiB for activation + non-torch, where the extra alone is 0.87 GiB; the last pipeline stage of
+    # Qwen3-30B-A3B on GH200s (aarch64, 1024 rows) printed 70.58 GiB of KV, which only the extra explains
+    # (70.34 with it, 73.9 without). kvplan follows the three A100 runs for 0.8-0.10 and takes 0.11 as the
+    # start of the 0.14-0.16 behaviour (validation/vllm_holdout.csv / .md).
+    "sampler_extra_bytes": 24,
+    "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 11), (0, 17))),
+    # V0 engine: a max_model_len over 32K turned chunked prefill on, with 512-token chunks by default
+    # (Llama-3.2-1B at 105,088 tokens on vLLM 0.6.4: the profile kept the sampler's 1.16 GiB, not a
+    # 105k-token forward).
+    "v0_chunked_prefill_above": 32768,
+    "v0_chunked_prefill_tokens": 512,
 }
 
 
@@ -91,9 +103,12 @@ def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version
 
     GPUs with >= 70 GiB that are not A100s (H100, H200, MI300X): 8192 / 1024 for the API server,
     16384 / 1024 for the LLM class; all others 2048 / 256 and 8192 / 256. The V0 engine (< 0.8) without
-    chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256.
+    chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256; above 32K tokens it
+    turned chunked prefill on, 512 tokens.
     """
     if version[:2] < V1_ENGINE:
+        if max_model_len > ENGINE_CONSTANTS["v0_chunked_prefill_above"]:
+            return ENGINE_CONSTANTS["v0_chunked_prefill_tokens"], 256
         return max(max_model_len, 2048), 256
     big = memory_bytes >= 70 * GiB and "a100" not in gpu_name.lower()
     if big:
@@ -131,7 +146,7 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     sampler: the last-position hidden states of `rows` = min(N, max_num_seqs) requests go through the
              lm_head: logits [rows, V] in the model dtype, then float32 logits, probabilities and the
              exponential noise of random sampling (3 x 4 B) -> 1024 x 128,256 x 14 B = 1.71 GiB; the
-             [N, H] hidden states (x3) stay alive. Before v0.17: ~24 B more per entry.
+             [N, H] hidden states (x3) stay alive. V0 and ~v0.11 to v0.16: ~24 B more per entry.
     pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
     """
     b, H = dims.act_bytes, dims.hidden_size
@@ -141,15 +156,15 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     width = 5 if version[:2] >= V1_ENGINE else 3
     forward = tokens * (mlp + width * H) * b
     sampler = 0
+    per_entry = b + 12
     if has_sampler:
-        per_entry = b + 12
-        if version[:2] < (0, 17):
-            per_entry += ENGINE_CONSTANTS["pre_017_sampler_extra_bytes"]
+        if any(since <= version[:2] < until for since, until in ENGINE_CONSTANTS["sampler_extra_versions"]):
+            per_entry += ENGINE_CONSTANTS["sampler_extra_bytes"]
         sampler = rows * dims.vocab_size * per_entry + 3 * tokens * H * b
     buffers = 2 * tokens * H * b if has_pp_buffers else 0
     total = max(forward, sampler) + buffers
     formula = (f"max(forward {tokens:,} x ({mlp:,} + {width} x {H:,}) x {b} B, "
-               f"sampler {rows:,} x {dims.vocab_size:,} x {b + 12} B + 3 x {tokens:,} x {H:,} x {b} B)"
+               f"sampler {rows:,} x {dims.vocab_size:,} x {per_entry} B + 3 x {tokens:,} x {H:,} x {b} B)"
                + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else ""))
     return ActivationBreakdown(forward, sampler, buffers, total, formula)
 
