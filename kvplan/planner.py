@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict
 from .config_dims import parse_dims
 from .layers import MLASpec
 from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
+from .engines.sglang import LOAD_EXTRA_BYTES as SGLANG_LOAD_EXTRA_BYTES
+from .engines.sglang import PRELOAD_BYTES as SGLANG_PRELOAD_BYTES
 from .engines.sglang import SglangSettings, sglang_pool
 from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
                            pp_layer_split)
@@ -387,7 +389,7 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
                  mem_fraction: float | None = None) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
     layers = range(model.num_layers)
-    weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True)
+    weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
     settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction)
     pool = sglang_pool(device.memory_bytes, weights, specs, settings, s.max_model_len)
@@ -398,8 +400,10 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
     stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=weights, activation_bytes=reserved,
                         non_torch_bytes=0, kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token,
                         num_blocks=pool.max_total_tokens)
-    formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = {fmt_bytes(device.memory_bytes)} x "
-               f"{pool.mem_fraction_static:.3f} - weights {fmt_bytes(weights)} = {fmt_bytes(pool.rest_bytes)}",
+    formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = (free before loading "
+               f"{fmt_bytes(device.memory_bytes)} - context {fmt_bytes(SGLANG_PRELOAD_BYTES)}) x "
+               f"{pool.mem_fraction_static:.3f} - weights {fmt_bytes(weights)} - load extras "
+               f"{fmt_bytes(SGLANG_LOAD_EXTRA_BYTES)} = {fmt_bytes(pool.rest_bytes)}",
                f"max_total_num_tokens = {pool.rest_bytes:,} // {pool.cell_bytes:,} B per token = "
                f"{pool.max_total_tokens:,}"]
     return Plan(

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.engines.sglang import SglangSettings, cell_size, default_mem_fraction, sglang_pool
+from kvplan.engines.sglang import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, SglangSettings, cell_size, default_mem_fraction,
+                                   sglang_pool)
 from kvplan.engines.vllm_kv import rank_layer_specs
 from kvplan.errors import KVPlanError
 from kvplan.gpus import resolve_gpu
@@ -16,6 +17,13 @@ from kvplan.planner import plan
 
 MiB = 2**20
 GiB = 2**30
+
+
+def _rest(total: int, weights: int, fraction: float) -> int:
+    """SGLang's pool: free memory before loading (the card less the context) x fraction, less what loading
+    took (parameters and RoPE tables + the load extras)."""
+    before = total - PRELOAD_BYTES
+    return int(before - weights - LOAD_EXTRA_BYTES - before * (1 - fraction))
 
 
 def _specs(name: str, tp: int = 1, kv_bytes: float = 2):
@@ -75,7 +83,7 @@ def test_plan_uses_the_default_fraction_and_the_budget():
     total = p.gpu_memory_bytes
     fraction = (total - 13_248 * MiB) / total
     assert p.gpu_memory_utilization == round(fraction, 4)
-    rest = int(total - p.weights_bytes - total * (1 - fraction))
+    rest = _rest(total, p.weights_bytes, fraction)
     assert p.kv_pool_bytes == rest
     assert p.kv_cache_tokens == rest // 131_072
     assert p.max_concurrency == round(p.kv_cache_tokens / 8192, 4)
@@ -91,7 +99,7 @@ def test_explicit_fraction_is_used_even_when_it_is_0_9():
                  gpu_memory_utilization=util)
         assert p.gpu_memory_utilization == util
         total = p.gpu_memory_bytes
-        assert p.kv_pool_bytes == int(total - p.weights_bytes - total * (1 - util))
+        assert p.kv_pool_bytes == _rest(total, p.weights_bytes, util)
 
 
 def test_sglang_fp8_command_and_tokens():
@@ -115,7 +123,7 @@ def test_tokens_round_down_to_whole_pages(page):
     specs = _specs("meta-llama/Llama-3.1-8B")
     total, weights = resolve_gpu("H100-80GB").memory_bytes, 16 * GiB
     pool = sglang_pool(total, weights, specs, SglangSettings(mem_fraction_static=0.85, page_size=page), 8192)
-    rest = int(total - weights - total * (1 - 0.85))
+    rest = _rest(total, weights, 0.85)
     raw = rest // 131_072
     assert pool.rest_bytes == rest
     assert pool.max_total_tokens == raw - raw % page
@@ -142,7 +150,7 @@ def test_gemma2_swa_split():
     total = resolve_gpu("H100-80GB").memory_bytes
     weights = 18 * GiB
     pool = sglang_pool(total, weights, specs, SglangSettings(mem_fraction_static=0.88), 8192)
-    rest = int(total - weights - total * (1 - 0.88))
+    rest = _rest(total, weights, 0.88)
     full = int(rest / (full_cell + 0.8 * swa_cell))
     assert pool.full_tokens == pool.max_total_tokens == full
     assert pool.swa_tokens == int(full * 0.8)
@@ -156,7 +164,7 @@ def test_swa_ratio_setting():
     cell = 12 * 8 * 128 * 2
     pool = sglang_pool(80 * GiB, 14 * GiB, specs, SglangSettings(mem_fraction_static=0.9, swa_full_tokens_ratio=0.5),
                        131_072)
-    rest = int(80 * GiB - 14 * GiB - 80 * GiB * (1 - 0.9))
+    rest = _rest(80 * GiB, 14 * GiB, 0.9)
     assert pool.full_tokens == int(rest / (cell + 0.5 * cell))
     assert pool.swa_tokens == int(pool.full_tokens * 0.5)
 
@@ -174,3 +182,39 @@ def test_sglang_does_not_fit_counts_the_weights_overflow():
     p = plan("meta-llama/Llama-3.1-405B", engine="sglang", gpu="L4", max_model_len=8192)
     assert not p.fits and p.kv_cache_tokens == 0 and p.kv_pool_bytes < 0
     assert p.shortfall_bytes == 8192 * p.kv_bytes_per_token - p.kv_pool_bytes
+
+
+# ------------------------------------------------------------------------------------- published start-ups
+
+
+def _calibration():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "validation" / "sglang_calibration.py"
+    spec = importlib.util.spec_from_file_location("sglang_calibration", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_published_sglang_start_ups(tmp_path):
+    """validation/sglang_calibration.csv: SGLang's printed K + V sizes equal the printed token count x kvplan's
+    bytes per token (no constant involved); max_total_num_tokens of the dense runs with a known GPU and
+    mem_fraction_static within 2 % (Llama-3.1-8B on an H100 444,500; Qwen2.5-32B-architecture QwQ on 4 L4s
+    46,611; Qwen3-14B on 4 RTX 4090s 298,447; before the free-memory rule: +0.9 %, +19.5 %, +5.7 %)."""
+    import csv
+
+    module = _calibration()
+    assert module.main(["--out", str(tmp_path)]) == 0
+    with module.DEFAULT_CSV.open() as f:
+        results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}
+    cells = [r["cell"] for r in results.values() if r.get("cell")]
+    assert len(cells) >= 8
+    for printed, predicted in cells:
+        assert predicted == pytest.approx(printed, abs=0.011)       # two printed decimals per K and V
+    for run_id in ("sgl_docs_send_request_llama31_8b_20250123", "didierdurand_qwq32b_4xL4_20250308",
+                   "kuiperinfer_qwen3_14b_4x4090_tp4_20260614"):
+        printed, predicted = results[run_id]["tokens"]
+        assert predicted == pytest.approx(printed, rel=0.02), run_id
+    assert "| max_total_num_tokens |" in (tmp_path / "sglang_calibration.md").read_text()

@@ -1,7 +1,8 @@
 """SGLang's KV pool (`model_runner_kv_cache_mixin.py`, ~v0.5): a static fraction of the GPU for weights + KV.
 
-    budget          = total x mem_fraction_static            (weights + KV pool)
-    rest            = free after weights - total x (1 - mem_fraction_static)
+    before          = free memory before the weights load      (SGLang's "total_gpu_memory")
+    after           = before - weights - load extras           ("Load weight end. avail mem")
+    rest            = after - before x (1 - mem_fraction_static) = before x fraction - weights - extras
     max_total_tokens = rest // cell_size, rounded down to whole pages
     cell_size       = KV heads per rank x (head_dim + v_head_dim) x layers x dtype bytes   (MLA: (R + rope) x layers)
 
@@ -13,8 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..units import MiB
+from ..units import GiB, MiB
 from .vllm_kv import VllmLayerSpec
+
+# SGLang sizes the pool from free memory, not from the card's size. Before the weights, the CUDA context, NCCL
+# and the custom all-reduce already hold some: "Load weight begin. avail mem=78.81 GB" on an H100 of
+# 79.19 GiB (0.38), 21.63 on an L4 of 21.95 at TP4 (0.32), 23.08 on an RTX 4090 of 23.64 at TP4 (0.56;
+# validation/sglang_calibration.csv). kvplan takes the H100 figure.
+PRELOAD_BYTES = int(0.38 * GiB)
+# Loading takes more than the parameters and RoPE tables: "mem usage" minus them is 0.10 GiB for
+# Llama-3.1-8B, 0.13 for Qwen2.5-7B, 0.20 for Qwen3-14B at TP4 and 0.28 for a Qwen2.5-32B at TP4.
+LOAD_EXTRA_BYTES = int(0.15 * GiB)
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,9 @@ def sglang_pool(total_bytes: int, weights_bytes: int, specs: list[VllmLayerSpec]
     fraction = s.mem_fraction_static
     if fraction is None:
         fraction, _ = default_mem_fraction(total_bytes, s)
-    rest = int(total_bytes - weights_bytes - total_bytes * (1 - fraction))
+    before = total_bytes - PRELOAD_BYTES
+    after = before - weights_bytes - LOAD_EXTRA_BYTES
+    rest = int(after - before * (1 - fraction))
     full_cell = sum(x.bytes_per_token for x in specs if x.kind in ("full", "mla", "chunked"))
     swa_cell = sum(x.bytes_per_token for x in specs if x.kind == "sliding")
     if swa_cell and full_cell:
