@@ -1,5 +1,6 @@
-"""Validation: kvplan's predictions against measurements: the harness's validation/results/*/report.json and the
-vLLM start-up calibration (validation/vllm_calibration.csv)."""
+"""Validation: kvplan's predictions against measurements: the harness's validation/results/*/report.json, the
+vLLM start-up calibration (validation/vllm_calibration.csv), the published vLLM start-ups of other models
+(validation/vllm_holdout_results.csv) and the SGLang ones (validation/sglang_calibration_results.csv)."""
 
 import streamlit as st
 
@@ -11,6 +12,14 @@ URL = common.URL
 RESULTS = sup.ROOT / "validation" / "results"
 CALIBRATION_CSV = sup.ROOT / "validation" / "vllm_calibration.csv"
 CALIBRATION_MD = sup.ROOT / "validation" / "vllm_calibration.md"
+# (label, results csv, report md): the start-ups the profile was fitted on, and the published ones it was not
+ENGINE_SETS = {
+    "vLLM: calibration set (4 dense models)": (CALIBRATION_CSV, CALIBRATION_MD),
+    "vLLM: other models, published logs (hold-out)": (sup.ROOT / "validation" / "vllm_holdout_results.csv",
+                                                      sup.ROOT / "validation" / "vllm_holdout.md"),
+    "SGLang: published logs": (sup.ROOT / "validation" / "sglang_calibration_results.csv",
+                               sup.ROOT / "validation" / "sglang_calibration.md"),
+}
 
 
 @st.cache_data(show_spinner=False, ttl=300)
@@ -45,20 +54,26 @@ else:
                      column_config={"predicted_bytes": st.column_config.NumberColumn(format="localized"),
                                     "measured_bytes": st.column_config.NumberColumn(format="localized")})
 
-st.markdown("#### vLLM start-ups: kvplan's engine profile against vLLM's own log lines")
-frame, intro, calibration_table = calibration(CALIBRATION_CSV, CALIBRATION_MD)
+st.markdown("#### Serving engines: kvplan's engine profiles against the engines' own log lines")
+chosen = st.selectbox("Start-ups", list(ENGINE_SETS), key="vset", bind=URL,
+                      help="the vLLM calibration set is what the profile was fitted on; the hold-out rows are "
+                           "published start-ups of other models it was not fitted on")
+frame, intro, calibration_table = calibration(*ENGINE_SETS[chosen])
 if frame.empty:
-    st.info("No calibration yet: run `python validation/vllm_calibration.py`.", icon=":material/hourglass_empty:")
+    st.info("No results yet: run `python validation/vllm_calibration.py`, `vllm_holdout.py` or "
+            "`sglang_calibration.py`.", icon=":material/hourglass_empty:")
 else:
     if intro:
         st.caption(intro)
     st.dataframe(calibration_table, hide_index=True, width="stretch")
     metrics = list(dict.fromkeys(frame["metric"]))
-    metric = st.selectbox("Metric", metrics, index=metrics.index("kv_pool") if "kv_pool" in metrics else 0,
-                          key="vmetric", bind=URL, help="GiB for memory, tokens for the KV cache size")
+    default = next((m for m in ("kv_pool", "pool", "tokens") if m in metrics), metrics[0])
+    metric = st.selectbox("Metric", metrics, index=metrics.index(default),
+                          key=f"vmetric{list(ENGINE_SETS).index(chosen) or ''}", bind=URL,
+                          help="GiB for memory, tokens for the KV cache size")
     part, unit = sup.calibration_metric(frame, metric)
     st.plotly_chart(charts.validation_figure(part, "measured", "predicted", "metric", unit=unit,
-                                             title=f"{metric}: predicted vs measured ({len(part)} vLLM start-ups)"),
+                                             title=f"{metric}: predicted vs measured ({len(part)} start-ups)"),
                     key="calibration")
     with st.expander("Every start-up"):
         st.dataframe(part, hide_index=True, width="stretch")

@@ -297,7 +297,7 @@ def test_validation_without_results(monkeypatch, tmp_path):
     at = app("app_pages/validation.py")
     clean(at)
     assert [i.value for i in at.info if "No harness results yet" in i.value]
-    assert [i.value for i in at.info if "No calibration yet" in i.value]
+    assert [i.value for i in at.info if "No results yet" in i.value]
 
 
 HARNESS_REPORT = {  # the shape validation/report.py writes
@@ -340,6 +340,23 @@ def test_validation_calibration_summary():
     assert shown.equals(sup.calibration_summary(frame))
     at.selectbox(key="vmetric").set_value("tokens").run()
     clean(at)
+
+
+@pytest.mark.parametrize("index, name, metric", [(1, "vllm_holdout_results.csv", "pool"),
+                                                  (2, "sglang_calibration_results.csv", "tokens")])
+def test_validation_other_start_up_sets(index, name, metric):
+    """The published start-ups kvplan was not fitted on (vLLM) and SGLang's: the same summary and chart."""
+    at = app("app_pages/validation.py")
+    clean(at)
+    label = list(at.selectbox(key="vset").options)[index]
+    at.selectbox(key="vset").set_value(label).run()
+    clean(at)
+    frame = sup.read_calibration(ROOT / "validation" / name)
+    shown = next(d.value for d in at.dataframe if "metric" in d.value.columns and "rows" in d.value.columns)
+    assert shown.equals(sup.calibration_summary(frame)) and len(frame) > 10
+    assert at.selectbox(key=f"vmetric{index}").value == metric
+    assert any(f"({len(frame[frame['metric'] == metric])} start-ups)" in str(c.proto.spec)
+               for c in at.get("plotly_chart"))
 
 
 def test_learn_llama2_70b_table(monkeypatch, tmp_path):

@@ -34,7 +34,7 @@ CHECKS = (
     ("compare?ctx=8192", ("What each strategy means", "Compare strategies", "MHA baseline", "4.00 GiB", "offload to host memory")),
     ("capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", ("Fits on 4 x H100-SXM", "Fewest GPUs that fit",
                                                                 "vllm serve meta-llama/Llama-3.1-70B")),
-    ("validation", ("Every start-up", "vLLM start-ups", "kv_pool: predicted vs measured")),
+    ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )
 

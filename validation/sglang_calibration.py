@@ -33,6 +33,7 @@ from kvplan.library import load_model  # noqa: E402
 from kvplan.planner import plan  # noqa: E402
 
 from validation.vllm_calibration import _num  # noqa: E402
+from validation.vllm_holdout import write_results  # noqa: E402
 
 GiB = 2**30
 DEFAULT_CSV = HERE / "sglang_calibration.csv"
@@ -164,6 +165,7 @@ def main(argv=None) -> int:
         *summary, "", "Rows kvplan does not explain:", "", *misses, "", "Configs used:", "", *configs, "", *rows, ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sglang_calibration.md").write_text(text)
+    write_results(args.out / "sglang_calibration_results.csv", results, [key for key, _ in checks])
     print(text)
     return 0
 

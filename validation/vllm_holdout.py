@@ -150,6 +150,21 @@ def _cell(value) -> str:
     return f"{fmt(measured)} / {fmt(predicted)} / {err:+.2f}" if err is not None else f"{fmt(predicted)}"
 
 
+def write_results(path: Path, results: list[dict], keys: list[str]) -> None:
+    """One row per (run, check) in vllm_calibration.csv's columns, for the app's Validation page."""
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["run_id", "metric", "measured", "predicted", "error_pct"])
+        w.writeheader()
+        for r in results:
+            for key in keys:
+                value = r.get(key)
+                if value and value[0] is not None:
+                    measured, predicted = value[0], value[1]
+                    error = (predicted - measured) / abs(measured) * 100 if measured else None
+                    w.writerow({"run_id": r["run_id"], "metric": key, "measured": measured,
+                                "predicted": round(predicted, 4), "error_pct": error})
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
@@ -186,6 +201,7 @@ def main(argv=None) -> int:
         *lines, ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "vllm_holdout.md").write_text(text)
+    write_results(args.out / "vllm_holdout_results.csv", results, [key for key, _ in CHECKS])
     print(text)
     return 0
 
