@@ -366,9 +366,10 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[st
                      + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
     if model.has_state:
         notes.append("Mamba/linear state: one state per request; vLLM's token figure is not a token capacity")
-    if s.version_tuple[:2] >= (0, 21):
-        notes.append("vLLM >= 0.21 also reserves CUDA-graph memory before sizing KV (not modelled: expect fewer "
-                     "tokens)")
+    if s.version_tuple[:2] >= (0, 19):
+        notes.append("with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (off by default) vLLM also reserves its "
+                     "CUDA-graph pool before sizing the KV cache: 0.5-1.0 GiB for 7-8B models on an H100 in the "
+                     "calibration logs, not modelled")
     return notes
 
 

@@ -60,8 +60,9 @@ MODELS = {
 # Why the rows whose whole-budget check misses by more than 3 % miss, as far as their logs tell.
 MISSES = {
     "qwen3-32b-rtxpro6000": "vLLM 0.27 by the blog's stated setup (image `latest`, log lines quoted without "
-                            "timestamps): from 0.21 vLLM reserves CUDA-graph memory before sizing the KV cache, "
-                            "which kvplan does not model; the TP2 and PP2 runs miss in opposite directions",
+                            "timestamps, settings beyond the quoted ones unknown); kvplan models vLLM up to 0.19 "
+                            "and nothing newer (CUDA-graph reservation, changed defaults); the TP2 and PP2 runs "
+                            "miss in opposite directions",
     "lmcache": "an LMCache KV connector is on and neither the version nor max_model_len is shown; even the tokens "
                "computed from the printed pool are 1.1 % off",
     "deepseek-v2-lite-l4": "TP2 over PCIe L4s: NCCL memory without NVLink SHARP is kvplan's 0.25 GiB assumption; "
