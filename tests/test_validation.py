@@ -438,3 +438,28 @@ def test_time_budget_stops_a_running_case_at_its_next_forward(tmp_path, monkeypa
     monkeypatch.undo()
     again = run_suite("smoke", [case], tmp_path, device=CPU, progress=False, plot=False)["cases"][0]
     assert again["status"] == "ok" and again["kv_error_bytes"] == 0
+
+
+def test_gpu_suite_models_build_and_weigh_as_predicted_on_meta():
+    """Every gpu-suite model builds from its config with the harness's own path (on the meta device: shapes
+    only, no memory), picks the attention kernel kvplan's peak assumes, and weighs what the peak prediction
+    counts to within the RoPE inv_freq buffers (2 x head_dim / 2 float32 per rotary module, <= 1 KiB)."""
+    from validation.measure import module_bytes
+    from validation.models import build_model
+    from validation.runner import predict
+    from validation.suites import gpu_cases
+
+    from kvplan.engines.hf import EAGER_ONLY
+
+    seen = set()
+    for case in gpu_cases():
+        if case.recipe.key in seen:
+            continue
+        seen.add(case.recipe.key)
+        text = case.recipe.text_dict()
+        model = build_model(text, torch.bfloat16, torch.device("meta"))
+        _, _, peak = predict(case, text, device_type="cuda")
+        assert 0 <= module_bytes(model) - peak.weights_bytes <= 1024 + 2, case.recipe.key
+        expected = "eager" if text["model_type"] in EAGER_ONLY else "sdpa"
+        assert model.config._attn_implementation == expected, case.recipe.key
+    assert len(seen) == 8
