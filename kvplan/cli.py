@@ -53,10 +53,11 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16",
                                                          "fp32"), help="model dtype; default the config's")
     p.add_argument("--quantization", help="online weight quantization (fp8)")
-    p.add_argument("--engine-version", default="0.19.0", help="vLLM version whose accounting to use")
+    p.add_argument("--engine-version", help="engine version whose accounting to use (default: vLLM 0.19.0, "
+                   "SGLang 0.5.0; SGLang before 0.5 picks mem_fraction_static by TP size)")
     p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
-    p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA)")
+    p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA on Hopper and newer)")
     p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 

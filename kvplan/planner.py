@@ -17,6 +17,7 @@ from .layers import MLASpec
 from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
 from .engines.sglang import LOAD_EXTRA_BYTES as SGLANG_LOAD_EXTRA_BYTES
 from .engines.sglang import PRELOAD_BYTES as SGLANG_PRELOAD_BYTES
+from .engines.sglang import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.sglang import SglangSettings, sglang_pool
 from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
                            pp_layer_split)
@@ -118,7 +119,8 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return _plan_sglang(model, device, settings, act, kv, quantization,
-                            None if gpu_memory_utilization is None else util)
+                            None if gpu_memory_utilization is None else util,
+                            parse_version(engine_version) if engine_version else SGLANG_DEFAULT_VERSION)
     return _plan_vllm(model, device, settings, act, kv, quantization, engine)
 
 
@@ -387,12 +389,12 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization) -> str:
 
 
 def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization,
-                 mem_fraction: float | None = None) -> Plan:
+                 mem_fraction: float | None = None, version: tuple[int, int, int] = SGLANG_DEFAULT_VERSION) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
     layers = range(model.num_layers)
     weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
-    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction)
+    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction, version=version)
     pool = sglang_pool(device.memory_bytes, weights, specs, settings, s.max_model_len)
     per_token = bytes_per_token(specs)
     fits = pool.max_total_tokens >= s.max_model_len
@@ -408,7 +410,7 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
                f"max_total_num_tokens = {pool.rest_bytes:,} // {pool.cell_bytes:,} B per token = "
                f"{pool.max_total_tokens:,}"]
     return Plan(
-        model=model.name, engine="sglang", engine_version="0.5", gpu=device.name,
+        model=model.name, engine="sglang", engine_version=".".join(map(str, version)), gpu=device.name,
         gpu_memory_bytes=device.memory_bytes, num_gpus=s.tensor_parallel_size * s.pipeline_parallel_size,
         tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
         max_model_len=s.max_model_len, gpu_memory_utilization=round(pool.mem_fraction_static, 4), dtype=act.name,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.engines.sglang import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, SglangSettings, cell_size, default_mem_fraction,
-                                   sglang_pool)
+from kvplan.engines.sglang import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, SglangSettings, batch_defaults, cell_size,
+                                   default_mem_fraction, sglang_pool)
 from kvplan.engines.vllm_kv import rank_layer_specs
 from kvplan.errors import KVPlanError
 from kvplan.gpus import resolve_gpu
@@ -65,24 +65,47 @@ def test_plan_reports_the_cell_size_per_rank():
 # ------------------------------------------------------------------------------------- mem_fraction_static
 
 
-@pytest.mark.parametrize("gpu, tp, reserved_mib", [
-    # 512 + max(chunked_prefill, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024 (MB)
-    ("H100-80GB", 1, 512 + 8192 * 1.5 + 160 * 2 + 1 / 8 * 1024),    # 13,248 MiB
-    ("H100-80GB", 8, 512 + 8192 * 1.5 + 160 * 2 + 8 / 8 * 1024),    # 14,144 MiB
-    ("L4", 1, 512 + 2048 * 1.5 + 48 * 2 + 1 / 8 * 1024),            # 3,808 MiB (small GPU defaults)
+@pytest.mark.parametrize("gpu, tp, chunk, graph_bs", [
+    # ServerArgs._handle_gpu_memory_settings tiers: (chunked_prefill_size, cuda_graph_max_bs below TP4 / from TP4)
+    ("T4", 1, 2048, 8), ("L4", 1, 2048, 24), ("L4", 4, 2048, 80), ("RTX 4090", 2, 2048, 24),
+    ("L40S", 1, 4096, 32), ("L40S", 4, 4096, 160), ("H100-80GB", 1, 8192, 256), ("H100-80GB", 8, 8192, 512),
+    ("A100-80GB", 4, 8192, 512), ("H200", 1, 8192, 256), ("B200", 2, 16384, 512), ("MI300X", 8, 16384, 512),
 ])
-def test_default_mem_fraction_static(gpu, tp, reserved_mib):
+def test_default_mem_fraction_static(gpu, tp, chunk, graph_bs):
+    """reserved = 512 + max(chunk, 2048) x 1.5 + graph_bs x 2 + tp / 8 x 1024 MB, at least 10 GB on cards over
+    60 GB; fraction = round((memory - reserved) / memory, 3). H100 TP1: 512 + 12,288 + 512 + 128 = 13,440 MB of
+    81,090 -> 0.834."""
     total = resolve_gpu(gpu).memory_bytes
+    memory_mb = total / MiB
+    assert batch_defaults(memory_mb, tp) == (chunk, graph_bs)
+    reserved_mb = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    if memory_mb > 60 * 1024:
+        reserved_mb = max(reserved_mb, 10 * 1024)
     fraction, reserved = default_mem_fraction(total, SglangSettings(tensor_parallel_size=tp))
-    assert reserved == int(reserved_mib * MiB)
-    assert fraction == pytest.approx((total - reserved_mib * MiB) / total)
+    assert reserved == int(reserved_mb * MiB)
+    assert fraction == round((memory_mb - reserved_mb) / memory_mb, 3)
+    if gpu == "H100-80GB" and tp == 1:
+        assert reserved_mb == 13_440 and fraction == 0.834
+
+
+@pytest.mark.parametrize("tp, fraction", [(1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81), (16, 0.79)])
+def test_sglang_before_0_5_picks_the_fraction_by_tp(tp, fraction):
+    """The 0.4.x logs in validation/sglang_calibration.csv print 0.88 at TP1 (Llama-3.1-8B, Qwen2.5-7B, Qwen3-0.6B)
+    and 0.85 at TP4 (QwQ-32B on L4s), whatever the card."""
+    for gpu in ("L4", "H100-80GB"):
+        got, _ = default_mem_fraction(resolve_gpu(gpu).memory_bytes,
+                                      SglangSettings(tensor_parallel_size=tp, version=(0, 4, 6)))
+        assert got == fraction
+    p = plan("Qwen/Qwen2.5-32B", engine="sglang", gpu="L4", tp=4, max_model_len=8192, engine_version="0.4.3")
+    assert p.gpu_memory_utilization == 0.85 and p.engine_version == "0.4.3"
+    assert plan("Qwen/Qwen2.5-32B", engine="sglang", gpu="L4", tp=4, max_model_len=8192).engine_version == "0.5.0"
 
 
 def test_plan_uses_the_default_fraction_and_the_budget():
     p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192)
     total = p.gpu_memory_bytes
-    fraction = (total - 13_248 * MiB) / total
-    assert p.gpu_memory_utilization == round(fraction, 4)
+    fraction = round((total / MiB - 13_440) / (total / MiB), 3)             # 0.834
+    assert p.gpu_memory_utilization == fraction
     rest = _rest(total, p.weights_bytes, fraction)
     assert p.kv_pool_bytes == rest
     assert p.kv_cache_tokens == rest // 131_072

@@ -6,8 +6,13 @@
     max_total_tokens = rest // cell_size, rounded down to whole pages
     cell_size       = KV heads per rank x (head_dim + v_head_dim) x layers x dtype bytes   (MLA: (R + rope) x layers)
 
-mem_fraction_static default: (GPU memory - reserved) / GPU memory, reserved = 512 MB + max(chunked_prefill_size,
-2048) x 1.5 MB + cuda_graph_max_bs x 2 MB + tp x pp / 8 x 1024 MB (server_args.py, as quoted by secondary sources).
+mem_fraction_static when not given (`ServerArgs._handle_gpu_memory_settings`, read in sglang's server_args.py):
+chunked_prefill_size and cuda_graph_max_bs by the card's memory (SGLang reads nvidia-smi's total, 0.3-0.6 GiB
+above the runtime total kvplan's catalogue holds: the fraction can differ in its third decimal), then
+reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024 MB, at least
+10 GB on cards over 60 GB, and fraction = round((memory - reserved) / memory, 3). SGLang before 0.5 used a table
+by TP size instead: 0.88 (TP1), 0.87 (TP2), 0.85 (TP4), 0.81 (TP8), 0.79 (TP16): the published 0.4.x logs in
+validation/sglang_calibration.csv print 0.88 at TP1 and 0.85 at TP4.
 """
 
 from __future__ import annotations
@@ -27,26 +32,51 @@ PRELOAD_BYTES = int(0.38 * GiB)
 LOAD_EXTRA_BYTES = int(0.15 * GiB)
 
 
+DEFAULT_VERSION = (0, 5, 0)
+OLD_TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))  # before 0.5: by TP size
+
+
 @dataclass(frozen=True)
 class SglangSettings:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     mem_fraction_static: float | None = None
     page_size: int = 1
-    chunked_prefill_size: int | None = None   # default 8192 on >= 70 GiB GPUs, else 2048 (server_args)
-    cuda_graph_max_bs: int | None = None      # default 160 on big GPUs (varies by version)
+    chunked_prefill_size: int | None = None   # default by GPU memory (batch_defaults)
+    cuda_graph_max_bs: int | None = None      # default by GPU memory and TP (batch_defaults)
     context_length: int | None = None
     swa_full_tokens_ratio: float = 0.8
+    version: tuple[int, int, int] = DEFAULT_VERSION
+
+
+# (upper bound MB, chunked_prefill_size, cuda_graph_max_bs below TP4, from TP4): T4 / 4080; A10 / 4090 / 5090;
+# A100-40GB / L40; H100 / A100-80GB; H200 / H20; B200 / MI300 above.
+_TIERS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+          (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (None, 16384, 512, 512))
+
+
+def batch_defaults(memory_mb: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for a card of `memory_mb`."""
+    for limit, chunk, small_tp, big_tp in _TIERS:
+        if limit is None or memory_mb < limit:
+            return chunk, small_tp if tp < 4 else big_tp
+    raise AssertionError("unreachable")
 
 
 def default_mem_fraction(total_bytes: int, s: SglangSettings) -> tuple[float, int]:
     """(mem_fraction_static, reserved bytes) as SGLang derives them when not given."""
-    big = total_bytes >= 70 * 2**30
-    chunk = s.chunked_prefill_size or (8192 if big else 2048)
-    graph_bs = s.cuda_graph_max_bs or (160 if big else 48)
-    reserved = int((512 + max(chunk, 2048) * 1.5 + graph_bs * 2
-                    + s.tensor_parallel_size * s.pipeline_parallel_size / 8 * 1024) * MiB)
-    return (total_bytes - reserved) / total_bytes, reserved
+    if s.version[:2] < (0, 5):
+        tp = s.tensor_parallel_size
+        fraction = next(f for size, f in OLD_TP_FRACTIONS if tp >= size)
+        return fraction, int(total_bytes * (1 - fraction))
+    memory_mb = total_bytes / MiB
+    chunk, graph_bs = batch_defaults(memory_mb, s.tensor_parallel_size)
+    chunk = s.chunked_prefill_size or chunk
+    graph_bs = s.cuda_graph_max_bs or graph_bs
+    reserved_mb = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + s.tensor_parallel_size * s.pipeline_parallel_size / 8 * 1024
+    if memory_mb > 60 * 1024:
+        reserved_mb = max(reserved_mb, 10 * 1024)
+    return round((memory_mb - reserved_mb) / memory_mb, 3), int(reserved_mb * MiB)
 
 
 def cell_size(specs: list[VllmLayerSpec]) -> int:
