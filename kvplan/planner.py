@@ -98,7 +98,9 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
         raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
     tp, pp = _parallel(model, num_gpus, tp, pp)
-    util = _utilization(gpu_memory_utilization)
+    from .engines.vllm import default_utilization, parse_version
+    util = _utilization(gpu_memory_utilization,
+                        default_utilization(parse_version(engine_version)) if engine == "vllm" else 0.9)
     if engine == "hf":
         return _plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype)
     act = _model_dtype(model, dtype, device)
@@ -107,7 +109,6 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
         raise WorkloadError(f"KV cache dtype {kv.name} is not one {engine} stores: use auto, fp8, fp8_e5m2, bf16, "
                             "fp16 or fp32")
     max_len = _max_len(model, max_model_len)
-    from .engines.vllm import parse_version
     default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context,
                                                   parse_version(engine_version), max_len)
     settings = VllmSettings(tp, pp, util, max_len, _pos("max_num_batched_tokens", max_num_batched_tokens)
@@ -194,9 +195,9 @@ def _parallel(model: ModelSpec, num_gpus, tp, pp) -> tuple[int, int]:
     return tp, pp
 
 
-def _utilization(value) -> float:
+def _utilization(value, default: float = 0.9) -> float:
     if value is None:
-        return 0.9
+        return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise WorkloadError(f"gpu_memory_utilization must be in (0, 1], got {value!r}")
     return float(value)

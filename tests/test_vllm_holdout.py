@@ -148,3 +148,14 @@ def test_holdout_set_kv_accounting_is_exact_within_print_rounding(tmp_path):
     assert any("gpt-oss-120b" in s for s in skipped)
     text = (tmp_path / "vllm_holdout.md").read_text()
     assert "| KV tokens from the printed pool |" in text and f"({len(results)} rows;" in text
+
+
+def test_default_gpu_memory_utilization_follows_the_version():
+    """0.9 through v0.19 (the calibration logs), 0.92 from v0.25 (vllm/config/cache.py); an explicit value wins."""
+    assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192).gpu_memory_utilization == 0.9
+    newer = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192, engine_version="0.25.0")
+    assert newer.gpu_memory_utilization == 0.92 and "--gpu-memory-utilization 0.92" in newer.vllm_command
+    assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192, engine_version="0.25.0",
+                gpu_memory_utilization=0.8).gpu_memory_utilization == 0.8
+    assert plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192,
+                engine_version="not a version").gpu_memory_utilization == 0.9

@@ -42,6 +42,10 @@ ENGINE_CONSTANTS = {
     # start of the 0.14-0.16 behaviour (validation/vllm_holdout.csv / .md).
     "sampler_extra_bytes": 24,
     "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 11), (0, 17))),
+    # The default --gpu-memory-utilization: 0.9 through v0.19 (the calibration logs' "Desired GPU memory
+    # utilization is (0.9, ...)"); vllm/config/cache.py reads Field(default=0.92) at v0.25 and v0.30. Versions
+    # 0.20-0.24 were not read: kvplan keeps 0.9 for them.
+    "default_gpu_memory_utilization": {(0, 25): 0.92, (0, 0): 0.9},
     # V0 engine: a max_model_len over 32K turned chunked prefill on, with 512-token chunks by default
     # (Llama-3.2-1B at 105,088 tokens on vLLM 0.6.4: the profile kept the sampler's 1.16 GiB, not a
     # 105k-token forward).
@@ -64,6 +68,11 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
 
 
 _VERSION = re.compile(r"[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def default_utilization(version: tuple[int, int, int]) -> float:
+    """vLLM's default gpu_memory_utilization for a version."""
+    return _by_version(ENGINE_CONSTANTS["default_gpu_memory_utilization"], version)
 
 
 def _by_version(table: dict, version: tuple[int, int, int]) -> float:
