@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages import common
 from kvplan import app_support as sup
+from kvplan import app_validation as val
 from kvplan import charts
 from kvplan.units import fmt_bytes, fmt_int
 
@@ -73,13 +74,13 @@ st.plotly_chart(charts.naive_vs_real_figure(table, f"naive MHA ({llama.dims.num_
                                             "LLaMA-2-70B, fp16, one sequence"), key="naive_real")
 
 st.markdown("#### Space for time, measured")
-runs = sup.read_space_for_time(RESULTS)
+runs = val.read_space_for_time(RESULTS)
 if not runs:
     st.info("The space-for-time benchmark has not run yet: its results appear here once the validation "
             "harness writes `validation/results/<run>/space_for_time.json`.", icon=":material/hourglass_empty:")
 for run, data in runs:
-    st.caption(f"run `{run}`: " + "; ".join(sup.space_for_time_facts(data)))
-    frame = sup.space_for_time_frame(data)
+    st.caption(f"run `{run}`: " + "; ".join(val.space_for_time_facts(data)))
+    frame = val.space_for_time_frame(data)
     figure = None if frame is None else charts.space_for_time_figure(frame)
     if figure is not None:
         st.plotly_chart(figure, key=f"space_for_time_{run}")

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages import common
 from kvplan import app_support as sup
+from kvplan import app_validation as val
 from kvplan import charts
 
 URL = common.URL
@@ -24,14 +25,14 @@ ENGINE_SETS = {
 
 @st.cache_data(show_spinner=False, ttl=300)
 def reports(results_dir):
-    data = sup.read_reports(results_dir)
-    return data, sup.report_summary(data.rows)
+    data = val.read_reports(results_dir)
+    return data, val.report_summary(data.rows)
 
 
 @st.cache_data(show_spinner=False, ttl=300)
 def calibration(csv_path, md_path):
-    frame = sup.read_calibration(csv_path)
-    return frame, sup.calibration_intro(md_path), sup.calibration_summary(frame)
+    frame = val.read_calibration(csv_path)
+    return frame, val.calibration_intro(md_path), val.calibration_summary(frame)
 
 
 common.header("Validation", "Predicted against measured: the numbers kvplan shows are checked, and here is how well")
@@ -71,7 +72,7 @@ else:
     metric = st.selectbox("Metric", metrics, index=metrics.index(default),
                           key=f"vmetric{list(ENGINE_SETS).index(chosen) or ''}", bind=URL,
                           help="GiB for memory, tokens for the KV cache size")
-    part, unit = sup.calibration_metric(frame, metric)
+    part, unit = val.calibration_metric(frame, metric)
     st.plotly_chart(charts.validation_figure(part, "measured", "predicted", "metric", unit=unit,
                                              title=f"{metric}: predicted vs measured ({len(part)} start-ups)"),
                     key="calibration")

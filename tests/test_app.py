@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import kvplan
 from kvplan import app_support as sup
+from kvplan import app_validation as val
 from kvplan import strategies
 from kvplan.planner import fewest_gpus, plan
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
@@ -335,9 +336,9 @@ def test_validation_with_results(monkeypatch, tmp_path):
 def test_validation_calibration_summary():
     at = app("app_pages/validation.py")
     clean(at)
-    frame = sup.read_calibration(ROOT / "validation" / "vllm_calibration.csv")
+    frame = val.read_calibration(ROOT / "validation" / "vllm_calibration.csv")
     shown = next(d.value for d in at.dataframe if "metric" in d.value.columns and "rows" in d.value.columns)
-    assert shown.equals(sup.calibration_summary(frame))
+    assert shown.equals(val.calibration_summary(frame))
     at.selectbox(key="vmetric").set_value("tokens").run()
     clean(at)
 
@@ -351,9 +352,9 @@ def test_validation_other_start_up_sets(index, name, metric):
     label = list(at.selectbox(key="vset").options)[index]
     at.selectbox(key="vset").set_value(label).run()
     clean(at)
-    frame = sup.read_calibration(ROOT / "validation" / name)
+    frame = val.read_calibration(ROOT / "validation" / name)
     shown = next(d.value for d in at.dataframe if "metric" in d.value.columns and "rows" in d.value.columns)
-    assert shown.equals(sup.calibration_summary(frame)) and len(frame) > 10
+    assert shown.equals(val.calibration_summary(frame)) and len(frame) > 10
     assert at.selectbox(key=f"vmetric{index}").value == metric
     assert any(f"({len(frame[frame['metric'] == metric])} start-ups)" in str(c.proto.spec)
                for c in at.get("plotly_chart"))

@@ -9,6 +9,7 @@ import pytest
 
 import kvplan
 from kvplan import app_support as sup
+from kvplan import app_validation as val
 from kvplan import charts
 from kvplan.planner import max_concurrency_at, plan
 from kvplan.units import GiB, fmt_bytes, fmt_gb, fmt_int
@@ -246,7 +247,7 @@ def test_upload_parses_json_only():
 
 
 def test_reports_missing_folder_is_empty(tmp_path):
-    reports = sup.read_reports(tmp_path / "nope")
+    reports = val.read_reports(tmp_path / "nope")
     assert reports.rows.empty and not reports.problems
 
 
@@ -262,19 +263,19 @@ def test_reports_read_aliases_and_bad_files(tmp_path):
     (tmp_path / "run-c").mkdir()
     (tmp_path / "run-c" / "report.json").write_text(json.dumps([{"model": "n", "cache": "dynamic",
                                                                   "predicted_bytes": 5, "measured_bytes": 4}]))
-    reports = sup.read_reports(tmp_path)
+    reports = val.read_reports(tmp_path)
     assert len(reports.rows) == 3 and reports.problems == ("run-b/report.json could not be read (JSONDecodeError)",)
     assert list(reports.rows["error_pct"]) == [0.0, 10.0, 25.0]
     assert reports.runs.iloc[0]["versions"] == "torch 2.13.0, transformers 5.24.0"
-    summary = sup.report_summary(reports.rows)
+    summary = val.report_summary(reports.rows)
     assert summary.set_index(["model", "cache"]).loc[("m", "dynamic"), "exact"] == 1
     fig = charts.validation_figure(reports.rows, "measured_bytes", "predicted_bytes", "cache")
     assert {t.name for t in fig.data} == {"dynamic", "static", "predicted = measured"}
 
 
 def test_calibration_summary_matches_the_committed_markdown():
-    frame = sup.read_calibration(sup.ROOT / "validation" / "vllm_calibration.csv")
-    summary = sup.calibration_summary(frame).set_index("metric")
+    frame = val.read_calibration(sup.ROOT / "validation" / "vllm_calibration.csv")
+    summary = val.calibration_summary(frame).set_index("metric")
     md = (sup.ROOT / "validation" / "vllm_calibration.md").read_text()
     for metric, row in summary.iterrows():
         line = next(l for l in md.splitlines() if l.startswith(f"| {metric} | "))
@@ -282,9 +283,9 @@ def test_calibration_summary_matches_the_committed_markdown():
         assert int(cells[1]) == row["rows"]
         assert [float(c) for c in cells[2:5]] == pytest.approx(
             [row["median |error| %"], row["mean |error| %"], row["max |error| %"]], abs=0.011)
-    part, unit = sup.calibration_metric(frame, "tokens")
+    part, unit = val.calibration_metric(frame, "tokens")
     assert unit == "tokens" and set(part["metric"]) == {"tokens"}
-    assert sup.calibration_intro(sup.ROOT / "validation" / "vllm_calibration.md").startswith("Source:")
+    assert val.calibration_intro(sup.ROOT / "validation" / "vllm_calibration.md").startswith("Source:")
 
 
 def test_reports_read_the_harness_format(tmp_path):
@@ -297,7 +298,7 @@ def test_reports_read_the_harness_format(tmp_path):
                    "predicted_kv_bytes": 1000, "measured_kv_bytes": 990, "status": "mismatch"},
                   {"source": "google/gemma-2-9b", "cache": "static", "status": "oom", "predicted_kv_bytes": 5,
                    "measured_kv_bytes": None}]}))
-    reports = sup.read_reports(tmp_path)
+    reports = val.read_reports(tmp_path)
     [row] = reports.rows.to_dict("records")
     assert (row["model"], row["variant"], row["kv_dtype"], row["status"], row["device"]) == (
         "google/gemma-2-9b", "shrunk", "bfloat16", "mismatch", "NVIDIA H200")
@@ -307,7 +308,7 @@ def test_reports_read_the_harness_format(tmp_path):
 
 
 def test_space_for_time(tmp_path):
-    assert sup.read_space_for_time(tmp_path) == []
+    assert val.read_space_for_time(tmp_path) == []
     (tmp_path / "r").mkdir()
     data = {"environment": {"device": "cpu", "torch": "2.13.0", "transformers": "5.24.0"},
             "model": {"model_type": "gpt2", "n_layer": 6, "params": 1_234_567},
@@ -315,15 +316,15 @@ def test_space_for_time(tmp_path):
                        {"context": 64, "cached_s": 0.0011, "recompute_s": 0.0041}],
             "fits": {"cached_per_token_exponent": 0.14, "recompute_total_exponent": 2.03}}
     (tmp_path / "r" / "space_for_time.json").write_text(json.dumps(data))
-    [(run, read)] = sup.read_space_for_time(tmp_path)
-    frame = sup.space_for_time_frame(read)
+    [(run, read)] = val.read_space_for_time(tmp_path)
+    frame = val.space_for_time_frame(read)
     assert run == "r" and list(frame.columns) == ["context", "cached_s", "recompute_s"]
-    facts = sup.space_for_time_facts(read)
+    facts = val.space_for_time_facts(read)
     assert facts[:2] == ["time per token with the cache grows as L^0.14",
                          "total time for L tokens recomputing grows as L^2.03"]
     assert "params 1,234,567" in facts[2] and "torch 2.13.0" in facts[2]
     fig = charts.space_for_time_figure(frame)
     assert [t.name for t in fig.data] == ["recompute the prefix", "with the KV cache"]
     assert list(fig.data[1].y) == pytest.approx([1.0, 1.1])
-    assert sup.space_for_time_frame({"other": 1}) is None
+    assert val.space_for_time_frame({"other": 1}) is None
     assert charts.space_for_time_figure(pd.DataFrame({"x": [1]})) is None
