@@ -19,8 +19,8 @@ from .engines.sglang import LOAD_EXTRA_BYTES as SGLANG_LOAD_EXTRA_BYTES
 from .engines.sglang import PRELOAD_BYTES as SGLANG_PRELOAD_BYTES
 from .engines.sglang import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.sglang import SglangSettings, sglang_pool
-from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults, non_torch_bytes,
-                           pp_layer_split)
+from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults,
+                           default_utilization, non_torch_bytes, parse_version, pp_layer_split)
 from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
@@ -98,9 +98,8 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
         raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
     device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
     tp, pp = _parallel(model, num_gpus, tp, pp)
-    from .engines.vllm import default_utilization, parse_version
-    util = _utilization(gpu_memory_utilization,
-                        default_utilization(parse_version(engine_version)) if engine == "vllm" else 0.9)
+    version = None if engine == "hf" else parse_version(engine_version)   # transformers has no version knob
+    util = _utilization(gpu_memory_utilization, default_utilization(version) if engine == "vllm" else 0.9)
     if engine == "hf":
         return _plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype)
     act = _model_dtype(model, dtype, device)
@@ -110,7 +109,7 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
                             "fp16 or fp32")
     max_len = _max_len(model, max_model_len)
     default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context,
-                                                  parse_version(engine_version), max_len)
+                                                  version, max_len)
     settings = VllmSettings(tp, pp, util, max_len, _pos("max_num_batched_tokens", max_num_batched_tokens)
                             or default_tokens, _pos("max_num_seqs", max_num_seqs) or default_seqs,
                             _pos("block_size", block_size), kv.name, act.name, engine_version or "0.19.0",
@@ -121,7 +120,7 @@ def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return _plan_sglang(model, device, settings, act, kv, quantization,
                             None if gpu_memory_utilization is None else util,
-                            parse_version(engine_version) if engine_version else SGLANG_DEFAULT_VERSION)
+                            version if engine_version else SGLANG_DEFAULT_VERSION)
     return _plan_vllm(model, device, settings, act, kv, quantization, engine)
 
 

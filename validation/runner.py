@@ -130,6 +130,11 @@ def predict(case: Case, text: dict, *, attn_implementation: str | None = None,
     return spec, est, peak
 
 
+def device_need(peak, device_type: str) -> int:
+    """What a case needs of the device: the predicted allocator peak, plus the CUDA context on a GPU."""
+    return peak.peak_allocated_bytes + (CUDA_CONTEXT_BYTES if device_type == "cuda" else 0)
+
+
 def default_attn_implementation(text: dict) -> str:
     """What transformers picks without flash-attn installed: sdpa when the class supports it, else eager."""
     from transformers import AutoModelForCausalLM
@@ -253,7 +258,7 @@ def _run(case: Case, ctx: RunContext, rec: dict) -> None:
         rec.update(status="unsupported", reason=f"kvplan refuses the workload: {exc}")
         return
     limit = ctx.device_memory()
-    predicted_total = peak.peak_allocated_bytes + (CUDA_CONTEXT_BYTES if ctx.device.type == "cuda" else 0)
+    predicted_total = device_need(peak, ctx.device.type)
     rec.update(
         predicted_kv_bytes=est.kv_cache_bytes, predicted_prefill_kv_bytes=est.prefill_peak_bytes,
         predicted_logical_bytes=est.logical_bytes, predicted_bookkeeping_bytes=est.bookkeeping_bytes,
@@ -457,7 +462,7 @@ def plan_cases(cases: list[Case], device_type: str, memory_bytes: int | None) ->
         except KVPlanError as exc:
             row["reason"] = f"kvplan refuses the workload: {exc}"
             continue
-        need = peak.peak_allocated_bytes + (CUDA_CONTEXT_BYTES if device_type == "cuda" else 0)
+        need = device_need(peak, device_type)
         row.update(predicted_peak_bytes=need, fits=memory_bytes is None or need <= memory_bytes)
         if not row["fits"]:
             row["reason"] = "skipped: predicted peak exceeds the device"

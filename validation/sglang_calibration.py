@@ -26,13 +26,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from kvplan.engines.sglang import LOAD_EXTRA_BYTES, PRELOAD_BYTES  # noqa: E402
+from kvplan.engines.sglang import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
 from kvplan.engines.vllm_kv import rank_layer_specs  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
 from kvplan.library import load_model  # noqa: E402
 from kvplan.planner import plan  # noqa: E402
 
-from validation.vllm_calibration import _num  # noqa: E402
+from validation.vllm_calibration import _err, _num  # noqa: E402
 from validation.vllm_holdout import write_results  # noqa: E402
 
 GiB = 2**30
@@ -87,7 +87,7 @@ def check_row(row: dict) -> dict:
     tp = int(row["tp_size"] or 1)
     specs = rank_layer_specs(model, range(model.num_layers), tp, 1 if row["kv_cache_dtype"].startswith("fp8") else 2,
                              2)
-    cell = sum(s.bytes_per_token for s in specs if s.kind != "mamba")
+    cell = cell_size(specs)
     tokens = _num(row["kv_tokens"]) or _num(row["max_total_num_tokens"])
     printed_kv = (_num(row["k_size_gb"]) or 0) + (_num(row["v_size_gb"]) or 0) or _num(row["kv_size_gb"])
     if tokens and printed_kv:
@@ -115,11 +115,6 @@ def check_row(row: dict) -> dict:
     return out
 
 
-def _pct(pair) -> float | None:
-    measured, predicted = pair
-    return None if not measured else (predicted - measured) / abs(measured) * 100
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
@@ -142,7 +137,7 @@ def main(argv=None) -> int:
                 cells.append(f"{pair[0]:.2f} / {pair[1]:.2f} / {pair[1] - pair[0]:+.2f} GiB")
                 stats[key].append(abs(pair[1] - pair[0]))
                 continue
-            err = _pct(pair)
+            err = _err(pair[1], pair[0])
             stats[key].append(abs(err))
             fmt = (lambda v: f"{v:,.0f}") if key == "tokens" else (lambda v: f"{v:.2f}")
             cells.append(f"{fmt(pair[0])} / {fmt(pair[1])} / {err:+.2f} %")

@@ -32,7 +32,7 @@ from kvplan.errors import KVPlanError  # noqa: E402
 from kvplan.library import load_model  # noqa: E402
 from kvplan.planner import plan  # noqa: E402
 
-from validation.vllm_calibration import _dtype, _num, gpu_for  # noqa: E402
+from validation.vllm_calibration import _dtype, _err, _num, gpu_for  # noqa: E402
 
 GiB = 2**30
 DEFAULT_CSV = HERE / "vllm_holdout.csv"
@@ -68,12 +68,6 @@ MISSES = {
     "deepseek-v2-lite-l4": "TP2 over PCIe L4s: NCCL memory without NVLink SHARP is kvplan's 0.25 GiB assumption; "
                            "a dev build run with --enforce-eager",
 }
-
-
-def _err(pred: float | None, meas: float | None) -> float | None:
-    if pred is None or meas in (None, 0):
-        return None
-    return (pred - meas) / abs(meas) * 100
 
 
 def settings_in_notes(notes: str) -> dict:
@@ -161,9 +155,8 @@ def write_results(path: Path, results: list[dict], keys: list[str]) -> None:
                 value = r.get(key)
                 if value and value[0] is not None:
                     measured, predicted = value[0], value[1]
-                    error = (predicted - measured) / abs(measured) * 100 if measured else None
                     w.writerow({"run_id": r["run_id"], "metric": key, "measured": measured,
-                                "predicted": round(predicted, 4), "error_pct": error})
+                                "predicted": round(predicted, 4), "error_pct": _err(predicted, measured)})
 
 
 def main(argv=None) -> int:
