@@ -14,6 +14,7 @@ from kvplan.errors import KVPlanError
 from kvplan.gpus import resolve_gpu
 from kvplan.library import load_model
 from kvplan.planner import plan
+from validation import sglang_calibration
 
 MiB = 2**20
 GiB = 2**30
@@ -210,17 +211,6 @@ def test_sglang_does_not_fit_counts_the_weights_overflow():
 # ------------------------------------------------------------------------------------- published start-ups
 
 
-def _calibration():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "validation" / "sglang_calibration.py"
-    spec = importlib.util.spec_from_file_location("sglang_calibration", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_published_sglang_start_ups(tmp_path):
     """validation/sglang_calibration.csv: SGLang's printed K + V sizes equal the printed token count x kvplan's
     bytes per token (no constant involved); max_total_num_tokens of the dense runs with a known GPU and
@@ -228,7 +218,7 @@ def test_published_sglang_start_ups(tmp_path):
     46,611; Qwen3-14B on 4 RTX 4090s 298,447; before the free-memory rule: +0.9 %, +19.5 %, +5.7 %)."""
     import csv
 
-    module = _calibration()
+    module = sglang_calibration
     assert module.main(["--out", str(tmp_path)]) == 0
     with module.DEFAULT_CSV.open() as f:
         results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}

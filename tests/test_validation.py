@@ -17,8 +17,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import kvplan  # noqa: E402
 from kvplan.engines.hf import hf_peak_for  # noqa: E402

@@ -5,7 +5,6 @@ the versions whose sampler profile keeps more buffers, MLA block sizes off Hoppe
 from __future__ import annotations
 
 import csv
-import importlib.util
 import statistics
 from pathlib import Path
 
@@ -18,16 +17,10 @@ from kvplan.library import load_model
 from kvplan.planner import _rope_cache, plan
 from kvplan.dtypes import resolve_dtype
 from kvplan.units import GiB, MiB
+from validation import vllm_holdout
 
 REPO = Path(__file__).resolve().parents[1]
 HOLDOUT = REPO / "validation" / "vllm_holdout.csv"
-
-
-def _holdout():
-    spec = importlib.util.spec_from_file_location("vllm_holdout", REPO / "validation" / "vllm_holdout.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _rows() -> dict[str, dict]:
@@ -85,7 +78,7 @@ def test_v0_engine_turns_chunked_prefill_on_above_32k():
     assert batch_defaults(8 * GiB, "GTX 1080", "api_server", v064, 105088) == (512, 256)
     assert batch_defaults(24 * GiB, "RTX-3090", "api_server", v064, 20000) == (20000, 256)
     row = _rows()["xlisp-jimw-vllm/llama-3.2-1b-gtx1080-fp16-105088"]
-    result = _holdout().check_row(row)
+    result = vllm_holdout.check_row(row)
     measured, predicted, error = result["pool"]
     assert measured == 3.60 and abs(error) < 3
 
@@ -94,7 +87,7 @@ def test_vllm_0_10_sampler_profile_keeps_no_extra_buffers():
     """Qwen2-7B-Instruct on an A100 with vLLM 0.10.1.1 at utilisation 0.25 and 0.5 (TP1) and 0.5 (TP2): the KV
     pool comes within 1.5 % (it was 19 % low while the 0.14-0.16 sampler extra was applied to every version
     before 0.17)."""
-    holdout = _holdout()
+    holdout = vllm_holdout
     for run_id, row in _rows().items():
         if run_id.startswith("dennislee22-vLLM-benchmarking/"):
             measured, predicted, error = holdout.check_row(row)["pool"]
@@ -132,7 +125,7 @@ def test_rope_tables_follow_the_rotating_width():
 def test_holdout_set_kv_accounting_is_exact_within_print_rounding(tmp_path):
     """From the KV pool a log printed, kvplan's blocks, tokens and concurrency for every usable row; the
     report is written. Rows without a bundled config or parallel settings are listed as skipped."""
-    holdout = _holdout()
+    holdout = vllm_holdout
     assert holdout.main(["--out", str(tmp_path)]) == 0
     results = [holdout.check_row(row) for row in _rows().values()]
     tokens = [abs(r["tokens"][2]) for r in results if r.get("tokens")]

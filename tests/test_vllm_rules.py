@@ -9,7 +9,6 @@ halving, and the measured calibration rows.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import statistics
 from pathlib import Path
@@ -22,9 +21,9 @@ from kvplan.engines.vllm_kv import (VllmLayerSpec, cdiv, kv_groups, max_usage_by
 from kvplan.errors import WorkloadError
 from kvplan.library import load_model
 from kvplan.planner import max_concurrency_at, plan
+from validation import vllm_calibration
 
 GiB = 2**30
-REPO = Path(__file__).resolve().parents[1]
 CALIBRATION_CSV = Path(__file__).resolve().parents[2] / "shared/reference/measured/vllm_runs_calibration.csv"
 
 
@@ -326,16 +325,9 @@ def test_engine_version_drops_the_sampler_activation_at_v017():
 # ------------------------------------------------------------------------------------- measured calibration
 
 
-def _calibration_module():
-    spec = importlib.util.spec_from_file_location("vllm_calibration", REPO / "validation" / "vllm_calibration.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.skipif(not CALIBRATION_CSV.is_file(), reason="measured calibration csv not present")
 def test_measured_calibration_kv_tokens_within_2_percent_median_and_5_percent_max():
-    calibration = _calibration_module()
+    calibration = vllm_calibration
     errors = []
     with CALIBRATION_CSV.open() as f:
         for row in csv.DictReader(f):

@@ -16,9 +16,7 @@ on the meta device, where every data_ptr() is 0.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
@@ -32,10 +30,7 @@ import kvplan  # noqa: E402
 from kvplan.config import text_config  # noqa: E402
 from kvplan.library import bundled_index, read_config_file  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # validation/ is a top-level package of the repository, not of kvplan
-    sys.path.insert(0, str(ROOT))
-from validation.measure import walk_cache  # noqa: E402
+from validation.measure import walk_cache  # noqa: E402  (validation/ is importable through pytest's pythonpath)
 
 transformers.logging.set_verbosity_error()
 
