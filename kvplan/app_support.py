@@ -311,10 +311,9 @@ class ModelCompute:
 
 def model_compute(model: ModelSpec, dtype: str | None = None) -> ModelCompute:
     from .arch import AttentionDims
-    from .config_dims import parse_dims
     from .weights import weights_bytes
 
-    shape = parse_dims(model.raw)
+    shape = model.require_arch()
     weights = weights_bytes(shape, dtype)
     attn = sum(2 * m.heads * (m.head_dim + m.v_head_dim) for m in (layer.mixer for layer in shape.layers)
                if isinstance(m, AttentionDims))

@@ -8,14 +8,14 @@ Nothing here imports transformers or runs code the config names (`auto_map` is i
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
-from .dtypes import FLOAT32, DType, resolve_dtype
-from .errors import ConfigError, UnsupportedArchitectureError, WorkloadError
+from .config_read import (  # noqa: F401  (re-exported: the boundary's names, one import for consumers)
+    FAMILY_DEFAULTS, HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MAX_LAYERS, TEXT_CONFIG_KEYS,
+    TEXT_MODEL_TYPES, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
+)
+from .errors import ConfigError, UnsupportedArchitectureError
 from .layers import (
     ChunkedAttentionSpec,
     FullAttentionSpec,
@@ -26,46 +26,9 @@ from .layers import (
 )
 from .model import ModelSpec
 
-# Field aliases, first match wins (vLLM's `get_total_num_kv_heads` order for KV heads).
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
-HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
-KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim")
-HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv", "kv_channels")
-MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.1-405B: 126)
-
-# Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
-# stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
-# `sliding_window` gets 4096 from MistralConfig, so every layer becomes a 4096-token window.
-_GENERATED = json.loads((Path(__file__).parent / "data" / "family_defaults.json").read_text())
-# Values set outside the dataclass fields (kwargs read in __post_init__), and families transformers lacks.
-_EXTRA_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {"sliding_window_pattern": 6},
-    "kimi_k2": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
-    "chatglm": {"multi_query_attention": False},
-}
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}
-    for mt in set(_GENERATED) | set(_EXTRA_DEFAULTS) if not mt.startswith("_")
-}
-
-# Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
-TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
 ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert"}
 SUPPORTED_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
                          "mamba", "conv", "moe", "mlp", "dummy"}
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Values the user supplies for fields a config lacks (CLI flags `--num-layers` ... `--head-dim`)."""
-
-    num_layers: int | None = None
-    num_heads: int | None = None
-    kv_heads: int | None = None
-    head_dim: int | None = None
-    hidden_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,169 +46,50 @@ class ArchDims:
     rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
 
 
-def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
-    """A config value that must be a whole number in range (2.0 is accepted as 2), or a ConfigError.
-
-    Shared by the whole config boundary (this module, kvplan.config_dims and kvplan.config_quant)."""
-    # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-        raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json", field=key)
-    if int(value) < minimum:
-        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json",
-                          field=key)
-    if maximum is not None and int(value) > maximum:
-        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {value!r}: fix the config.json",
-                          field=key)
-    return int(value)
-
-
-def check_flag(key: str, value: Any, default: bool) -> bool:
-    """A config switch: true / false, null meaning the class default, anything else a ConfigError."""
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
-    return value
-
-
-class _Reader:
-    """Typed access to one (text) config dict with family defaults and overrides applied."""
-
-    def __init__(self, data: Mapping[str, Any], model_type: str, overrides: Overrides):
-        self.data = data
-        self.model_type = model_type
-        self.defaults = FAMILY_DEFAULTS.get(model_type, {})
-        self.overrides = overrides
-        self.used: dict[str, Any] = {}
-
-    def raw(self, key: str, default: Any = None) -> Any:
-        if key in self.data:
-            return self.data[key]
-        return self.defaults.get(key, default)
-
-    def has(self, key: str) -> bool:
-        return key in self.data or key in self.defaults
-
-    def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
-        """The first alias the config sets; only then the family defaults (older Falcon files say
-        `n_head`, which must win over FalconConfig's default `num_attention_heads` of 71)."""
-        for source in (self.data, self.defaults):
-            for key in keys:
-                if source.get(key) is not None:
-                    return key, source[key]
-        return None
-
-    def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
-        self.used[key] = check_int(key, value, minimum=minimum, maximum=maximum)
-        return self.used[key]
-
-    def req_int(self, key: str, *, minimum: int = 1) -> int:
-        """A field the family's formula cannot do without (and that has no transformers default)."""
-        value = self.raw(key)
-        if value is None:
-            raise ConfigError(f"config has no {key!r}, which sizes this model's cache: fix the config.json",
-                              field=key)
-        return self.int_(key, value, minimum=minimum)
-
-    def opt_int(self, key: str, *, minimum: int = 1, default: Any = None) -> int | None:
-        value = self.raw(key, default)
-        return None if value is None else self.int_(key, value, minimum=minimum)
-
-    def need_int(self, keys: tuple[str, ...], concept: str, flag: str, override: int | None) -> int:
-        # one spec object per layer is built, so an absurd layer count (2**70) must stop here
-        maximum = MAX_LAYERS if concept == "num_layers" else None
-        if override is not None:
-            if maximum is not None and override > maximum:
-                raise ConfigError(f"{flag} must be <= {maximum:,}, got {override:,}", field=concept, flag=flag)
-            self.used[concept] = override
-            return override
-        found = self.first(keys)
-        if found is None:
-            raise ConfigError(
-                f"config has no {concept} ({' / '.join(keys)}): pass {flag} N",
-                field=concept, flag=flag,
-            )
-        return self.int_(found[0], found[1], maximum=maximum)
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        value = check_flag(key, self.raw(key, default), default)
-        self.used[key] = value
-        return value
-
-
-def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """Unwrap a multimodal config to its language model, as transformers' `get_text_config()` does.
-
-    Returns the text dict (dtype inherited from the wrapper when absent) and its model_type.
-    """
-    if not isinstance(data, Mapping):
-        raise ConfigError("config.json must hold a JSON object: pass the model's config.json, not a list or a value")
-    top_type = data.get("model_type")
-    for key in TEXT_CONFIG_KEYS:
-        nested = data.get(key)
-        if isinstance(nested, Mapping) and nested:
-            text = dict(nested)
-            for dkey in ("dtype", "torch_dtype"):
-                if dkey not in text and dkey in data:
-                    text[dkey] = data[dkey]
-            model_type = text.get("model_type") or TEXT_MODEL_TYPES.get(str(top_type), top_type)
-            return text, _model_type(model_type)
-    return dict(data), _model_type(top_type)
-
-
-def _model_type(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if not isinstance(value, str):
-        raise ConfigError(f"config field 'model_type' must be a string, got {value!r}: fix the config.json")
-    return value
-
-
-def config_dtype(text: Mapping[str, Any]) -> DType:
-    """The activation dtype a model runs (and caches) in: `dtype` or `torch_dtype`, else float32
-    (what transformers' from_config uses when the config names none)."""
-    for key in ("dtype", "torch_dtype"):
-        value = text.get(key)
-        if value is None:
-            continue
-        try:
-            return resolve_dtype(value if isinstance(value, str) else str(value))
-        except WorkloadError:
-            raise ConfigError(f"config field {key!r} has unknown dtype {value!r}: pass --dtype explicitly") from None
-    return FLOAT32
-
-
 def parse_config(
     data: Mapping[str, Any], *, name: str = "custom", source: str = "", overrides: Overrides | None = None
 ) -> ModelSpec:
-    """Build the per-layer cache layout of the model a config.json describes."""
+    """Read a config.json once into kvplan's description of the model: the per-layer cache layout, the
+    weight shape (`arch`, or `arch_error` saying why it cannot be counted) and the sizes around them."""
     text, model_type = text_config(data)
     if model_type in ENCODER_ONLY or text.get("is_encoder_decoder") is True:
         raise UnsupportedArchitectureError(
             f"{name}: model_type {model_type!r} is not a decoder-only generative model: kvplan sizes decoder KV caches"
         )
-    reader = _Reader(text, model_type, overrides or Overrides())
+    reader = ConfigReader(text, model_type, overrides or Overrides())
     notes: list[str] = []
     builder = _FAMILY_BUILDERS.get(model_type, _build_transformer)
     layers = builder(reader, notes)
     if not layers:
         raise ConfigError(f"{name}: the config describes 0 layers: pass --num-layers N", field="num_layers",
                           flag="--num-layers")
+    arch, arch_error = _arch(reader, data, text)
     return ModelSpec(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
-        fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), raw=dict(data),
+        fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), arch=arch,
+        arch_error=arch_error,
     )
 
 
-def _dims(r: _Reader) -> ArchDims:
+def _arch(reader: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]):
+    """(weight shape, None), or (None, the one-line reason) when the config sizes the cache but not the weights
+    (a config without vocab_size still has an exact KV cache)."""
+    from .config_dims import read_arch
+
+    try:
+        return read_arch(reader, data, text), None
+    except ConfigError as exc:
+        return None, str(exc)
+
+
+def _dims(r: ConfigReader) -> ArchDims:
     def soft(keys: tuple[str, ...]) -> int | None:
         found = r.first(keys)
         if found is None or isinstance(found[1], bool) or not isinstance(found[1], int) or found[1] < 1:
             return None
         return found[1]
 
-    tie = r.raw("tie_word_embeddings", True)
+    tie = r.get("tie_word_embeddings", True)
     return ArchDims(
         hidden_size=r.overrides.hidden_size or soft(HIDDEN_KEYS),
         num_heads=r.overrides.num_heads or soft(HEAD_KEYS),
@@ -263,7 +107,7 @@ def _dims(r: _Reader) -> ArchDims:
 TWO_ROPE_TABLES = frozenset({"gemma3_text", "gemma3"})
 
 
-def _fraction(r: "_Reader", keys: tuple[str, ...]) -> float:
+def _fraction(r: "ConfigReader", keys: tuple[str, ...]) -> float:
     """The share of each head that rotates (1.0 when the config says nothing usable)."""
     found = r.first(keys)
     if found is None or isinstance(found[1], bool) or not isinstance(found[1], (int, float)):
@@ -283,7 +127,7 @@ class _Geometry:
     head_dim: int
 
 
-def _geometry(r: _Reader, notes: list[str]) -> _Geometry:
+def _geometry(r: ConfigReader, notes: list[str]) -> _Geometry:
     o = r.overrides
     num_layers = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", o.num_layers)
     num_heads = r.need_int(HEAD_KEYS, "num_heads", "--num-heads", o.num_heads)
@@ -294,7 +138,7 @@ def _geometry(r: _Reader, notes: list[str]) -> _Geometry:
     return _Geometry(num_layers, num_heads, kv_heads, head_dim)
 
 
-def _kv_heads(r: _Reader, num_heads: int, notes: list[str]) -> int:
+def _kv_heads(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
     found = r.first(KV_HEAD_KEYS)
     if found is None:
         return num_heads  # no KV field: plain multi-head attention (GPT-2, LLaMA-1)
@@ -306,7 +150,7 @@ def _kv_heads(r: _Reader, num_heads: int, notes: list[str]) -> int:
 HEAD_DIM_FROM_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "falcon"})
 
 
-def _head_dim(r: _Reader, num_heads: int, notes: list[str]) -> int:
+def _head_dim(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
     found = None if r.model_type in HEAD_DIM_FROM_HIDDEN else r.first(HEAD_DIM_KEYS)
     if found is not None and not (isinstance(found[1], int) and not isinstance(found[1], bool) and found[1] <= 0):
         head_dim = r.int_(found[0], found[1])
@@ -322,14 +166,14 @@ def _head_dim(r: _Reader, num_heads: int, notes: list[str]) -> int:
     return hidden // num_heads
 
 
-def _window(r: _Reader) -> int | None:
+def _window(r: ConfigReader) -> int | None:
     if r.has("use_sliding_window") and not r.flag("use_sliding_window"):
         return None  # Qwen2/Qwen3: __post_init__ drops sliding_window unless use_sliding_window
     return r.opt_int("sliding_window")
 
 
-def _layer_types(r: _Reader, num_layers: int) -> list[str] | None:
-    value = r.raw("layer_types")
+def _layer_types(r: ConfigReader, num_layers: int) -> list[str] | None:
+    value = r.get("layer_types")
     if value is None:
         return None
     if not isinstance(value, list) or len(value) != num_layers or not all(isinstance(v, str) for v in value):
@@ -343,7 +187,7 @@ def _layer_types(r: _Reader, num_layers: int) -> list[str] | None:
     return value
 
 
-def _derived_layer_types(r: _Reader, g: _Geometry, window: int | None) -> list[str]:
+def _derived_layer_types(r: ConfigReader, g: _Geometry, window: int | None) -> list[str]:
     """The per-layer pattern a family's config class derives when `layer_types` is absent."""
     n, mt = g.num_layers, r.model_type
     chunk = r.opt_int("attention_chunk_size")
@@ -353,7 +197,7 @@ def _derived_layer_types(r: _Reader, g: _Geometry, window: int | None) -> list[s
     if mt in ("gemma2", "gpt_oss", "cohere2", "gemma3_text") or r.has("sliding_window_pattern"):
         default = {"gemma2": 2, "gpt_oss": 2, "cohere2": 4}.get(mt, 6)
         # an explicit null pattern: gemma2/gpt_oss/cohere2 classes ignore the key, so keep the family's
-        pattern = r.opt_int("sliding_window_pattern", default=r.raw("_sliding_window_pattern", default)) or default
+        pattern = r.opt_int("sliding_window_pattern", default=r.get("_sliding_window_pattern", default)) or default
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if mt == "llama4_text":
         return _llama4_layer_types(r, n, chunk)
@@ -364,9 +208,9 @@ def _derived_layer_types(r: _Reader, g: _Geometry, window: int | None) -> list[s
     return ["full_attention"] * n
 
 
-def _llama4_layer_types(r: _Reader, n: int, chunk: int | None) -> list[str]:
+def _llama4_layer_types(r: ConfigReader, n: int, chunk: int | None) -> list[str]:
     # no_rope_layers[i] == 1 means layer i uses RoPE, i.e. chunked; every 4th layer is NoPE and full.
-    flags = r.raw("no_rope_layers")
+    flags = r.get("no_rope_layers")
     if not flags:
         interval = r.req_int("no_rope_layer_interval")
         flags = [int((i + 1) % interval != 0) for i in range(n)]
@@ -375,7 +219,7 @@ def _llama4_layer_types(r: _Reader, n: int, chunk: int | None) -> list[str]:
     return ["chunked_attention" if f and chunk is not None else "full_attention" for f in flags]
 
 
-def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: _Reader, window: int | None, mla=False):
+def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: ConfigReader, window: int | None, mla=False):
     if layer_type == "full_attention":
         return MLASpec(kv, kd, vd) if mla else FullAttentionSpec(kv, kd, vd)
     if layer_type == "sliding_attention":
@@ -393,13 +237,13 @@ def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: _Reader, wind
 # ---------------------------------------------------------------- family builders
 
 
-def _build_transformer(r: _Reader, notes: list[str]) -> list[tuple]:
+def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
     """Every attention-only decoder: MHA, GQA, MQA, MLA, windows, chunks, KV sharing."""
     g = _geometry(r, notes)
     kv, kd, vd = _kv_shape(r, g, notes)
     mla = r.used.get("kv_lora_rank") is not None
     window = _window(r)
-    if r.raw("use_bidirectional_attention") is True and window is not None:
+    if r.get("use_bidirectional_attention") is True and window is not None:
         window = window // 2 + 1  # Gemma 3 config class: exclusive bound for bidirectional attention
     types = _layer_types(r, g.num_layers) or _derived_layer_types(r, g, window)
     layers = []
@@ -419,14 +263,14 @@ def _build_transformer(r: _Reader, notes: list[str]) -> list[tuple]:
     return layers
 
 
-def _kv_shape(r: _Reader, g: _Geometry, notes: list[str]) -> tuple[int, int, int]:
+def _kv_shape(r: ConfigReader, g: _Geometry, notes: list[str]) -> tuple[int, int, int]:
     """(kv heads, K head dim, V head dim) as the cache stores them."""
-    rank = r.raw("kv_lora_rank")
-    if rank is not None and r.raw("qk_rope_head_dim") is not None:
+    rank = r.get("kv_lora_rank")
+    if rank is not None and r.get("qk_rope_head_dim") is not None:
         rank = r.int_("kv_lora_rank", rank)
-        rope = r.int_("qk_rope_head_dim", r.raw("qk_rope_head_dim"))
+        rope = r.int_("qk_rope_head_dim", r.get("qk_rope_head_dim"))
         notes.append(f"MLA (kv_lora_rank {rank}, qk_rope_head_dim {rope}): one latent of {rank + rope} "
-                     f"per token per layer; num_key_value_heads ({r.raw('num_key_value_heads')}) does not apply")
+                     f"per token per layer; num_key_value_heads ({r.get('num_key_value_heads')}) does not apply")
         return 1, rank, rope
     kv = _family_kv_heads(r, g, notes)
     if g.num_heads % kv and r.overrides.kv_heads is None:
@@ -435,7 +279,7 @@ def _kv_shape(r: _Reader, g: _Geometry, notes: list[str]) -> tuple[int, int, int
     return kv, g.head_dim, g.head_dim
 
 
-def _family_kv_heads(r: _Reader, g: _Geometry, notes: list[str]) -> int:
+def _family_kv_heads(r: ConfigReader, g: _Geometry, notes: list[str]) -> int:
     mt = r.model_type
     if r.overrides.kv_heads is not None:
         return g.kv_heads
@@ -456,7 +300,7 @@ def _family_kv_heads(r: _Reader, g: _Geometry, notes: list[str]) -> int:
     return g.kv_heads
 
 
-def _mamba_spec(r: _Reader, notes: list[str], prefix: str = "") -> StateSpec:
+def _mamba_spec(r: ConfigReader, notes: list[str], prefix: str = "") -> StateSpec:
     """Mamba-1 mixer: conv [I, kernel] + SSM [I, d_state].
 
     Mamba/FalconMamba: `__post_init__` sets I = expand x hidden, then re-applies the leftover kwargs, so an
@@ -468,37 +312,37 @@ def _mamba_spec(r: _Reader, notes: list[str], prefix: str = "") -> StateSpec:
     given = None if prefix else r.data.get("intermediate_size")
     if given is not None:
         inner = r.int_("intermediate_size", given)
-        expand = r.raw(expand_key)
+        expand = r.get(expand_key)
         if isinstance(expand, int) and not isinstance(expand, bool) and expand * hidden != inner:
             notes.append(f"intermediate_size {inner:,} from the config wins over expand x hidden "
                          f"= {expand * hidden:,} (as in transformers 5.24)")
     else:
-        inner = r.int_(expand_key, r.raw(expand_key)) * hidden
-    kernel = r.int_(prefix + ("d_conv" if prefix else "conv_kernel"), r.raw(prefix + ("d_conv" if prefix else "conv_kernel")))
-    state = r.int_(prefix + ("d_state" if prefix else "state_size"), r.raw(prefix + ("d_state" if prefix else "state_size")))
+        inner = r.int_(expand_key, r.get(expand_key)) * hidden
+    kernel = r.int_(prefix + ("d_conv" if prefix else "conv_kernel"), r.get(prefix + ("d_conv" if prefix else "conv_kernel")))
+    state = r.int_(prefix + ("d_state" if prefix else "state_size"), r.get(prefix + ("d_state" if prefix else "state_size")))
     return StateSpec(conv_shape=(inner, kernel), recurrent_shape=(inner, state), mixer="mamba")
 
 
-def _build_mamba(r: _Reader, notes: list[str]) -> list[tuple]:
+def _build_mamba(r: ConfigReader, notes: list[str]) -> list[tuple]:
     n = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", r.overrides.num_layers)
     spec = _mamba_spec(r, notes)
     notes.append("pure SSM: the cache is a constant state per sequence and does not grow with tokens")
     return [(spec,)] * n
 
 
-def _build_mamba2(r: _Reader, notes: list[str]) -> list[tuple]:
+def _build_mamba2(r: ConfigReader, notes: list[str]) -> list[tuple]:
     n = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", r.overrides.num_layers)
     hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--hidden-size", r.overrides.hidden_size)
-    inner = r.int_("expand", r.raw("expand")) * hidden
-    groups, state = r.int_("n_groups", r.raw("n_groups")), r.int_("state_size", r.raw("state_size"))
-    heads, head_dim = r.int_("num_heads", r.raw("num_heads")), r.int_("head_dim", r.raw("head_dim"))
-    kernel = r.int_("conv_kernel", r.raw("conv_kernel"))
+    inner = r.int_("expand", r.get("expand")) * hidden
+    groups, state = r.int_("n_groups", r.get("n_groups")), r.int_("state_size", r.get("state_size"))
+    heads, head_dim = r.int_("num_heads", r.get("num_heads")), r.int_("head_dim", r.get("head_dim"))
+    kernel = r.int_("conv_kernel", r.get("conv_kernel"))
     spec = StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
                      mixer="mamba2")
     return [(spec,)] * n
 
 
-def _build_jamba(r: _Reader, notes: list[str]) -> list[tuple]:
+def _build_jamba(r: ConfigReader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
     period, offset = r.req_int("attn_layer_period"), r.req_int("attn_layer_offset", minimum=0)
     attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
@@ -507,7 +351,7 @@ def _build_jamba(r: _Reader, notes: list[str]) -> list[tuple]:
     return [(attention,) if i % period == offset else (mamba,) for i in range(g.num_layers)]
 
 
-def _build_qwen3_next(r: _Reader, notes: list[str]) -> list[tuple]:
+def _build_qwen3_next(r: ConfigReader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
     types = _layer_types(r, g.num_layers)
     if types is None:

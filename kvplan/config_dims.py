@@ -14,20 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .config import (
-    ENCODER_ONLY,
-    FAMILY_DEFAULTS,
-    HEAD_DIM_KEYS,
-    HEAD_KEYS,
-    HIDDEN_KEYS,
-    KV_HEAD_KEYS,
-    LAYER_KEYS,
-    TEXT_CONFIG_KEYS,
-    check_flag,
-    check_int,
-    config_dtype,
-    text_config,
-)
 from .arch import (
     ArchShape,
     AttentionDims,
@@ -39,84 +25,27 @@ from .arch import (
     QuantDims,
 )
 from .config_quant import parse_quant
+from .config_read import (
+    EXPERT_KEYS,
+    HEAD_DIM_KEYS,
+    HEAD_KEYS,
+    INTERMEDIATE_KEYS,
+    KV_HEAD_KEYS,
+    MTP_KEYS,
+    SAME_ARCHITECTURE,  # noqa: F401  (tests import it from here)
+    TEXT_CONFIG_KEYS,
+    VOCAB_KEYS,
+    WEIGHT_DEFAULTS,  # noqa: F401
+    ConfigReader,
+    Overrides,
+    check_int,
+    config_dtype,
+    text_config,
+)
 from .dtypes import BFLOAT16, DType
 from .errors import ConfigError, UnsupportedArchitectureError
 
-VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
-INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size")
-EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
-MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
-
-# Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
-SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
-
-# Weight-only class defaults (FAMILY_DEFAULTS holds the cache-sizing ones), from transformers 5.24's config
-# dataclasses; tests/test_weights.py checks each against transformers. Pythia's config.json has no
-# attention_bias: GPTNeoXConfig's default True puts a bias on every attention projection.
-WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"attention_bias": False, "mlp_bias": False},
-    "qwen3": {"attention_bias": False},
-    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1},
-    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1},
-    "gemma": {"attention_bias": False},
-    "gemma2": {"attention_bias": False},
-    "gemma3_text": {"attention_bias": False},
-    "olmo2": {"attention_bias": False},
-    "phi": {"qk_layernorm": False},
-    "gpt_neox": {"attention_bias": True},
-    "falcon": {"bias": False, "parallel_attn": True},
-    "starcoder2": {"use_bias": True},
-    "deepseek_v2": {"attention_bias": False, "mlp_bias": False},
-    "deepseek_v3": {"attention_bias": False},
-    "gpt_oss": {"attention_bias": True},
-    "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1},
-    "mamba": {"use_bias": False, "use_conv_bias": True},
-    "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
-    "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
-}
-
-
-# ---------------------------------------------------------------- reading fields
-
-
-class _Fields:
-    """Typed access to one text config: the file's value, else transformers' class default."""
-
-    def __init__(self, data: Mapping[str, Any], model_type: str):
-        self.data = data
-        self.family = SAME_ARCHITECTURE.get(model_type, model_type)
-        self.defaults = {**WEIGHT_DEFAULTS.get(self.family, {}), **FAMILY_DEFAULTS.get(self.family, {}),
-                         **(FAMILY_DEFAULTS.get(model_type, {}) if model_type != self.family else {})}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data[key] if key in self.data else self.defaults.get(key, default)
-
-    def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
-        for source in (self.data, self.defaults):  # an alias the file sets beats a class default
-            for key in keys:
-                if source.get(key) is not None:
-                    return key, source[key]
-        return None
-
-    def need(self, keys: tuple[str, ...], concept: str) -> int:
-        found = self.first(keys)
-        if found is None:
-            raise ConfigError(f"config has no {concept} ({' / '.join(keys)}): add it to the config.json",
-                              field=concept)
-        return _int(*found)
-
-    def int_(self, key: str, default: Any = None, minimum: int = 1) -> int:
-        value = self.get(key, default)
-        if value is None:
-            raise ConfigError(f"config has no {key!r}: add it to the config.json", field=key)
-        return _int(key, value, minimum)
-
-    def opt_int(self, key: str, default: Any = None, minimum: int = 0) -> int | None:
-        value = self.get(key, default)
-        return None if value is None else _int(key, value, minimum)
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        return check_flag(key, self.get(key, default), default)
+_Fields = ConfigReader  # the builders below take the shared reader
 
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
@@ -133,16 +62,20 @@ class _Core:
 # ---------------------------------------------------------------- entry point
 
 
-def parse_dims(data: Mapping[str, Any]) -> ArchShape:
-    """The weight-relevant shape of the (text) model a config.json describes.
+def parse_dims(data: Mapping[str, Any], overrides: Overrides | None = None) -> ArchShape:
+    """The weight shape of the (text) model a config.json describes: `parse_config(data).arch`, for callers
+    that need only the weights. Raises the error that left `arch` empty."""
+    from .config import parse_config
+
+    return parse_config(data, overrides=overrides).require_arch()
+
+
+def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]) -> ArchShape:
+    """The weight-relevant shape, read by the same reader that read the cache layout (`kvplan.config`).
 
     Multimodal wrappers (gemma3, llama4) are unwrapped to their language model; vision towers are not counted.
     """
-    text, model_type = text_config(data)
-    if model_type in ENCODER_ONLY or text.get("is_encoder_decoder") is True:
-        raise UnsupportedArchitectureError(
-            f"model_type {model_type!r} is not a decoder-only generative model: kvplan sizes decoder models")
-    f = _Fields(text, model_type)
+    model_type = f.model_type
     notes: list[str] = []
     if any(isinstance(data.get(key), Mapping) for key in TEXT_CONFIG_KEYS):
         notes.append("language model only: the vision tower and projector are not counted")
@@ -151,9 +84,9 @@ def parse_dims(data: Mapping[str, Any]) -> ArchShape:
         notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
                      "(gated MLP, RMSNorm, no biases unless the config says so)")
         builder = _generic
-    hidden = f.need(HIDDEN_KEYS, "hidden size")
-    heads = f.need(HEAD_KEYS, "head count") if f.first(HEAD_KEYS) else None  # Mamba has none
-    core = _Core(hidden, f.need(LAYER_KEYS, "layer count"), heads)
+    hidden = f.hidden_size()
+    heads = f.num_heads() if f.first(HEAD_KEYS) or f.overrides.num_heads else None  # Mamba has none
+    core = _Core(hidden, f.num_layers(), heads)
     body = builder(f, core, notes)
     tied = f.get("tie_word_embeddings")
     if not isinstance(tied, bool):
@@ -162,7 +95,7 @@ def parse_dims(data: Mapping[str, Any]) -> ArchShape:
     mtp = f.first(MTP_KEYS)
     quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
     return ArchShape(
-        model_type=model_type, hidden=hidden, vocab=f.need(VOCAB_KEYS, "vocabulary size"),
+        model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
@@ -191,12 +124,16 @@ class _Body:
 
 
 def _kv_heads(f: _Fields, heads: int) -> int:
+    if f.overrides.kv_heads is not None:
+        return f.overrides.kv_heads
     found = f.first(KV_HEAD_KEYS)
     return heads if found is None else _int(*found)
 
 
 def _head_dim(f: _Fields, c: _Core, keys: tuple[str, ...] = ("head_dim",)) -> int:
     """`head_dim` when the config sets it (Qwen3-0.6B: 128 != 1024/16), else hidden // heads."""
+    if f.overrides.head_dim is not None:
+        return f.overrides.head_dim
     found = f.first(keys)
     return _int(*found) if found else c.hidden // _heads(c)
 
@@ -226,7 +163,7 @@ def _layer_set(f: _Fields, key: str) -> set[int] | None:
 
 
 def _mlp(f: _Fields, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
-    return MLPDims(f.int_(key), **kw)
+    return MLPDims(f.req_int(key), **kw)
 
 
 def _uniform(n: int, layer: LayerDims) -> list[LayerDims]:
@@ -257,23 +194,23 @@ def _generic(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     bias = bool(f.get("attention_bias") or f.get("add_qkv_bias") or f.get("bias"))
     attn = _attention(f, c, bias=bias, o_bias=bool(f.get("attention_bias")),
                       head_dim=_head_dim(f, c, HEAD_DIM_KEYS))
-    mlp = MLPDims(f.need(INTERMEDIATE_KEYS, "intermediate size"), bias=bool(f.get("mlp_bias")))
+    mlp = MLPDims(f.need_int(INTERMEDIATE_KEYS, "intermediate size"), bias=bool(f.get("mlp_bias")))
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)))
 
 
 def _mixtral(f: _Fields, c: _Core, notes: list[str]) -> _Body:
-    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), _mlp(f, c))
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), _mlp(f, c))
     return _Body(_uniform(c.layers, LayerDims(_attention(f, c), moe, 2)))
 
 
 def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
     mt = f.family
-    experts = f.need(EXPERT_KEYS, "expert count")
-    step = f.int_("decoder_sparse_step")
+    experts = f.need_int(EXPERT_KEYS, "expert count")
+    step = f.req_int("decoder_sparse_step")
     dense_only = _layer_set(f, "mlp_only_layers") or set()
-    shared = MLPDims(f.int_("shared_expert_intermediate_size")) if mt == "qwen3_next" else None
-    moe = MoEDims(experts, f.int_("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"), shared=shared,
+    shared = MLPDims(f.req_int("shared_expert_intermediate_size")) if mt == "qwen3_next" else None
+    moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"), shared=shared,
                   shared_gate=shared is not None)
     attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm="head", q_gate=mt == "qwen3_next")
     mixers = _qwen3_next_mixers(f, c, attn) if mt == "qwen3_next" else [attn] * c.layers
@@ -284,32 +221,32 @@ def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
     types = f.get("layer_types")
     if types is None:
-        interval = f.int_("full_attention_interval", 4)
+        interval = f.req_int("full_attention_interval", default=4)
         types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(c.layers)]
     if not isinstance(types, list) or len(types) != c.layers:
         raise ConfigError(f"config field 'layer_types' must list one type per layer ({c.layers}): "
                           "fix the config.json")
-    gdn = DeltaNetDims(f.int_("linear_num_key_heads"), f.int_("linear_num_value_heads"),
-                       f.int_("linear_key_head_dim"), f.int_("linear_value_head_dim"),
-                       f.int_("linear_conv_kernel_dim"))
+    gdn = DeltaNetDims(f.req_int("linear_num_key_heads"), f.req_int("linear_num_value_heads"),
+                       f.req_int("linear_key_head_dim"), f.req_int("linear_value_head_dim"),
+                       f.req_int("linear_conv_kernel_dim"))
     return [gdn if t == "linear_attention" else attn for t in types]
 
 
 def _deepseek(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """DeepSeek-V2/V3 (Kimi-K2): MLA; MoE from layer first_k_dense_replace on (transformers ignores moe_layer_freq)."""
     v3 = f.family == "deepseek_v3"
-    nope, rope = f.int_("qk_nope_head_dim"), f.int_("qk_rope_head_dim", minimum=0)
+    nope, rope = f.req_int("qk_nope_head_dim"), f.req_int("qk_rope_head_dim", minimum=0)
     bias = f.flag("attention_bias")
-    attn = AttentionDims(_heads(c), _heads(c), nope + rope, f.int_("v_head_dim"), q_bias=bias, k_bias=bias,
+    attn = AttentionDims(_heads(c), _heads(c), nope + rope, f.req_int("v_head_dim"), q_bias=bias, k_bias=bias,
                          o_bias=bias, q_lora_rank=f.opt_int("q_lora_rank", minimum=1),
-                         kv_lora_rank=f.int_("kv_lora_rank"), qk_rope_dim=rope)
+                         kv_lora_rank=f.req_int("kv_lora_rank"), qk_rope_dim=rope)
     expert = _mlp(f, c, "moe_intermediate_size", bias=f.flag("mlp_bias"))
-    shared_n = f.opt_int("n_shared_experts") or 0
+    shared_n = f.opt_int("n_shared_experts", minimum=0) or 0
     shared = MLPDims(expert.intermediate * shared_n, bias=expert.bias) if shared_n else None
-    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.opt_int("num_experts_per_tok") or 0, expert,
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.opt_int("num_experts_per_tok", minimum=0) or 0, expert,
                   shared=shared, router_fp32=True, score_bias=v3)
-    first_dense = f.opt_int("first_k_dense_replace") or 0
-    freq = f.opt_int("moe_layer_freq", 1, minimum=1)
+    first_dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
+    freq = f.opt_int("moe_layer_freq", minimum=1, default=1)
     if freq != 1:
         notes.append(f"moe_layer_freq {freq} is ignored as transformers 5.24 does (every layer from "
                      f"{first_dense} on is MoE); vLLM makes only every {freq}th layer MoE")
@@ -319,19 +256,19 @@ def _deepseek(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 
 def _gpt_oss(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     bias = f.flag("attention_bias")
-    expert = MLPDims(f.int_("intermediate_size"), bias=True)  # gate_up_proj_bias [E, 2I], down_proj_bias [E, H]
-    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), expert, router_bias=True)
+    expert = MLPDims(f.req_int("intermediate_size"), bias=True)  # gate_up_proj_bias [E, 2I], down_proj_bias [E, H]
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, router_bias=True)
     return _Body(_uniform(c.layers, LayerDims(_attention(f, c, bias=bias, sinks=True), moe, 2)))
 
 
 def _llama4(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Llama-4 text: MoE layers every interleave_moe_layer_step (or `moe_layers`), a shared expert in each;
     dense layers use intermediate_size_mlp. The QK norm is weightless (L2)."""
-    step = f.int_("interleave_moe_layer_step")
+    step = f.req_int("interleave_moe_layer_step")
     listed = _layer_set(f, "moe_layers")
     moe_layers = set(range(step - 1, c.layers, step)) if listed is None else listed
     expert = _mlp(f, c)
-    moe = MoEDims(f.need(EXPERT_KEYS, "expert count"), f.int_("num_experts_per_tok"), expert, shared=expert)
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, shared=expert)
     attn = _attention(f, c, bias=f.flag("attention_bias"))
     return _Body(_moe_or_dense(c, moe_layers.__contains__, moe, _mlp(f, c, "intermediate_size_mlp"),
                                lambda i: attn, 2))
@@ -356,7 +293,7 @@ def _gpt2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
         notes.append("add_cross_attention: the cross-attention blocks of an encoder-decoder setup are not counted")
     attn = _attention(f, c, bias=True, fused_qkv=True, head_dim=c.hidden // _heads(c), kv_heads=kv)
     mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
-    positions = f.int_("n_positions") if f.get("n_positions") is not None else f.int_("max_position_embeddings")
+    positions = f.req_int("n_positions") if f.get("n_positions") is not None else f.req_int("max_position_embeddings")
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)), norm_bias=True, positions=positions)
 
 
@@ -398,8 +335,8 @@ def _mamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Mamba-1 / FalconMamba: mixer-only blocks. intermediate_size from the file wins over expand x hidden
     (falcon-mamba-7b: 8192, not 16 x 4096), as transformers' from_dict sets it after __post_init__."""
     inner = f.opt_int("intermediate_size", minimum=1) if "intermediate_size" in f.data else None
-    inner = inner or f.int_("expand") * c.hidden
-    mixer = MambaDims(inner, f.int_("state_size"), f.int_("conv_kernel"), _dt_rank(f, "time_step_rank", c),
+    inner = inner or f.req_int("expand") * c.hidden
+    mixer = MambaDims(inner, f.req_int("state_size"), f.req_int("conv_kernel"), _dt_rank(f, "time_step_rank", c),
                       conv_bias=f.flag("use_conv_bias"), proj_bias=f.flag("use_bias"))
     return _Body(_uniform(c.layers, LayerDims(mixer, None, 1)))
 
@@ -413,13 +350,13 @@ def _jamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba elsewhere; MoE where
     i % expert_layer_period == expert_layer_offset (1.5-Mini: 16 MoE layers of 32)."""
     attn = _attention(f, c)
-    mamba = MambaDims(f.int_("mamba_expand") * c.hidden, f.int_("mamba_d_state"), f.int_("mamba_d_conv"),
+    mamba = MambaDims(f.req_int("mamba_expand") * c.hidden, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
                       _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias"),
                       proj_bias=f.flag("mamba_proj_bias"), inner_norms=True)
-    period, offset = f.int_("attn_layer_period"), f.int_("attn_layer_offset", minimum=0)
-    e_period, e_offset = f.int_("expert_layer_period"), f.int_("expert_layer_offset", minimum=0)
-    experts = f.need(EXPERT_KEYS, "expert count")
-    moe = MoEDims(experts, f.int_("num_experts_per_tok"), _mlp(f, c))
+    period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
+    e_period, e_offset = f.req_int("expert_layer_period"), f.req_int("expert_layer_offset", minimum=0)
+    experts = f.need_int(EXPERT_KEYS, "expert count")
+    moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c))
     return _Body(_moe_or_dense(c, lambda i: experts > 1 and i % e_period == e_offset, moe, _mlp(f, c),
                                lambda i: attn if i % period == offset else mamba, 2))
 

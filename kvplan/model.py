@@ -11,7 +11,7 @@ from .layers import FullAttentionSpec, LayerSpec, MLASpec, StateSpec
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What sizes a model's cache. Built only by `kvplan.config.parse_config`.
+    """A model as kvplan reads it, once, from its config. Built only by `kvplan.config.parse_config`.
 
     `layers[i]` is the tuple of specs layer i caches: usually one, two for a hybrid layer that is
     attention and SSM at once (Falcon-H1), none for a layer that caches nothing.
@@ -26,7 +26,16 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     source: str = ""
     dims: object = None  # kvplan.config.ArchDims: sizes for weights and activations (planner)
-    raw: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # the config.json as read
+    arch: object = field(default=None, compare=False, repr=False)  # kvplan.arch.ArchShape: what the weights hold
+    arch_error: str | None = None  # why `arch` is None: the config sizes the cache but not the weights
+
+    def require_arch(self):
+        """The weight shape, or the ConfigError that says which field the weights need."""
+        if self.arch is None:
+            from .errors import ConfigError
+
+            raise ConfigError(self.arch_error or f"{self.name}: the config does not describe the weights")
+        return self.arch
 
     @property
     def num_layers(self) -> int:

@@ -12,7 +12,6 @@ from math import ceil
 
 from pydantic import BaseModel, ConfigDict
 
-from .config_dims import parse_dims
 from .layers import MLASpec
 from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
 from .engines.sglang import LOAD_EXTRA_BYTES as SGLANG_LOAD_EXTRA_BYTES
@@ -143,24 +142,9 @@ def _load_bundled(name: str) -> ModelSpec:
     return load_model(name)
 
 
-_SHAPES: dict[tuple[str, int], tuple[dict, object]] = {}
-
-
 def _shape(model: ModelSpec):
-    """`parse_dims(model.raw)`, once per model. Keyed on the name and the id of the raw config, whose
-    reference the entry keeps, so no other dict can take that id while the entry lives."""
-    key = (model.name, id(model.raw))
-    hit = _SHAPES.get(key)
-    if hit is not None and hit[0] is model.raw:
-        return hit[1]
-    shape = parse_dims(model.raw)
-    if len(_SHAPES) >= 256:
-        try:  # oldest first; another thread (the app) may be evicting at the same time
-            _SHAPES.pop(next(iter(_SHAPES)), None)
-        except (StopIteration, RuntimeError):
-            pass
-    _SHAPES[key] = (model.raw, shape)
-    return shape
+    """The weight shape parse_config read with the cache layout (a ConfigError when the config lacks it)."""
+    return model.require_arch()
 
 
 def _pos(name: str, value):

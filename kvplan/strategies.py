@@ -56,9 +56,7 @@ def attention_heads(model: ModelSpec) -> int:
 def _mla_head_dims(model: ModelSpec) -> tuple[int, int]:
     """(K, V) head dims an MLA model would cache without its latent: DeepSeek-V3 192 (128 nope + 64 rope), 128."""
     from .arch import AttentionDims
-    from .config_dims import parse_dims
-
-    for layer in parse_dims(model.raw).layers:
+    for layer in model.require_arch().layers:
         if isinstance(layer.mixer, AttentionDims):
             return layer.mixer.head_dim, layer.mixer.v_head_dim
     raise WorkloadError(f"{model.name} has MLA layers but no attention block in its config")

@@ -290,7 +290,6 @@ def test_caches_do_not_change_results():
     settings_ = [dict(gpu="H200", tp=8, max_model_len=8192), dict(gpu="H100-80GB", pp=2, max_model_len=4096),
                  dict(engine="sglang", gpu="H200", tp=4, max_model_len=8192)]
     warm = [plan(n, **s).model_dump() for n in names for s in settings_]
-    planner._SHAPES.clear()
     planner._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
     weights_split._tensor_table.cache_clear()

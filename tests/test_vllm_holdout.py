@@ -40,7 +40,7 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
     model = load_model("openai/gpt-oss-20b")
     from kvplan.config_dims import parse_dims
 
-    extra, line = padding_bytes(parse_dims(model.raw), resolve_gpu("A100"), 1, range(24))
+    extra, line = padding_bytes(model.require_arch(), resolve_gpu("A100"), 1, range(24))
     assert extra == 38_248_448 * 24 == 917_962_752
     assert "Marlin" in line and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
     assert p.weights_bytes / GiB == pytest.approx(13.72, rel=0.005)
@@ -52,14 +52,14 @@ def test_mxfp4_padding_follows_the_kernel_of_the_gpu():
     model = load_model("openai/gpt-oss-20b")
     from kvplan.config_dims import parse_dims
 
-    shape = parse_dims(model.raw)
+    shape = model.require_arch()
     # B200 (SM100, FlashInfer): both to 256; TP2 gives 1440 per rank -> 1536, hidden 2880 -> 3072
     b200, _ = padding_bytes(shape, resolve_gpu("B200"), 2, range(24))
     assert b200 == 29_165_568 * 24
     # unknown kernels (AMD, a custom card) and unquantized models: nothing added
     assert padding_bytes(shape, resolve_gpu("MI300X"), 1, range(24)) == (0, "")
     assert padding_bytes(shape, custom_gpu(80), 1, range(24)) == (0, "")
-    dense = parse_dims(load_model("meta-llama/Llama-3.1-8B").raw)
+    dense = load_model("meta-llama/Llama-3.1-8B").require_arch()
     assert padding_bytes(dense, resolve_gpu("A100"), 1, range(32)) == (0, "")
     # a pipeline stage pads its own layers only
     half, _ = padding_bytes(shape, resolve_gpu("A100"), 1, range(12))

@@ -219,9 +219,7 @@ def _offloaded_prefill(est: Estimate) -> int:
 def activation_shape(model) -> ActivationShape:
     """The activation-relevant sizes of a `kvplan.ModelSpec`, largest over its layers."""
     from ..arch import AttentionDims, DeltaNetDims, MambaDims, MLPDims, MoEDims
-    from ..config_dims import parse_dims
-
-    shape = parse_dims(model.raw)
+    shape = model.require_arch()
     q = kv = heads = kv_heads = dense = moe_i = top_k = experts = shared = inner = state = 0
     kind = "gated"
     sinks = False
@@ -266,12 +264,11 @@ def hf_peak_for(model, est: Estimate, *, attn_implementation: str | None = None,
     the one transformers picks for the family (sdpa, or eager for `EAGER_ONLY`)."""
     if attn_implementation is None:
         attn_implementation = "eager" if model.model_type in EAGER_ONLY else "sdpa"
-    from ..config_dims import parse_dims
     from ..weights import weights_bytes as price
 
     s = activation_shape(model)
     if weights_bytes is None:
-        weights_bytes = price(parse_dims(model.raw), est.activation_dtype).total_bytes + buffer_bytes(model)
+        weights_bytes = price(model.require_arch(), est.activation_dtype).total_bytes + buffer_bytes(model)
     return hf_peak(est, weights_bytes=weights_bytes, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
                    vocab_size=s.vocab_size, q_dim=s.q_dim, kv_dim=s.kv_dim, shape=s,
                    attn_implementation=attn_implementation, experts_implementation=experts_implementation,
@@ -282,8 +279,6 @@ def buffer_bytes(model) -> int:
     """Non-persistent buffers transformers allocates next to the weights (not in the checkpoint), beyond the
     few-KB RoPE tables: GPT-BigCode's boolean causal mask of max_positions^2 (santacoder: 2048^2 = 4 MiB)."""
     if model.model_type == "gpt_bigcode":
-        text = model.raw.get("text_config", model.raw) if isinstance(model.raw, dict) else {}
-        positions = text.get("n_positions") or text.get("max_position_embeddings") or 1024
-        return int(positions) ** 2
+        return (model.require_arch().learned_positions or 1024) ** 2
     return 0
 
