@@ -152,6 +152,8 @@ def header(title: str, subtitle: str, model=None) -> None:
     st.markdown(f"## {title}")
     line = subtitle if model is None else f"{subtitle} · **{model.name}** · {model.summary().split(': ', 1)[-1]}"
     st.caption(line)
+    if model is not None and model.warnings:  # every page that shows a number shows what is not verified
+        st.warning("**Not verified.** " + " ".join(model.warnings), icon=":material/warning:")
 
 
 def metrics(items, columns=None) -> None:

@@ -128,7 +128,7 @@ def format_estimate(est) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     table = ["  ".join(c.rjust(w) if i in (1, 3, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
-    lines = [head, "", *table, "",
+    lines = [head, *_warning_lines(est.warnings), "", *table, "",
              f"KV cache: {fmt_int(est.kv_cache_bytes)} B = {fmt_bytes(est.kv_cache_bytes)} = "
              f"{fmt_gb(est.kv_cache_bytes)}"]
     lines += secondary_figures(est)
@@ -157,7 +157,7 @@ def format_plan(p) -> str:
     verdict = "FITS" if p.fits else f"DOES NOT FIT (short by {fmt_bytes(p.shortfall_bytes)})"
     lines = [f"{p.model} on {p.num_gpus} x {p.gpu} ({fmt_bytes(p.gpu_memory_bytes)} each), {p.engine} "
              f"{p.engine_version}, TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}, "
-             f"max_model_len {fmt_int(p.max_model_len)}: {verdict}", "",
+             f"max_model_len {fmt_int(p.max_model_len)}: {verdict}", *_warning_lines(p.warnings), "",
              "per GPU:",
              f"  weights      {fmt_bytes(p.weights_bytes):>12}",
              f"  activation   {fmt_bytes(p.activation_bytes):>12}",
@@ -169,6 +169,11 @@ def format_plan(p) -> str:
         lines.append(f"longest request that fits: {fmt_int(p.max_model_len_that_fits)} tokens")
     lines += ["", p.vllm_command, "", *p.formula, *("note: " + n for n in p.notes)]
     return "\n".join(lines)
+
+
+def _warning_lines(warnings) -> list[str]:
+    """Unverified figures say so right under the headline, before any number."""
+    return [f"WARNING: {w}" for w in warnings]
 
 
 def _capacity_lines(p) -> list[str]:

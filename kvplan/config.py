@@ -25,6 +25,8 @@ from .layers import (
     StateSpec,
 )
 from .model import ModelSpec
+from . import verified
+from .verified import family_status, kv_refusal, params_refusal, unread_fields, unverified_warnings
 
 ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert"}
 SUPPORTED_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
@@ -52,10 +54,8 @@ def parse_config(
     """Read a config.json once into kvplan's description of the model: the per-layer cache layout, the
     weight shape (`arch`, or `arch_error` saying why it cannot be counted) and the sizes around them."""
     text, model_type = text_config(data)
-    if model_type in ENCODER_ONLY or text.get("is_encoder_decoder") is True:
-        raise UnsupportedArchitectureError(
-            f"{name}: model_type {model_type!r} is not a decoder-only generative model: kvplan sizes decoder KV caches"
-        )
+    status = family_status(model_type)
+    _refuse_encoders(text, model_type, status, name)
     reader = ConfigReader(text, model_type, overrides or Overrides())
     notes: list[str] = []
     builder = _FAMILY_BUILDERS.get(model_type, _build_transformer)
@@ -63,12 +63,31 @@ def parse_config(
     if not layers:
         raise ConfigError(f"{name}: the config describes 0 layers: pass --num-layers N", field="num_layers",
                           flag="--num-layers")
+    refusal = kv_refusal(status, name) if verified.ENFORCE else None
+    if refusal is not None:
+        raise refusal
     arch, arch_error = _arch(reader, data, text)
+    params_error = params_refusal(status, name) if verified.ENFORCE else None
+    if params_error is not None:
+        arch, arch_error = None, params_error
+    warnings = unverified_warnings(status) + unread_fields(text, reader, status)
     return ModelSpec(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
         fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), arch=arch,
-        arch_error=arch_error,
+        arch_error=arch_error, warnings=warnings,
     )
+
+
+def _refuse_encoders(text: Mapping[str, Any], model_type: str, status, name: str) -> None:
+    """BERT-style families are causal LMs only with `is_decoder: true` (BertLMHeadModel); without it generate()
+    keeps no cache. Encoder-decoder models cache cross-attention kvplan does not size."""
+    if text.get("is_encoder_decoder") is True:
+        raise UnsupportedArchitectureError(
+            f"{name}: model_type {model_type!r} is an encoder-decoder model: kvplan sizes decoder-only KV caches")
+    if (model_type in ENCODER_ONLY or status.needs_decoder) and text.get("is_decoder") is not True:
+        raise UnsupportedArchitectureError(
+            f"{name}: model_type {model_type!r} is an encoder unless its config says is_decoder: true, and as an "
+            "encoder it keeps no KV cache: set is_decoder to true in the config.json to size it as a decoder")
 
 
 def _arch(reader: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]):

@@ -131,7 +131,10 @@ class ConfigReader:
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.data:
-            return self.data[key]
+            value = self.data[key]
+            if key not in self.used and value is not None:  # read: not "unread" (kvplan.verified)
+                self.used[key] = f"{len(value)} entries" if isinstance(value, (list, dict)) else value
+            return value
         return self.defaults.get(key, default)
 
     def has(self, key: str) -> bool:

@@ -65,6 +65,8 @@ class Estimate(BaseModel):
     groups: list[GroupRow]
     formula: str
     notes: list[str]
+    verified: bool = True       # False: kvplan has not proven its rules for this model (see `warnings`)
+    warnings: list[str] = []    # what is not verified, one sentence each (kvplan.verified)
 
     @property
     def kv_cache_gib(self) -> float:
@@ -216,6 +218,7 @@ def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
         "bookkeeping_bytes": scalars, "device_bytes": device, "host_bytes": host, "bytes_per_token": unbounded,
         "groups": rows, "formula": f"{formula} = {storage:,} B ({fmt_bytes(storage)})",
         "notes": [*model.notes, *_plan_notes(model, plan)],
+        "verified": model.verified, "warnings": list(model.warnings),
     })
 
 

@@ -28,6 +28,12 @@ class ModelSpec:
     dims: object = None  # kvplan.config.ArchDims: sizes for weights and activations (planner)
     arch: object = field(default=None, compare=False, repr=False)  # kvplan.arch.ArchShape: what the weights hold
     arch_error: str | None = None  # why `arch` is None: the config sizes the cache but not the weights
+    warnings: tuple[str, ...] = ()  # what kvplan has not verified about this model (kvplan.verified)
+
+    @property
+    def verified(self) -> bool:
+        """True when every figure for this model follows rules proven against transformers (no warnings)."""
+        return not self.warnings
 
     def require_arch(self):
         """The weight shape, or the ConfigError that says which field the weights need."""

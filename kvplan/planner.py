@@ -82,9 +82,23 @@ class Plan(BaseModel):
     vllm_command: str
     formula: list[str]
     notes: list[str]
+    verified: bool = True           # False: kvplan has not proven its rules for this model (see `warnings`)
+    warnings: list[str] = []        # also the first notes, prefixed "not verified:"
 
 
-def plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
+def plan(model: ModelSpec | str, **settings) -> Plan:
+    """Plan one deployment (settings as `_plan` takes them). A model kvplan has not verified gets its warnings in
+    `warnings` and at the head of `notes`."""
+    if isinstance(model, str):
+        model = _load(model)
+    result = _plan(model, **settings)
+    if model.verified:
+        return result
+    return result.model_copy(update={"verified": False, "warnings": list(model.warnings),
+                                     "notes": [f"not verified: {w}" for w in model.warnings] + result.notes})
+
+
+def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
          tp: int | None = None, pp: int = 1, max_model_len: int | None = None,
          gpu_memory_utilization: float | None = None, kv_dtype: str = "auto", dtype: str = "auto",
          quantization: str | None = None, engine_version: str | None = None,

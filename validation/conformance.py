@@ -1,0 +1,505 @@
+"""Conformance against transformers itself: every causal-LM architecture it ships, kvplan against the real thing.
+
+For each `model_type` in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES` and each variant of its default
+config that switches the cache behaviour on (sliding window, MoE, hybrid pattern: see `variants`), this:
+
+1. builds the config class's defaults (`CONFIG_MAPPING[mt]()`), applies the variant, and hands kvplan the
+   dict a `save_pretrained` would write (`to_dict()`), never the config object;
+2. instantiates the model on the `meta` device in bf16 (shapes only, any size, seconds) and counts
+   `model.parameters()` (tied weights once, as `parameters()` deduplicates them);
+3. runs one prefill of `PROMPT` tokens at batch 1 and walks the cache it returns (attributes, lists and dicts:
+   `validation.measure.walk_cache`), storage and logical bytes;
+4. where meta cannot run a model (`.item()` on meta, data-dependent shapes), runs it on CPU with the hidden
+   sizes shrunk but the cache geometry kept (`cpu_fallback`), rather than dropping it;
+5. compares with kvplan: KV storage / logical bytes of `estimate(...)` right after that prefill, and the
+   parameter count. Each architecture ends `exact`, `refused` (a typed kvplan error, with its one line) or
+   `wrong` (a number that is not transformers'), or `no-build` (transformers itself cannot build it here).
+
+`python -m validation.conformance` runs the whole sweep (about 10 minutes on 2 cores) and writes
+`docs/coverage.md` and `docs/coverage.json`; `--only a,b` runs some. tests/test_conformance.py runs a fast
+subset in the default test run and reads the committed table (no "wrong" allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = 1000          # a 1000-token prefill, above every default window that is <= 999 ...
+PROMPT_LONG = 5000     # ... and above most default windows (4096) when the model has one
+TIMEOUT_S = 120        # per architecture, per variant
+
+
+@dataclass
+class Row:
+    model_type: str
+    variant: str
+    cls: str = ""
+    device: str = ""            # meta | cpu-shrunk | -
+    prompt: int = 0
+    kv_status: str = ""         # exact | refused | wrong | no-build
+    params_status: str = ""
+    kv_measured: int | None = None
+    kv_logical_measured: int | None = None
+    kv_kvplan: int | None = None
+    kv_logical_kvplan: int | None = None
+    params_measured: int | None = None
+    params_kvplan: int | None = None
+    verified: bool | None = None
+    reason: str = ""
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # the default config's structural keys (kvplan.verified)
+
+
+# ---------------------------------------------------------------- transformers side (imported lazily)
+
+
+def _alarm(signum, frame):
+    raise TimeoutError(f"over {TIMEOUT_S} s")
+
+
+def _build(mt: str, variant: dict, device: str, dtype):
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    cfg = CONFIG_MAPPING[mt](**variant)
+    kwargs = {}
+    if device == "meta":
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, **kwargs)
+    else:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, **kwargs)
+    return cfg, model.eval()
+
+
+def _prefill(model, cfg, length: int):
+    import torch
+
+    device = next(model.parameters()).device
+    vocab = cfg.get_text_config(decoder=True).vocab_size
+    if device.type == "meta":
+        ids = torch.zeros((1, length), dtype=torch.long, device=device)
+    else:
+        ids = torch.randint(3, max(4, vocab), (1, length), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        cache = getattr(out, "cache", None)
+    return cache
+
+
+# Sub-modules of a multimodal wrapper that are not the language model (kvplan counts the language model and says so).
+NON_TEXT = ("vision", "visual", "audio", "multi_modal_projector", "mm_projector", "image", "speech", "patch_embed")
+CPU_PROMPT = 128   # shrunk CPU runs: enough tokens to fill every cache, few enough for a real forward
+
+
+def measure_truth(mt: str, variant: dict, length: int) -> dict:
+    """(parameters, text-model parameters, cache storage and logical bytes, device, prompt) of transformers' own
+    model, or raises."""
+    import torch
+
+    from validation.measure import walk_cache
+
+    torch.set_num_threads(1)
+    cfg, model = _build(mt, variant, "meta", torch.bfloat16)
+    params = sum(p.numel() for p in model.parameters())
+    text_params = sum(p.numel() for name, p in model.named_parameters()
+                      if not any(word in name for word in NON_TEXT))
+    device = "meta"
+    try:
+        cache = _prefill(model, cfg, length)
+    except Exception as exc:  # noqa: BLE001 - meta cannot run every model: fall back to CPU
+        del model
+        length = min(length, CPU_PROMPT)
+        cache, device = cpu_fallback(mt, variant, length, exc), "cpu-shrunk"
+    held = walk_cache(cache) if cache is not None else None
+    return {"cls": type(model).__name__ if device == "meta" else _class_name(cfg), "params": params,
+            "text_params": text_params, "device": device, "prompt": length,
+            "storage": held.storage if held else 0, "logical": held.logical if held else 0,
+            "config": cfg.to_dict()}
+
+
+def _class_name(cfg) -> str:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(cfg.model_type, "?")
+
+
+def cpu_fallback(mt: str, variant: dict, length: int, error: Exception):
+    """Run the model on CPU with the MLP / vocab shrunk but the cache geometry (heads, head dims, layers,
+    windows, state sizes) untouched. Raises the meta error when even that cannot run."""
+    import torch
+
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    shrink = {"vocab_size": 512, "intermediate_size": 64, "moe_intermediate_size": 32,
+              "shared_expert_intermediate_size": 32}
+    cfg = CONFIG_MAPPING[mt](**variant)
+    for key, value in shrink.items():
+        if isinstance(getattr(cfg, key, None), int):
+            setattr(cfg, key, value)
+    torch.manual_seed(0)
+    try:
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+        return _prefill(model, cfg, length)
+    except Exception:
+        raise error from None
+
+
+# ---------------------------------------------------------------- kvplan side
+
+
+def kvplan_figures(config: dict, length: int) -> dict:
+    """kvplan's raw rules on `config` (the refusals of kvplan.verified off: this is what re-measures them)."""
+    import kvplan
+    from kvplan import verified
+    from kvplan.errors import KVPlanError
+    from kvplan.weights import param_count
+
+    verified.ENFORCE = False
+    out: dict[str, Any] = {}
+    try:
+        spec = kvplan.parse_config(config, name=config.get("model_type", "?"))
+    except KVPlanError as exc:
+        out["kv_refused"] = out["params_refused"] = f"{type(exc).__name__}: {exc}"
+        return out
+    try:
+        est = kvplan.estimate(spec, seq_len=length, batch_size=1, dtype="bf16", prompt_len=length)
+        out["storage"], out["logical"] = est.prefill_peak_bytes, est.logical_bytes
+    except KVPlanError as exc:
+        out["kv_refused"] = f"{type(exc).__name__}: {exc}"
+    out["warnings"] = list(spec.warnings)
+    if spec.arch is None:
+        out["params_refused"] = f"ConfigError: {spec.arch_error}"
+    else:
+        out["params"] = param_count(spec.arch).total
+        out["text_only"] = any("language model only" in note for note in spec.arch.notes)
+    return out
+
+
+# ---------------------------------------------------------------- one architecture
+
+
+# Settings that let a config class whose defaults cannot build or run do so (a default left None that its model
+# needs), tried in order when the plain default fails: the first that builds stands in for the default.
+REPAIRS = ({"num_experts_per_tok": 2}, {"rope_theta": 10000.0}, {"rope_parameters": {"rope_type": "default",
+           "rope_theta": 10000.0}}, {"head_dim": 128})
+
+
+def variants(mt: str) -> list[tuple[str, dict]]:
+    """The default config, plus the switches that turn a cache behaviour on where the default has it off:
+    a sliding window (Qwen2-style `use_sliding_window`), decoding (BERT-style `is_decoder`)."""
+    from transformers import CONFIG_MAPPING
+
+    out = [("default", {})]
+    cfg = CONFIG_MAPPING[mt]()
+    if getattr(cfg, "use_sliding_window", None) is False and hasattr(cfg, "sliding_window"):
+        out.append(("sliding", {"use_sliding_window": True, "sliding_window": 512,
+                                **({"max_window_layers": 1} if hasattr(cfg, "max_window_layers") else {})}))
+    if getattr(cfg, "is_decoder", None) is False and not getattr(cfg, "is_encoder_decoder", False):
+        out.append(("decoder", {"is_decoder": True}))
+    return out
+
+
+def prompt_length(mt: str, variant: dict) -> int:
+    """PROMPT tokens, or fewer where learned positions end sooner (BERT-style decoders: 512)."""
+    from transformers import CONFIG_MAPPING
+
+    text = CONFIG_MAPPING[mt](**variant).get_text_config(decoder=True)
+    limit = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    return min(PROMPT, limit) if isinstance(limit, int) and limit > 0 else PROMPT
+
+
+def _repaired(mt: str, variant: dict, length: int, row: Row) -> dict | None:
+    """The default with the first REPAIRS entry that makes it build, recorded in the row's reason."""
+    for fix in REPAIRS:
+        try:
+            truth = measure_truth(mt, {**variant, **fix}, length)
+        except TimeoutError:
+            raise
+        except Exception:  # noqa: BLE001
+            continue
+        row.variant = "default+" + ",".join(fix)
+        row.reason = f"default repaired with {fix}"
+        return truth
+    return None
+
+
+def run_one(mt: str, variant_name: str, variant: dict) -> Row:
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIMEOUT_S)
+    row = Row(mt, variant_name)
+    start = time.perf_counter()
+    try:
+        length = prompt_length(mt, variant)
+        try:
+            truth = measure_truth(mt, variant, length)
+        except TimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            truth = _repaired(mt, variant, length, row) if variant_name == "default" else None
+            if truth is None:
+                row.kv_status = row.params_status = "no-build"
+                row.reason = f"transformers: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                return row
+        row.cls, row.device, row.prompt = truth["cls"], truth["device"], truth["prompt"]
+        length = truth["prompt"]
+        row.kv_measured, row.kv_logical_measured, row.params_measured = truth["storage"], truth["logical"], truth["params"]
+        from kvplan.verified import structural_keys
+
+        row.keys = structural_keys(truth["config"])
+        ours = kvplan_figures(truth["config"], length)
+        row.warnings = ours.get("warnings", [])
+        if "kv_refused" in ours:
+            row.kv_status, row.reason = "refused", ours["kv_refused"]
+        else:
+            row.kv_kvplan, row.kv_logical_kvplan = ours["storage"], ours["logical"]
+            ok = row.kv_kvplan == row.kv_measured and (row.device != "meta" or row.kv_logical_kvplan == row.kv_logical_measured)
+            row.kv_status = "exact" if ok else "wrong"
+        if ours.get("text_only"):
+            row.params_measured = truth["text_params"]
+            row.reason = (row.reason + " | " if row.reason else "") + (
+                f"language model: {truth['params'] - truth['text_params']:,} parameters of other towers not counted")
+        if "params_refused" in ours:
+            row.params_status = "refused"
+            row.reason = (row.reason + " | " if row.reason else "") + ours["params_refused"]
+        else:
+            row.params_kvplan = ours["params"]
+            row.params_status = "exact" if row.params_kvplan == row.params_measured else "wrong"
+    except TimeoutError as exc:
+        row.kv_status = row.params_status = "no-build"
+        row.reason = f"timed out ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a crash in kvplan is a "wrong", with its traceback's last line
+        row.kv_status = row.kv_status or "wrong"
+        row.params_status = row.params_status or "wrong"
+        row.reason = f"kvplan crashed: {type(exc).__name__}: {exc}"[:300]
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        signal.alarm(0)
+        row.seconds = round(time.perf_counter() - start, 2)
+    return row
+
+
+def _work(types: list[str], out: Path) -> None:
+    """Worker mode: run `types` in order, appending one JSON line per row (a `started` line first, so that a
+    crash, e.g. a kernel OOM kill, is pinned on the architecture that caused it)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    with out.open("a") as sink:
+        for mt in types:
+            sink.write(json.dumps({"started": mt}) + "\n")
+            sink.flush()
+            try:
+                vs = variants(mt)
+            except Exception as exc:  # noqa: BLE001
+                rows = [Row(mt, "default", kv_status="no-build", params_status="no-build",
+                            reason=f"transformers config: {type(exc).__name__}: {exc}"[:300])]
+            else:
+                rows = [run_one(mt, name, variant) for name, variant in vs]
+            for row in rows:
+                sink.write(json.dumps(asdict(row)) + "\n")
+            sink.flush()
+
+
+def architectures() -> list[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def _read(path: Path) -> tuple[list[dict], set[str], str | None]:
+    rows, done, current = [], set(), None
+    if path.exists():
+        for line in path.read_text().splitlines():
+            item = json.loads(line)
+            if "started" in item:
+                current = item["started"]
+            else:
+                rows.append(item)
+                done.add(item["model_type"])
+    return rows, done, current if current not in done else None
+
+
+def sweep(only: list[str] | None = None, workers: int = 2, scratch: Path | None = None) -> list[dict]:
+    """Every architecture through `workers` subprocesses; one that dies is restarted past the culprit."""
+    import subprocess
+    import tempfile
+
+    types = only or architectures()
+    scratch = scratch or Path(tempfile.mkdtemp(prefix="kvplan-conformance-"))
+    shares = [types[i::workers] for i in range(workers)]
+    crashed: list[dict] = []
+    procs = {}
+    for k, share in enumerate(shares):
+        procs[k] = (share, scratch / f"worker{k}.jsonl", _spawn(share, scratch / f"worker{k}.jsonl"))
+    while procs:
+        for k, (share, path, proc) in list(procs.items()):
+            if proc.poll() is None:
+                _watchdog(path, proc)
+                continue
+            rows, done, culprit = _read(path)
+            if culprit is not None:
+                crashed.append(asdict(Row(culprit, "default", kv_status="no-build", params_status="no-build",
+                                          reason=f"the process running it died (exit {proc.returncode})")))
+                done.add(culprit)
+            left = [mt for mt in share if mt not in done]
+            if left and proc.returncode != 0:
+                procs[k] = (share, path, _spawn(left, path))
+            else:
+                del procs[k]
+        time.sleep(0.5)
+    rows = crashed
+    for k in range(workers):
+        rows += _read(scratch / f"worker{k}.jsonl")[0]
+    return sorted(rows, key=lambda r: (r["model_type"], r["variant"]))
+
+
+def _watchdog(path: Path, proc) -> None:
+    """Kill a worker whose current architecture has run past twice the per-architecture limit: SIGALRM cannot
+    interrupt one long C call (a real CPU forward), so the parent ends it and the restart skips the culprit."""
+    if path.exists() and time.time() - path.stat().st_mtime > 2 * TIMEOUT_S:
+        proc.kill()
+
+
+def _spawn(types: list[str], out: Path):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "validation.conformance", "--worker", ",".join(types),
+                             "--out", str(out)], cwd=ROOT, env=env)
+
+
+# ---------------------------------------------------------------- the record
+
+
+ORDER = ("wrong", "refused", "no-build", "exact")
+
+
+def _verdict(statuses: list[str]) -> str:
+    """A family's verdict over its variants: one wrong variant makes it wrong; else exact where any variant is
+    (kvplan refusing a variant is no wrong number: BERT-style configs with is_decoder false cache nothing)."""
+    for status in ("wrong", "exact", "refused"):
+        if status in statuses:
+            return status
+    return "no-build"
+
+
+def _error(measured, predicted) -> str:
+    if measured is None or predicted is None:
+        return ""
+    if not measured:
+        return f"kvplan {predicted:,} B where transformers holds 0 B"
+    return f"{(predicted / measured - 1) * 100:+.1f} %"
+
+
+def families(rows: list[dict]) -> dict[str, dict]:
+    """model_type -> its verdicts, errors, class and keys, over all its variants."""
+    by_type: dict[str, list[dict]] = {}
+    for row in rows:
+        by_type.setdefault(row["model_type"], []).append(row)
+    out = {}
+    for mt, group in sorted(by_type.items()):
+        kv = _verdict([r["kv_status"] for r in group])
+        params = _verdict([r["params_status"] for r in group])
+        kv_bad = next((r for r in group if r["kv_status"] == "wrong"), group[0])
+        p_bad = next((r for r in group if r["params_status"] == "wrong"), group[0])
+        entry = {"kv": kv, "params": params, "cls": next((r["cls"] for r in group if r.get("cls")), ""),
+                 "keys": sorted({k for r in group for k in r.get("keys", [])})}
+        if any(r["variant"] == "decoder" for r in group):
+            entry["needs_decoder"] = True
+        if kv == "wrong":
+            entry["kv_error"] = _error(kv_bad["kv_measured"], kv_bad["kv_kvplan"])
+        if params == "wrong":
+            entry["params_error"] = _error(p_bad["params_measured"], p_bad["params_kvplan"])
+        out[mt] = entry
+    return out
+
+
+def counts(fams: dict[str, dict]) -> dict[str, dict[str, int]]:
+    built = [f for f in fams.values() if f["kv"] != "no-build"]
+    out = {}
+    for aspect in ("kv", "params"):
+        out[aspect] = {s: sum(1 for f in built if f[aspect] == s) for s in ("exact", "refused", "wrong")}
+        out[aspect]["built"] = len(built)
+    return out
+
+
+def write_data(rows: list[dict], version: str) -> Path:
+    path = ROOT / "kvplan" / "data" / "conformance.json"
+    fams = families(rows)
+    path.write_text(json.dumps({"transformers": version, "families": fams}, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def write_markdown(rows: list[dict], version: str, out: Path) -> None:
+    fams = families(rows)
+    c = counts(fams)
+    lines = [f"# Conformance against transformers {version}", "",
+             "Every `model_type` in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`, built from its config class's "
+             "defaults (and the variants that switch a cache behaviour on), instantiated on the `meta` device (or on "
+             "CPU with the MLP and vocabulary shrunk where meta cannot run it), one prefill, the real cache walked. "
+             "kvplan's KV bytes (storage and logical) and parameter count against it. Written by "
+             "`python -m validation.conformance`; `kvplan/data/conformance.json` is the same record, which kvplan "
+             "reads to refuse what it measured wrong and to warn about what it never measured.", ""]
+    for aspect, label in (("kv", "KV bytes"), ("params", "parameters")):
+        n = c[aspect]
+        lines.append(f"- {label}: {n['exact']} exact, {n['refused']} refused, {n['wrong']} wrong (kvplan refuses "
+                     f"these at run time), of {n['built']} architectures that build "
+                     f"({100 * n['exact'] / max(n['built'], 1):.1f} % exact)")
+    no_build = sorted(mt for mt, f in fams.items() if f["kv"] == "no-build")
+    lines += [f"- {len(no_build)} do not build or run in transformers {version} at their defaults, even on CPU: "
+              f"{', '.join(no_build)}", "",
+              "| architecture | variant | class | ran on | KV | params | why |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        kv = r["kv_status"] + (f" ({_error(r['kv_measured'], r['kv_kvplan'])})" if r["kv_status"] == "wrong" else "")
+        pa = r["params_status"] + (f" ({_error(r['params_measured'], r['params_kvplan'])})"
+                                   if r["params_status"] == "wrong" else "")
+        why = r["reason"].replace("|", "/").replace("\n", " ")[:220]
+        lines.append(f"| {r['model_type']} | {r['variant']} | {r['cls']} | {r['device'] or '-'} | {kv} | {pa} | {why} |")
+    out.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated model_types")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "coverage.json"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run these, append JSON lines to --out
+    parser.add_argument("--rows", help="re-write the record from a rows JSON of an earlier sweep")
+    parser.add_argument("--write-data", action="store_true",
+                        help="also write kvplan/data/conformance.json and docs/coverage.md (whole sweep only)")
+    args = parser.parse_args(argv)
+    if args.worker:
+        _work(args.worker.split(","), Path(args.out))
+        return 0
+    import transformers
+
+    if args.rows:
+        rows = json.loads(Path(args.rows).read_text())
+    else:
+        rows = sweep(args.only.split(",") if args.only else None, args.workers)
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.write_data:
+        write_data(rows, transformers.__version__)
+        write_markdown(rows, transformers.__version__, ROOT / "docs" / "coverage.md")
+    for row in rows:
+        print(f"{row['model_type']:28s} {row['variant']:8s} kv={row['kv_status']:8s} "
+              f"params={row['params_status']:8s} {row['seconds']:6.1f}s {row['reason'][:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
