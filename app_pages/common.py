@@ -7,7 +7,9 @@ or logged.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
 from contextlib import contextmanager
 
 import streamlit as st
@@ -31,9 +33,18 @@ def load_bundled(model_id: str):
 
 
 @st.cache_data(show_spinner="Fetching config.json from the Hugging Face Hub...", max_entries=64, ttl=3600)
-def load_hub(repo_id: str, with_token: bool, _token: str | None = None):
-    # `_token` is left out of the cache key (and so never stored); `with_token` keeps public and gated fetches apart
+def load_hub(repo_id: str, token_key: str, _token: str | None = None):
+    # `_token` stays out of the cache key (and so is never stored); `token_key` (token_identity) keeps every token's
+    # results apart, so a gated config one visitor's token fetched is never served to another token or to none
     return sup.load_hub_model(repo_id, _token)
+
+
+_TOKEN_SALT = secrets.token_bytes(16)  # per server process: the key cannot be matched to a token elsewhere
+
+
+def token_identity(token: str | None) -> str:
+    """A cache key for a token that is not the token: a salted SHA-256, '' for no token."""
+    return hashlib.sha256(_TOKEN_SALT + token.encode("utf-8", "surrogatepass")).hexdigest() if token else ""
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -122,7 +133,7 @@ def resolve_model():
         if not repo:
             return None, ""
         token = st.session_state.get("hf_token") or None
-        return message(load_hub, repo, bool(token), token)
+        return message(load_hub, repo, token_identity(token), token)
     if source == "Upload":
         upload = st.session_state.get("upload")
         if upload is None:

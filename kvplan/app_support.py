@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .config import parse_config
 from .dtypes import resolve_dtype
 from .errors import ModelNotAvailableError, WorkloadError
 from .estimate import Estimate, estimate, secondary_figures
@@ -56,7 +57,12 @@ def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
     if not HUB_ID.match(text) or Path(text).exists():
         raise ModelNotAvailableError(f"{text[:120]!r} is not a Hub id: use the form org/name, "
                                      "e.g. Qwen/Qwen3-8B")
-    return load_model(text, token=token or None)
+    from .hub import fetch_config
+
+    # cache_fallback=False: this server's Hub cache is shared by every visitor; only the Hub's yes for this
+    # visitor's token (or none) serves a config, never a copy another visitor's token fetched
+    data = fetch_config(text, token=token or False, cache_fallback=False)
+    return parse_config(data, name=text, source="hub")
 
 
 def load_uploaded_config(raw: bytes, filename: str) -> ModelSpec:
