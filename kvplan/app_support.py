@@ -81,6 +81,19 @@ def config_values(model: ModelSpec) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["field", "value"])
 
 
+INT64_MAX = 2**63 - 1
+
+
+def arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns beyond int64 as '1,234,...' text: Arrow (st.dataframe, st.table) cannot hold them, and a
+    context of 10^12 tokens x a batch of 10^5 on Llama-3.1-8B is 1.3e22 bytes."""
+    for column in frame.columns:
+        values = frame[column]
+        if values.dtype == object and any(isinstance(v, int) and abs(v) > INT64_MAX for v in values):
+            frame[column] = [fmt_int(v) if isinstance(v, int) else v for v in values]
+    return frame
+
+
 # ---------------------------------------------------------------------------------------------- estimate
 
 
@@ -138,7 +151,7 @@ def group_table(est: Estimate, formula: bool = True) -> pd.DataFrame:
              "tokens kept": "constant" if g.tokens is None else fmt_int(g.tokens),
              "bytes per token per layer": g.bytes_per_token, "bytes": g.bytes, "size": fmt_bytes(g.bytes),
              "formula": g.formula} for g in est.groups]
-    frame = pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    frame = arrow_safe(pd.DataFrame(rows, columns=GROUP_COLUMNS))
     return frame if formula else frame.drop(columns="formula")
 
 
@@ -183,7 +196,7 @@ def strategy_table(rows, raw_bytes: bool = True) -> pd.DataFrame:
                     "saving vs model": f"{r.saving_pct:+.1f} %" if r.applies else "",
                     "exact": "yes" if r.exact else "per-element",
                     "how it was computed": r.how, "note": r.note})
-    frame = pd.DataFrame(out)
+    frame = arrow_safe(pd.DataFrame(out))
     return frame if raw_bytes else frame.drop(columns="bytes on GPU")
 
 
@@ -261,7 +274,7 @@ def plan_metrics(plan) -> list[Metric]:
 def plan_table(plan) -> pd.DataFrame:
     rows = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
             ("non-torch overhead", plan.non_torch_bytes), ("KV pool", plan.kv_pool_bytes)]
-    return pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows])
+    return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 
 def plan_json(plan) -> str:
@@ -399,7 +412,7 @@ def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv
         real = estimate(model, n, 1, kv_dtype).kv_cache_bytes
         rows.append({"tokens": n, "naive MHA bytes": naive, "naive MHA": fmt_bytes(naive),
                      "real bytes": real, "real": fmt_bytes(real), "naive / real": f"{naive / real:g}x"})
-    return pd.DataFrame(rows)
+    return arrow_safe(pd.DataFrame(rows))
 
 
 @dataclass(frozen=True)
