@@ -22,5 +22,4 @@ PAGES = [
 
 page = st.navigation(PAGES, position="top")
 common.style()
-common.sidebar()
-page.run()
+common.run_page(page)

@@ -18,9 +18,9 @@ c1, c2, c3, c4, c5, c6 = st.columns([1, 1.4, 0.8, 0.8, 0.8, 1])
 engine = c1.selectbox("Engine", ("vllm", "sglang"), key="engine", bind=URL)
 names = common.gpu_names()
 gpu = c2.selectbox("GPU", names, index=names.index("H100-SXM") if "H100-SXM" in names else 0, key="gpu", bind=URL)
-num_gpus = c3.number_input("GPUs", min_value=0, max_value=1024, value=1, step=1, key="n", bind=URL)
+num_gpus = c3.number_input("GPUs", **common.bounds("n"), step=1, key="n", bind=URL)
 tp = c4.selectbox("TP", ("auto", "1", "2", "4", "8", "16"), key="tp", bind=URL, help="auto: GPUs / PP")
-pp = c5.number_input("PP", min_value=0, max_value=256, value=1, step=1, key="pp", bind=URL)
+pp = c5.number_input("PP", **common.bounds("pp"), step=1, key="pp", bind=URL)
 kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
 u1, u2 = st.columns([3, 1])
 util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0.9, step=0.01, key="util",
@@ -57,7 +57,7 @@ else:
 
 st.markdown("#### Speed (roofline)")
 s1, _ = st.columns([1, 3])
-prompt = s1.number_input("Prompt tokens for TTFT", min_value=0, max_value=10**12, value=2048, step=256,
+prompt = s1.number_input("Prompt tokens for TTFT", **common.bounds("ttft_prompt"), step=256,
                          key="ttft_prompt", bind=URL)
 result, problem = common.message(sup.speed, model, plan, prompt, batch)
 if result is not None:

@@ -7,7 +7,10 @@ or logged.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import math
+import secrets
 from contextlib import contextmanager
 
 import streamlit as st
@@ -31,9 +34,18 @@ def load_bundled(model_id: str):
 
 
 @st.cache_data(show_spinner="Fetching config.json from the Hugging Face Hub...", max_entries=64, ttl=3600)
-def load_hub(repo_id: str, with_token: bool, _token: str | None = None):
-    # `_token` is left out of the cache key (and so never stored); `with_token` keeps public and gated fetches apart
+def load_hub(repo_id: str, token_key: str, _token: str | None = None):
+    # `_token` stays out of the cache key (and so is never stored); `token_key` (token_identity) keeps every token's
+    # results apart, so a gated config one visitor's token fetched is never served to another token or to none
     return sup.load_hub_model(repo_id, _token)
+
+
+_TOKEN_SALT = secrets.token_bytes(16)  # per server process: the key cannot be matched to a token elsewhere
+
+
+def token_identity(token: str | None) -> str:
+    """A cache key for a token that is not the token: a salted SHA-256, '' for no token."""
+    return hashlib.sha256(_TOKEN_SALT + token.encode("utf-8", "surrogatepass")).hexdigest() if token else ""
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -80,6 +92,69 @@ def message(fn, *args, **kwargs):
         return None, f"kvplan could not handle this input ({exc.__class__.__name__}: {exc})"
 
 
+# ---------------------------------------------------------------------------------------------- the URL
+
+# Every integer widget bound to the URL: key -> (what the page calls it, min, max, default). The pages take their
+# limits from here (`bounds`), so what the URL is checked against is what the widget accepts.
+INT_PARAMS = {
+    "ctx": ("context", 0, 10**15, 8192), "batch": ("batch", 0, 2**30, 1),
+    "maxlen": ("static cache length", 0, 10**15, 0), "prompt": ("prompt length", 0, 10**15, 0),
+    "window": ("sliding window", 0, 10**12, 4096), "sinks": ("attention sinks", 0, 1 << 20, 4),
+    "n": ("GPU count", 0, 1024, 1), "pp": ("pipeline stages", 0, 256, 1),
+    "ttft_prompt": ("prompt length for the speed estimate", 0, 10**12, 2048),
+}
+
+
+def bounds(key: str) -> dict:
+    _, low, high, default = INT_PARAMS[key]
+    return {"min_value": low, "max_value": high, "value": default}
+
+
+def clean_url() -> list[str]:
+    """Check the URL's integer values before any widget reads them (Streamlit's number_input raises on `inf`):
+    a finite whole number within the widget's limits stays, in canonical form; anything else is dropped, so the
+    widget shows its default, and gets one sentence for the visitor."""
+    notes = []
+    for key, (what, low, high, default) in INT_PARAMS.items():
+        raw = st.query_params.get(key)
+        if raw is None:
+            continue
+        value = whole_number(raw, low, high)
+        if value is None:
+            del st.query_params[key]
+            notes.append(f"The link's {what} ({raw[:24]!r}) is not a whole number from {low:,} to {high:,}, so "
+                         f"the default {default:,} is used.")
+        elif str(value) != raw:
+            st.query_params[key] = str(value)
+    return notes
+
+
+def whole_number(raw: str, low: int, high: int) -> int | None:
+    """`raw` as an int in [low, high], or None: '4096' and '4.096e3' pass; 'inf', 'nan', '1e400', '2.5' do not."""
+    text = raw.strip()
+    try:
+        value = int(text) if text.lstrip("+-").isdigit() and len(text) < 40 else float(text)
+    except ValueError:
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if low <= value <= high else None
+
+
+def run_page(page) -> None:
+    """The last guard: an exception no page foresaw is logged with its traceback on the server, and the visitor
+    gets one sentence (no traceback, no server path). st.stop / st.rerun are BaseExceptions and pass through."""
+    try:
+        for note in clean_url():
+            st.warning(note, icon=":material/link_off:")
+        sidebar()
+        page.run()
+    except Exception:
+        log.exception("unexpected error while rendering a page")
+        st.error("This page could not be shown for these settings (the error is in the server's log): try other "
+                 "settings, and please report it.", icon=":material/bug_report:")
+
+
 # ---------------------------------------------------------------------------------------------- sidebar
 
 
@@ -102,10 +177,9 @@ def sidebar() -> None:
             st.selectbox("Bundled model", options, index=sup.default_model_index(options), key="model", bind=URL,
                          help="type to search the bundled configs")
         st.markdown("#### Workload")
-        st.number_input("Context: tokens per sequence", min_value=0, max_value=10**15, value=8192, step=1024,
-                        key="ctx", bind=URL, help="prompt + generated tokens cached per sequence; on the Capacity "
+        st.number_input("Context: tokens per sequence", **bounds("ctx"), step=1024, key="ctx", bind=URL, help="prompt + generated tokens cached per sequence; on the Capacity "
                                                   "page, the max model length")
-        st.number_input("Batch: sequences", min_value=0, max_value=2**30, value=1, step=1, key="batch", bind=URL)
+        st.number_input("Batch: sequences", **bounds("batch"), step=1, key="batch", bind=URL)
         st.caption(f"kvplan {kvplan.__version__} · GiB = 2³⁰ B, GB = 10⁹ B")
 
 
@@ -122,7 +196,7 @@ def resolve_model():
         if not repo:
             return None, ""
         token = st.session_state.get("hf_token") or None
-        return message(load_hub, repo, bool(token), token)
+        return message(load_hub, repo, token_identity(token), token)
     if source == "Upload":
         upload = st.session_state.get("upload")
         if upload is None:

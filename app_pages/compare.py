@@ -15,9 +15,9 @@ common.header("Compare strategies", "What each way of shrinking the cache would 
 ctx, batch = common.workload()
 
 c1, c2, c3 = st.columns(3)
-window = c1.number_input("Sliding window W (tokens)", min_value=0, max_value=10**12, value=4096, step=512,
+window = c1.number_input("Sliding window W (tokens)", **common.bounds("window"), step=512,
                          key="window", bind=URL, help="applied to every attention layer")
-sinks = c2.number_input("Attention sinks (tokens)", min_value=0, max_value=1 << 20, value=4, step=1, key="sinks",
+sinks = c2.number_input("Attention sinks (tokens)", **common.bounds("sinks"), step=1, key="sinks",
                         bind=URL, help="StreamingLLM keeps the first tokens plus the last W")
 keep = c3.slider("Eviction: fraction of tokens kept", min_value=0.0, max_value=1.0, value=0.5, step=0.05,
                  key="keep", bind=URL, help="FastGen / DMS-style compression, as a uniform keep ratio")

@@ -18,10 +18,10 @@ kv_dtype = c1.selectbox("KV dtype", sup.KV_DTYPES, key="kv", bind=URL,
                         help="auto: the config's dtype. fp8 / int8 / int4 / int2 need the quantized cache")
 cache = c2.selectbox("Cache strategy", sup.CACHES, key="cache", bind=URL,
                      help="transformers' cache implementations")
-max_cache_len = c3.number_input("max_cache_len (0 = context)", min_value=0, max_value=10**15, value=0, step=1024,
+max_cache_len = c3.number_input("max_cache_len (0 = context)", **common.bounds("maxlen"), step=1024,
                                 key="maxlen", bind=URL, disabled=cache not in STATIC,
                                 help="static caches preallocate this many tokens per layer")
-prompt_len = c4.number_input("Prompt tokens (0 = context)", min_value=0, max_value=10**15, value=0, step=256,
+prompt_len = c4.number_input("Prompt tokens (0 = context)", **common.bounds("prompt"), step=256,
                              key="prompt", bind=URL, help="tokens in the prefill; the rest are generated")
 
 work = sup.Workload(ctx, batch, kv_dtype, cache, max_cache_len if cache in STATIC else 0, prompt_len)

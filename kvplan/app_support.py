@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .config import parse_config
 from .dtypes import resolve_dtype
 from .errors import ModelNotAvailableError, WorkloadError
 from .estimate import Estimate, estimate, secondary_figures
@@ -56,7 +57,12 @@ def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
     if not HUB_ID.match(text) or Path(text).exists():
         raise ModelNotAvailableError(f"{text[:120]!r} is not a Hub id: use the form org/name, "
                                      "e.g. Qwen/Qwen3-8B")
-    return load_model(text, token=token or None)
+    from .hub import fetch_config
+
+    # cache_fallback=False: this server's Hub cache is shared by every visitor; only the Hub's yes for this
+    # visitor's token (or none) serves a config, never a copy another visitor's token fetched
+    data = fetch_config(text, token=token or False, cache_fallback=False)
+    return parse_config(data, name=text, source="hub")
 
 
 def load_uploaded_config(raw: bytes, filename: str) -> ModelSpec:
@@ -73,6 +79,19 @@ def config_values(model: ModelSpec) -> pd.DataFrame:
     rows.append({"field": "dtype", "value": model.dtype.name})
     rows.append({"field": "layer kinds", "value": ", ".join(f"{n} {k}" for k, n in model.attention_kinds.items())})
     return pd.DataFrame(rows, columns=["field", "value"])
+
+
+INT64_MAX = 2**63 - 1
+
+
+def arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns beyond int64 as '1,234,...' text: Arrow (st.dataframe, st.table) cannot hold them, and a
+    context of 10^12 tokens x a batch of 10^5 on Llama-3.1-8B is 1.3e22 bytes."""
+    for column in frame.columns:
+        values = frame[column]
+        if values.dtype == object and any(isinstance(v, int) and abs(v) > INT64_MAX for v in values):
+            frame[column] = [fmt_int(v) if isinstance(v, int) else v for v in values]
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------- estimate
@@ -132,7 +151,7 @@ def group_table(est: Estimate, formula: bool = True) -> pd.DataFrame:
              "tokens kept": "constant" if g.tokens is None else fmt_int(g.tokens),
              "bytes per token per layer": g.bytes_per_token, "bytes": g.bytes, "size": fmt_bytes(g.bytes),
              "formula": g.formula} for g in est.groups]
-    frame = pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    frame = arrow_safe(pd.DataFrame(rows, columns=GROUP_COLUMNS))
     return frame if formula else frame.drop(columns="formula")
 
 
@@ -177,7 +196,7 @@ def strategy_table(rows, raw_bytes: bool = True) -> pd.DataFrame:
                     "saving vs model": f"{r.saving_pct:+.1f} %" if r.applies else "",
                     "exact": "yes" if r.exact else "per-element",
                     "how it was computed": r.how, "note": r.note})
-    frame = pd.DataFrame(out)
+    frame = arrow_safe(pd.DataFrame(out))
     return frame if raw_bytes else frame.drop(columns="bytes on GPU")
 
 
@@ -255,7 +274,7 @@ def plan_metrics(plan) -> list[Metric]:
 def plan_table(plan) -> pd.DataFrame:
     rows = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
             ("non-torch overhead", plan.non_torch_bytes), ("KV pool", plan.kv_pool_bytes)]
-    return pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows])
+    return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 
 def plan_json(plan) -> str:
@@ -392,7 +411,7 @@ def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv
         real = estimate(model, n, 1, kv_dtype).kv_cache_bytes
         rows.append({"tokens": n, "naive MHA bytes": naive, "naive MHA": fmt_bytes(naive),
                      "real bytes": real, "real": fmt_bytes(real), "naive / real": f"{naive / real:g}x"})
-    return pd.DataFrame(rows)
+    return arrow_safe(pd.DataFrame(rows))
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ def cmd_plan(args) -> int:
                   max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                   block_size=args.block_size)
     if args.fewest_gpus:
+        if args.tp is not None or args.num_gpus is not None or args.pp != 1:
+            raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")
         result = fewest_gpus(model, **kwargs)
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)

@@ -29,3 +29,8 @@ class ModelNotAvailableError(KVPlanError):
 
 class WorkloadError(KVPlanError):
     """A workload setting is out of range (negative length, unknown dtype, cache that cannot apply)."""
+
+
+class PlanInvariantError(KVPlanError):
+    """A plan broke a rule every answer keeps (a fraction outside (0, 1], a negative figure, a FITS that does not
+    fit): a bug in kvplan, raised instead of returning an impossible answer."""

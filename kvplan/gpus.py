@@ -166,6 +166,9 @@ def _close_matches(text: str, limit: int = 5) -> list[str]:
     return names[:limit]
 
 
+MAX_NAME_CHARS = 80  # "custom:24GiB:1000GB/s:165TFLOPS" is 31
+
+
 def resolve_gpu(name: str | GPU) -> GPU:
     """A catalog GPU by any usual spelling, or a "custom:..." GPU; raises WorkloadError naming close matches.
 
@@ -176,6 +179,9 @@ def resolve_gpu(name: str | GPU) -> GPU:
     if isinstance(name, GPU):
         return name
     text = str(name).strip()
+    if len(text) > MAX_NAME_CHARS:  # echoed in every message and plan: never a 100,000-character name
+        raise WorkloadError(f"the GPU name {text[:40]!r}... is {len(text):,} characters long, more than any GPU's "
+                            f"{MAX_NAME_CHARS}: use a catalog name (`kvplan gpus`) or {CUSTOM_HINT}")
     if text.lower().startswith("custom:"):
         return parse_custom_gpu(text)
     base, memory_gb = _split_name(text)

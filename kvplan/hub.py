@@ -20,18 +20,27 @@ from .errors import ConfigError, KVPlanError, ModelNotAvailableError
 CONFIG_FILE = "config.json"
 # One HEAD for a file of a few KB: 5 s is plenty (huggingface_hub's default is 10 s); HF_HUB_ETAG_TIMEOUT wins.
 ETAG_TIMEOUT_S = 5.0
+# The whole fetch (HEAD + GET of a few KB) takes well under a second; 30 s also covers a slow link.
+FETCH_DEADLINE_S = 30.0
 
 
-def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool | None = None) -> dict[str, Any]:
+def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool | None = None,
+                 cache_fallback: bool = True) -> dict[str, Any]:
     """Download (or read from the Hub cache) `config.json` of `repo_id` and parse it as JSON data.
 
     `token=None` lets huggingface_hub use HF_TOKEN or the saved login. HF_HUB_OFFLINE=1 serves the
     cache only (HF_HUB_CACHE / HF_HOME say where it is). The repository's code is never downloaded or run.
+    Online, the Hub is always asked first: a refusal (401/403, gated, not found) is an error even when the
+    cache holds a copy, so a gated config fetched once with a good token is never served without it.
+    `cache_fallback=False` (the shared web app) never serves the cache without the Hub's yes: no copy
+    during an outage, nothing offline.
     """
+    _check_env()
     offline = is_offline()
+    _check_token(token)
     try:
         with quiet_hub_logs():
-            path = _download(repo_id, revision, token, offline)
+            path = _with_deadline(lambda: _download(repo_id, revision, token, offline, cache_fallback), repo_id)
     except KVPlanError:
         raise
     except Exception as exc:
@@ -46,34 +55,86 @@ def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool
 
 def is_offline() -> bool:
     """huggingface_hub's own rule, read now rather than at its import (a caller may set the variable later)."""
+    _check_env()
     from huggingface_hub import constants
 
     flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
     return bool(constants.HF_HUB_OFFLINE) or flag.strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
-def _download(repo_id: str, revision: str | None, token: str | bool | None, offline: bool) -> str:
+def _check_env() -> None:
+    """huggingface_hub reads these with int() at import: 'abc' would be a traceback from inside its constants."""
+    for name in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
+        value = os.environ.get(name)
+        if value is not None and not value.strip().isdigit():
+            raise ModelNotAvailableError(f"{name}={value[:40]!r} is not a whole number of seconds: set it to one "
+                                         "(e.g. 10) or unset it")
+
+
+def _check_token(token: str | bool | None) -> None:
+    """A token goes into an HTTP header, which takes printable ASCII only (httpx would raise UnicodeEncodeError)."""
+    if token is None or token is True:
+        from huggingface_hub import get_token
+
+        token = get_token()
+    if isinstance(token, str) and not (token.isascii() and token.isprintable()):
+        raise ModelNotAvailableError("the Hugging Face token (HF_TOKEN or the one given) holds non-ASCII or control "
+                                     "characters, which no token has: copy it again from huggingface.co/settings/tokens")
+
+
+def _with_deadline(fetch, repo_id: str):
+    """`fetch()` bounded in wall-clock time. httpx's timeouts are per read, so an endpoint that sends one byte a
+    second never trips them; past FETCH_DEADLINE_S the worker thread is abandoned (it is a daemon) and kvplan
+    reports the failure at once."""
+    box: dict[str, Any] = {}
+
+    def work():
+        try:
+            box["value"] = fetch()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="kvplan-hub-fetch", daemon=True)
+    worker.start()
+    worker.join(FETCH_DEADLINE_S)
+    if worker.is_alive():
+        raise ModelNotAvailableError(f"the Hub took more than {FETCH_DEADLINE_S:g} s to send {repo_id}/config.json: "
+                                     "check your connection (and HF_ENDPOINT) and retry, or pass the config.json path")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _download(repo_id: str, revision: str | None, token: str | bool | None, offline: bool,
+              cache_fallback: bool = True) -> str:
     from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
 
-    # Cached: hf_hub_download checks the Hub once and falls back to the copy at once if it is unreachable.
-    # Not cached: it would retry for 23 s, so probe first (below).
     cached = try_to_load_from_cache(repo_id, CONFIG_FILE, revision=revision)
-    if cached is _CACHED_NO_EXIST and offline:  # the Hub said so on an earlier online call
-        raise _no_config(repo_id, revision)
+    if offline:
+        if not cache_fallback:
+            raise ModelNotAvailableError("this app cannot ask the Hub (HF_HUB_OFFLINE is set), and it serves no cached "
+                                         "copy it cannot check: pick a bundled model or upload the config.json")
+        if cached is _CACHED_NO_EXIST:  # the Hub said so on an earlier online call
+            raise _no_config(repo_id, revision)
+        return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, local_files_only=True)
     timeout = _etag_timeout()
-    if not offline and not isinstance(cached, str):
-        _probe(repo_id, revision, token, timeout)
+    try:
+        size = _probe(repo_id, revision, token, timeout)
+    except Exception as exc:
+        if cache_fallback and isinstance(cached, str) and _is_outage(exc):
+            return cached  # what hf_hub_download does for an unreachable Hub, without its 23 s of retries
+        raise
+    _check_size(size, repo_id)
     quiet = {"tqdm_class": _no_progress_bar()} if "tqdm_class" in signature(hf_hub_download).parameters else {}
-    return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, local_files_only=offline,
-                           etag_timeout=timeout, **quiet)
+    return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, etag_timeout=timeout, **quiet)
 
 
-def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float) -> None:
-    """One HEAD without retries, for a config.json the cache lacks.
+def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float) -> int | None:
+    """One HEAD without retries, before every online download: the file's size, or the Hub's refusal.
 
-    hf_hub_download retries an unreachable Hub (or a 5xx) 5 times with backoff, 1+2+4+8+8 = 23 s, before it
-    falls back to a cache that has nothing to give; this probe fails in one round trip instead. Hub errors
-    (gated, not found, ...) raise here exactly as hf_hub_download would raise them.
+    hf_hub_download retries an unreachable Hub (or a 5xx) 5 times with backoff, 1+2+4+8+8 = 23 s, and falls back
+    to its cache after any failed HEAD, a 401 or 403 included: a gated config one token fetched would be served
+    to every other token. Hub errors (gated, not found, ...) raise here exactly as hf_hub_download raises them.
     """
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 
@@ -81,6 +142,25 @@ def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout
     if meta.commit_hash is None or meta.etag is None:  # a captive portal or a proxy that is not the Hub
         raise ModelNotAvailableError(f"{constants.ENDPOINT} did not answer like the Hugging Face Hub for {repo_id} "
                                      "(no X-Repo-Commit or ETag header): check HF_ENDPOINT and your proxy settings")
+    return meta.size
+
+
+def _is_outage(exc: Exception) -> bool:
+    """The Hub could not answer (connection, timeout, 5xx, 429, a proxy): not a refusal of this token."""
+    from huggingface_hub.errors import HfHubHTTPError, HTTPError
+
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        return status is not None and (status >= 500 or status == 429)
+    return isinstance(exc, (HTTPError, OSError, ModelNotAvailableError))
+
+
+def _check_size(size: int | None, repo_id: str) -> None:
+    from .library import MAX_CONFIG_BYTES
+
+    if size is not None and size > MAX_CONFIG_BYTES:  # refused before a byte of it reaches the cache
+        raise ConfigError(f"{repo_id}/config.json on the Hub is {size:,} bytes, too large for a config.json (limit "
+                          f"{MAX_CONFIG_BYTES:,}): pass the model's config.json path")
 
 
 def _etag_timeout() -> float:

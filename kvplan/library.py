@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -54,19 +57,38 @@ def _find_bundled(name: str) -> tuple[str, Path] | None:
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a config.json as JSON data only (no code, no pickle), with a size cap.
 
-    Reads at most MAX_CONFIG_BYTES + 1 bytes whatever the file claims, so `/dev/zero` or a pipe cannot hang it.
+    Regular files only: a named pipe would block until a writer came, `/dev/zero` never ends. The file is opened
+    without blocking, checked with fstat, and read for at most MAX_CONFIG_BYTES + 1 bytes whatever it claims.
     """
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a folder: pass the config.json inside it") from None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions") from None
+        raise _unreadable(path, exc) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{path} is a folder: pass the config.json inside it")
+        raise ConfigError(f"{path} is not a regular file (a pipe, socket or device): pass the model's config.json "
+                          "file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, too large for a config.json: "
                           "pass the model's config.json")
     return parse_json_bytes(raw, str(path))
+
+
+def _unreadable(path: Path, exc: OSError) -> ConfigError:
+    if exc.errno == errno.ELOOP:
+        return ConfigError(f"{path} is a symlink loop (its links point at each other): point it at the real "
+                           "config.json")
+    if exc.errno == errno.EISDIR:
+        return ConfigError(f"{path} is a folder: pass the config.json inside it")
+    return ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions")
 
 
 def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
@@ -116,6 +138,9 @@ def load_model(
     path = Path(text).expanduser()
     if _exists(path):
         return _load_path(path, name, overrides)
+    if _is_loop(path):
+        raise ModelNotAvailableError(f"{_shorten(text)} is a symlink loop (its links point at each other): point it "
+                                     "at the real config.json or its folder")
     if text.endswith(".json") or text.startswith((".", "/", "~")) or "\\" in text:
         raise ModelNotAvailableError(f"no such file or folder: {_shorten(text)}: check the path")
     if not HUB_ID.match(text):
@@ -132,6 +157,16 @@ def _exists(path: Path) -> bool:
         return path.exists()
     except (OSError, ValueError):  # a name too long for the file system, an embedded NUL: not a path
         return False
+
+
+def _is_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    except ValueError:
+        return False
+    return False
 
 
 def _shorten(text: str, limit: int = 120) -> str:

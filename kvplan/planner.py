@@ -24,7 +24,7 @@ from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
 from .engines.weights_split import stage_weight_bytes, with_online_quant
-from .errors import WorkloadError
+from .errors import PlanInvariantError, WorkloadError
 from .gpus import GPU, resolve_gpu
 from .model import ModelSpec
 from .units import fmt_bytes
@@ -109,12 +109,14 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
         model = _load(model)
     if engine not in ENGINES:
         raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    _engine_settings(engine, quantization=quantization, engine_version=engine_version, block_size=block_size,
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
     tp, pp = _parallel(model, num_gpus, tp, pp)
     version = None if engine == "hf" else parse_version(engine_version)   # transformers has no version knob
     util = _utilization(gpu_memory_utilization, default_utilization(version) if engine == "vllm" else 0.9)
     if engine == "hf":
-        return _plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype)
+        return checked(_plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype))
     act = _model_dtype(model, dtype, device)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
     if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
@@ -125,16 +127,56 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
                                                   version, max_len)
     settings = VllmSettings(tp, pp, util, max_len, _pos("max_num_batched_tokens", max_num_batched_tokens)
                             or default_tokens, _pos("max_num_seqs", max_num_seqs) or default_seqs,
-                            _pos("block_size", block_size), kv.name, act.name, engine_version or "0.19.0",
+                            _pos("block_size", block_size), kv.name, act.name, ".".join(map(str, version)),
                             usage_context)
     if engine == "vllm" and block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
-        return _plan_sglang(model, device, settings, act, kv, quantization,
-                            None if gpu_memory_utilization is None else util,
-                            version if engine_version else SGLANG_DEFAULT_VERSION)
-    return _plan_vllm(model, device, settings, act, kv, quantization, engine)
+        return checked(_plan_sglang(model, device, settings, act, kv, quantization,
+                                    None if gpu_memory_utilization is None else util,
+                                    version if engine_version else SGLANG_DEFAULT_VERSION))
+    return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine))
+
+
+def checked(p: Plan) -> Plan:
+    """The plan, if it keeps the invariants every engine's answer must keep; PlanInvariantError naming the first
+    broken one otherwise (a kvplan bug: an impossible answer is never returned)."""
+    figures = {"weights": p.weights_bytes, "activation": p.activation_bytes, "non-torch": p.non_torch_bytes,
+               "KV pool": p.kv_pool_bytes}
+    used = sum(figures.values())
+    counts = {**figures, "bytes per token": p.kv_bytes_per_token, "KV tokens": p.kv_cache_tokens,
+              "blocks": p.num_blocks, "concurrency": p.max_concurrency, "shortfall": p.shortfall_bytes,
+              **{f"stage {s.stage} {k}": v for s in p.stages for k, v in s.model_dump().items() if k.endswith("bytes")}}
+    rules = [
+        ("the memory fraction is in (0, 1]", 0 < p.gpu_memory_utilization <= 1, p.gpu_memory_utilization),
+        ("the KV pool is no larger than the card", p.kv_pool_bytes <= p.gpu_memory_bytes, p.kv_pool_bytes),
+        *((f"the per-GPU {name} is >= 0", value >= 0, value) for name, value in counts.items()),
+        ("a plan that fits uses no more than the card", not p.fits or used <= p.gpu_memory_bytes, used),
+        ("a plan that fits holds one max_model_len request", not p.fits or (
+            p.shortfall_bytes == 0 and p.max_model_len_that_fits >= p.max_model_len), p.max_model_len_that_fits),
+        ("a plan that does not fit says by how much", p.fits or p.shortfall_bytes > 0, p.shortfall_bytes),
+    ]
+    for name, ok, value in rules:
+        if not ok:
+            raise PlanInvariantError(f"kvplan's {p.engine} plan for {p.model} on {p.gpu} breaks its invariant "
+                                     f"'{name}' (got {value!r}): please report it with the settings that gave it")
+    return p
+
+
+# Settings kvplan models for one engine only: SGLang's page is one token and it sizes its batch itself
+# (max_running_requests from the pool); transformers' generate has none of them, nor a version or online quantization.
+_NOT_FOR = {"sglang": ("block_size", "max_num_seqs", "max_num_batched_tokens"),
+            "hf": ("block_size", "max_num_seqs", "max_num_batched_tokens", "engine_version", "quantization")}
+_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "hf": "transformers' generate"}
+
+
+def _engine_settings(engine: str, **given) -> None:
+    """A setting the chosen engine lacks is an error, not silently ignored (`--engine hf --block-size -1`)."""
+    for name in _NOT_FOR.get(engine, ()):
+        if given[name] is not None:
+            raise WorkloadError(f"{_ENGINE_NAMES[engine]} has no {name} setting kvplan models: leave it out, or "
+                                "plan for vLLM")
 
 
 # vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
@@ -250,14 +292,13 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens)
         stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
                                   activation_bytes=activation.total_bytes, non_torch_bytes=other,
-                                  kv_pool_bytes=pool, kv_bytes_per_token=bytes_per_token(specs),
+                                  kv_pool_bytes=max(0, pool), kv_bytes_per_token=bytes_per_token(specs),
                                   num_blocks=cap.num_blocks))
-        budgets.append((cap, groups, specs, activation))
+        budgets.append((cap, groups, specs, activation, pool))  # a negative pool: the weights alone overflow
     # PP: every stage gets the smallest stage's number of blocks
     binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
-    cap, groups, specs, activation = budgets[binding]
+    cap, groups, specs, activation, pool = budgets[binding]
     need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens) for x in specs)
-    pool = stages[binding].kv_pool_bytes
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0
     fit_len = _max_len_that_fits(specs, block, pool, s)
     head = stages[binding]
@@ -284,7 +325,7 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization, dtype=act.name,
         kv_cache_dtype=kv.name, block_size=block, max_num_batched_tokens=s.max_num_batched_tokens,
         max_num_seqs=s.max_num_seqs, weights_bytes=head.weights_bytes, activation_bytes=head.activation_bytes,
-        non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=pool, kv_bytes_per_token=head.kv_bytes_per_token,
+        non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
         fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
         vllm_command=vllm_command(model.name, s, kv, quantization), formula=formula, notes=notes,
@@ -393,13 +434,17 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
     weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
     settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction, version=version)
+    if not any(x.kind in ("full", "mla", "chunked", "sliding") for x in specs):
+        # cell_size counts attention layers only, so a pure SSM model got a 0-token pool: "short by 1 B"
+        raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
+                            "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
     pool = sglang_pool(device.memory_bytes, weights, specs, settings, s.max_model_len)
     per_token = bytes_per_token(specs)
     fits = pool.max_total_tokens >= s.max_model_len
     concurrency = pool.max_total_tokens / s.max_model_len
     reserved = int(device.memory_bytes * (1 - pool.mem_fraction_static))
     stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=weights, activation_bytes=reserved,
-                        non_torch_bytes=0, kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token,
+                        non_torch_bytes=0, kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token,
                         num_blocks=pool.max_total_tokens)
     formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = (free before loading "
                f"{fmt_bytes(device.memory_bytes)} - context {fmt_bytes(SGLANG_PRELOAD_BYTES)}) x "
@@ -414,7 +459,7 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
         max_model_len=s.max_model_len, gpu_memory_utilization=round(pool.mem_fraction_static, 4), dtype=act.name,
         kv_cache_dtype=kv.name, block_size=1, max_num_batched_tokens=s.max_num_batched_tokens,
         max_num_seqs=pool.max_running_requests, weights_bytes=weights, activation_bytes=reserved, non_torch_bytes=0,
-        kv_pool_bytes=pool.rest_bytes, kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
+        kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
         num_blocks=pool.max_total_tokens, max_concurrency=round(concurrency, 4), fits=fits,
         shortfall_bytes=0 if fits else max(1, ceil(s.max_model_len * _sglang_token_cost(pool, specs, settings)
                                                    - pool.rest_bytes)),

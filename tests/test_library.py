@@ -195,10 +195,34 @@ def test_oversized_file(tmp_path):
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
-def test_endless_file_is_capped():
-    """A file whose stat size says nothing (a device, a pipe) is still read at most to the cap."""
-    with pytest.raises(ConfigError, match="too large for a config.json"):
+def test_device_is_refused_at_once():
+    """A device's stat size says nothing and /dev/zero never ends: regular files only."""
+    with pytest.raises(ConfigError, match="/dev/zero is not a regular file") as err:
         kvplan.load_model("/dev/zero")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_named_pipe_is_refused_without_blocking(tmp_path):
+    """open() on a FIFO blocks until a writer comes: the CLI in a subprocess, so a hang fails the test."""
+    os.mkfifo(tmp_path / "config.json")
+    result = subprocess.run([sys.executable, "-m", "kvplan", "estimate", str(tmp_path / "config.json"), "--seq-len",
+                             "5"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "config.json is not a regular file (a pipe, socket or device)" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["loop", "org/name"])  # a path, and a link named like a Hub id
+def test_symlink_loop_has_its_own_message(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    Path(name).parent.mkdir(exist_ok=True)
+    os.symlink(Path(name).name + "2", name)
+    os.symlink(Path(name).name, name + "2")
+    with pytest.raises(ModelNotAvailableError, match=f"{name} is a symlink loop .*: point it at the real config.json"):
+        kvplan.load_model(name)
+    with pytest.raises(ConfigError, match="is a symlink loop"):
+        read_config_file(Path(name))
 
 
 def test_utf8_bom_is_accepted(tmp_path):

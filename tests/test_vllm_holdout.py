@@ -12,6 +12,7 @@ import pytest
 
 from kvplan.engines.vllm import batch_defaults, parse_version
 from kvplan.engines.vllm_mxfp4 import padding_bytes
+from kvplan.errors import WorkloadError
 from kvplan.gpus import custom_gpu, resolve_gpu
 from kvplan.library import load_model
 from kvplan.planner import _rope_cache, plan
@@ -150,5 +151,6 @@ def test_default_gpu_memory_utilization_follows_the_version():
     assert newer.gpu_memory_utilization == 0.92 and "--gpu-memory-utilization 0.92" in newer.vllm_command
     assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192, engine_version="0.25.0",
                 gpu_memory_utilization=0.8).gpu_memory_utilization == 0.8
-    assert plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192,
-                engine_version="not a version").gpu_memory_utilization == 0.9
+    assert plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192).gpu_memory_utilization == 0.9
+    with pytest.raises(WorkloadError, match="transformers' generate has no engine_version setting"):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192, engine_version="not a version")

@@ -9,14 +9,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import tempfile
 import sys
 import time
 from datetime import date
 from pathlib import Path
 from typing import Sequence
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .report import ReportError
+
+RESULTS = Path(__file__).resolve().parent / "results"   # the committed runs; a run writes under DEFAULT_OUT
+DEFAULT_OUT = Path("kvplan-validation-results")         # in the current folder, never inside the package
 GPU_DEFAULT_BUDGET_S = 480.0   # the gpu suite fits in 8 minutes of one H200 unless told otherwise
 
 
@@ -25,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="kvplan's predictions against real transformers generate() runs.")
     p.add_argument("--suite", choices=("smoke", "cpu", "gpu"), help="which cases (default: gpu on CUDA, else cpu)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    p.add_argument("--out", type=Path, help="results folder (default validation/results/<date>-<device>/)")
+    p.add_argument("--out", type=Path, help="results folder (default ./kvplan-validation-results/<date>-<device>/)")
     p.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="stop starting cases (and stop a running one) when this much time has passed")
     p.add_argument("--resume", dest="resume", action="store_true", default=True,
@@ -54,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()           # the time budget counts from here: imports and model builds included
     args = build_parser().parse_args(argv)
+    problem = bad_numbers(args)
+    if problem:
+        return _fail(problem)
     import torch
 
     if args.threads:
@@ -62,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("validation: error: --device cuda but torch sees no CUDA device", file=sys.stderr)
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    out = args.out or RESULTS / f"{date.today().isoformat()}-{device.type}"
+    out = args.out or DEFAULT_OUT / f"{date.today().isoformat()}-{device.type}"
+    if not (args.list or args.plan):
+        problem = unwritable(out)
+        if problem:
+            return _fail(problem)
     if args.bench:
         from .space_for_time import run_benchmark
 
@@ -87,6 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if suite == "gpu" and device.type != "cuda":
         print("validation: error: the gpu suite needs CUDA (use --suite cpu or smoke)", file=sys.stderr)
         return 2
+    try:
+        return _run(args, suite, cases, out, device, started)
+    except ReportError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail(f"interrupted: every finished case is in {out}/report.json; run the same command again to "
+                     "resume", code=130)
+
+
+def _run(args, suite, cases, out, device, started) -> int:
     if args.repredict:
         from .report import load_report, write_all
         from .runner import repredict
@@ -110,6 +132,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{s['cases']} cases: " + ", ".join(f"{n} {k}" for k, n in sorted(s["statuses"].items()))
           + f" -> {out}", file=sys.stderr)
     return 1 if s["mismatches"] or s["statuses"].get("error") else 0
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"validation: error: {message}", file=sys.stderr)
+    return code
+
+
+def bad_numbers(args) -> str | None:
+    """The numeric options, checked before torch is imported: one sentence, or None."""
+    for flag, value in (("--memory-limit", args.memory_limit), ("--time-budget", args.time_budget)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            example = 8 if flag == "--memory-limit" else 480
+            return f"{flag} must be a positive number, got {value}: pass e.g. {flag} {example}"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads must be 1 or more, got {args.threads}: pass e.g. --threads 1"
+    return None
+
+
+def unwritable(out: Path) -> str | None:
+    """Why results cannot be written to `out` (checked before the first case), or None."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except FileExistsError:
+        return f"--out {out} is not a folder: pass a folder to write the results in"
+    except OSError as exc:
+        return f"cannot write the results to --out {out} ({exc.strerror or exc}): pass a folder you can write to"
+    return None
 
 
 def print_plan(suite: str, cases, device, memory_limit_gib: float | None, time_budget: float | None) -> int:

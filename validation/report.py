@@ -76,14 +76,32 @@ def environment(device) -> dict[str, Any]:
     return env
 
 
+class ReportError(Exception):
+    """The folder holds a report.json this harness cannot have written: it is left as it is."""
+
+
 def load_report(out_dir: Path) -> dict | None:
+    """The folder's report.json, None when there is none; ReportError (one line) for anything else in its place:
+    a resume must never overwrite a corrupt, truncated or foreign file with a fresh report."""
     path = Path(out_dir) / "report.json"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except IsADirectoryError:
+        raise ReportError(_refusal(path, "it is a folder")) from None
+    except OSError as exc:
+        raise ReportError(_refusal(path, f"it cannot be read: {exc.strerror or exc}")) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+        raise ReportError(_refusal(path, "it is not JSON: truncated, binary or another tool's")) from None
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in cases):
+        raise ReportError(_refusal(path, "it is not a report with a list of cases, each with an id"))
+    return data
+
+
+def _refusal(path: Path, why: str) -> str:
+    return f"{path} is not a report this harness wrote ({why}): move it away, or pass another --out"
 
 
 def write_all(out_dir: Path, report: dict, *, plot: bool = True) -> None:

@@ -125,11 +125,18 @@ def check_row(row: dict) -> dict:
             if measured:
                 out[key] = (measured, value, _err(value, measured))
     if known_gpu and pool is not None:
-        predicted = p.stages[0].kv_pool_bytes / GiB
+        predicted = _budget(p) / GiB
         out["pool"] = (pool, predicted, _err(predicted, pool))
     if not known_gpu:
         out["reason"] = f"GPU memory not printed for {row['gpu'] or 'an unnamed GPU'}: no whole-budget check"
     return out
+
+
+def _budget(p) -> int:
+    """vLLM's own arithmetic for stage 0, signed: a failed start-up prints the negative figure (the plan's
+    kv_pool_bytes stops at 0, a pool never being negative)."""
+    s = p.stages[0]
+    return int(p.gpu_memory_utilization * p.gpu_memory_bytes) - s.weights_bytes - s.activation_bytes - s.non_torch_bytes
 
 
 CHECKS = (("weights", "weights GiB"), ("tokens", "KV tokens from the printed pool"),

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..units import GiB, MiB
+from ..errors import WorkloadError
+from ..units import GiB, MiB, fmt_bytes
 from .vllm_kv import VllmLayerSpec
 
 # SGLang sizes the pool from free memory, not from the card's size. Before the weights, the CUDA context, NCCL
@@ -102,7 +103,12 @@ def sglang_pool(total_bytes: int, weights_bytes: int, specs: list[VllmLayerSpec]
     swa x swa_cell + full x full_cell = rest."""
     fraction = s.mem_fraction_static
     if fraction is None:
-        fraction, _ = default_mem_fraction(total_bytes, s)
+        fraction, reserved = default_mem_fraction(total_bytes, s)
+        if fraction <= 0:  # a card under ~2.6 GiB: SGLang's reserve alone is larger (a 1 KiB card gave -3817471.0)
+            raise WorkloadError(f"a GPU of {fmt_bytes(total_bytes)} is smaller than the {fmt_bytes(reserved)} SGLang "
+                                "reserves for activations and CUDA graphs: pick a larger GPU")
+    if not 0 < fraction <= 1:
+        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {fraction!r}")
     before = total_bytes - PRELOAD_BYTES
     after = before - weights_bytes - LOAD_EXTRA_BYTES
     rest = int(after - before * (1 - fraction))

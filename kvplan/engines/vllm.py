@@ -59,7 +59,7 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     if not text:
         return (0, 19, 0)
     # leading digits of each part: '0.19.0rc1' -> (0, 19, 0), '0.8.5.post1' -> (0, 8, 5), '0.11.0+cu128' too
-    match = _VERSION.match(str(text).strip())
+    match = _VERSION.fullmatch(str(text).strip())
     if match is None or any(len(g or "") > 9 for g in match.groups()):
         from ..errors import WorkloadError
 
@@ -67,7 +67,8 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
 
 
-_VERSION = re.compile(r"[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+# the whole text: 'v0.19.0', '0.19', '0.10.1.1', '0.19.0rc1', '0.8.5.post1', '0.11.0+cu128'; not '0.19garbage'
+_VERSION = re.compile(r"[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)*(?:\.?(?:rc|a|b|post|dev)\d*)*(?:\+[\w.]+)?")
 
 
 def default_utilization(version: tuple[int, int, int]) -> float:

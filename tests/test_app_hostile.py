@@ -1,0 +1,117 @@
+"""Issue #14 in the web app: a hostile URL, huge numbers or an absurd upload give a message in the app's words,
+never a traceback or a server path (Streamlit's AppTest, the real pages)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import APP, LLAMA, PAGES, ROOT, app, clean, errors, fresh_cache, metric, upload  # noqa: F401
+
+import kvplan
+from app_pages import common
+from kvplan import app_support as sup
+from kvplan.units import fmt_int
+
+PAGE_KEYS = {  # the integer widgets each page reads from the URL, the sidebar's on every page
+    "app_pages/estimate.py": ("ctx", "batch", "maxlen", "prompt"),
+    "app_pages/compare.py": ("ctx", "batch", "window", "sinks"),
+    "app_pages/capacity.py": ("ctx", "batch", "n", "pp", "ttft_prompt"),
+    "app_pages/validation.py": ("ctx", "batch"),
+    "app_pages/learn.py": ("ctx", "batch"),
+}
+HOSTILE = ("inf", "-inf", "1e400", "nan", "1e20", "abc")
+
+
+def open_page(page: str, **params) -> AppTest:
+    """A visitor opening `page` with these URL parameters (a first load, as a shared link is)."""
+    at = AppTest.from_file(APP, default_timeout=30)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    if page != PAGES[0]:
+        at.switch_page(page)
+    return at.run()
+
+
+def warnings(at) -> str:
+    return " | ".join(w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("page", PAGES)
+def test_hostile_url_numbers_fall_back_to_defaults(page, value):
+    """Streamlit's number_input raised 'cannot convert float infinity to integer' from inside its URL binding."""
+    keys = PAGE_KEYS[page]
+    at = open_page(page, **{key: value for key in keys})
+    clean(at)
+    shown = warnings(at)
+    for key in keys:
+        what, low, high, default = common.INT_PARAMS[key]
+        assert f"The link's {what} ({value!r}) is not a whole number from {low:,} to {high:,}, so the default " \
+               f"{default:,} is used." in shown
+        assert key not in at.query_params
+    assert "--" not in shown and "Traceback" not in shown  # the app's words, never a flag name
+
+
+@pytest.mark.parametrize("raw, expected", [("4096", 4096), ("4.096e3", 4096), (" 7 ", 7), ("+5", 5),
+                                           ("2.5", None), ("-1", None), ("1e400", None), ("nan", None),
+                                           ("9" * 5000, None), ("0x10", None), ("", None)])
+def test_whole_number(raw, expected):
+    assert common.whole_number(raw, 0, 10**15) == expected
+
+
+def test_url_value_in_canonical_form_is_used():
+    at = app(ctx="1.6384e4")
+    clean(at)
+    assert not at.warning and at.query_params["ctx"] == "16384"
+    assert metric(at, "Exact bytes") == fmt_int(kvplan.estimate(LLAMA, 16384, 1).kv_cache_bytes)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_huge_workload_never_overflows_a_table(page):
+    """10^12 tokens x 10^5 sequences of Llama-3.1-8B is 1.3e22 bytes: past int64, which Arrow cannot hold."""
+    at = open_page(page, ctx=10**12, batch=100_000)
+    clean(at)
+    assert "could not be shown" not in errors(at)
+    if page == PAGES[0]:
+        est = kvplan.estimate(LLAMA, 10**12, 100_000)
+        assert list(at.dataframe[0].value["bytes"]) == [fmt_int(g.bytes) for g in est.groups]
+
+
+@pytest.mark.parametrize("page, field, value", [
+    ("app_pages/estimate.py", "head_dim", 10**18),
+    ("app_pages/capacity.py", "head_dim", 10**18),
+    ("app_pages/compare.py", "head_dim", 10**18),
+    ("app_pages/learn.py", "hidden_size", 1e300),
+    ("app_pages/estimate.py", "hidden_size", 1e300),
+])
+def test_absurd_upload_is_a_message(page, field, value):
+    raw = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text())
+    at = upload(app(), "config.json", json.dumps({**raw, field: value}).encode())
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    clean(at)
+    assert "could not be shown" not in errors(at)
+
+
+def test_arrow_safe_formats_only_columns_past_int64():
+    frame = sup.arrow_safe(sup.pd.DataFrame({"big": [1, 2**70], "small": [1, 2], "text": ["a", "b"]}))
+    assert list(frame["big"]) == ["1", fmt_int(2**70)] and list(frame["small"]) == [1, 2]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_unforeseen_error_is_one_sentence_and_logged(page, monkeypatch, caplog):
+    """The last guard (common.run_page): whatever a page raises, the visitor sees no traceback, no server path."""
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"boom in {ROOT}/kvplan/secret.py")
+
+    monkeypatch.setattr(common, "header", broken)
+    with caplog.at_level(logging.ERROR, logger="kvplan.app"):
+        at = open_page(page)
+    clean(at)
+    assert errors(at) == ("This page could not be shown for these settings (the error is in the server's log): "
+                          "try other settings, and please report it.")
+    assert str(ROOT) not in json.dumps([e.value for e in at.error])
+    assert "boom in" in caplog.text

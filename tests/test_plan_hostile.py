@@ -1,0 +1,109 @@
+"""Issue #14 in the planner: no impossible answer. A card too small for SGLang's reserve, a model SGLang's token pool
+cannot size, a setting the engine lacks, a garbage version or GPU name: one line on stderr, exit 2 (the CLI in a
+subprocess). And every plan returned keeps its invariants (`planner.checked`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan import planner
+from kvplan.errors import PlanInvariantError, WorkloadError
+from kvplan.library import bundled_ids
+from kvplan.planner import checked, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = "meta-llama/Llama-3.1-8B"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvplan", "plan", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+
+
+@pytest.mark.parametrize("args, words", [
+    # a 1 KiB card printed FITS with --mem-fraction-static -3817471.0
+    ((LLAMA, "--engine", "sglang", "--gpu", "custom:1KiB"), "a GPU of 1.00 KiB is smaller than the 3.64 GiB SGLang"),
+    ((LLAMA, "--engine", "sglang", "--gpu", "custom:80MiB"), "is smaller than the 3.64 GiB SGLang reserves"),
+    # cell_size counts attention layers only: a pure SSM got a 0-token pool and "short by 1 B"
+    (("state-spaces/mamba-2.8b-hf", "--engine", "sglang", "--max-model-len", "4096"), "has no attention layers"),
+    ((LLAMA, "--engine", "sglang", "--block-size", "7"), "SGLang has no block_size setting"),
+    ((LLAMA, "--engine", "sglang", "--max-num-seqs", "8"), "SGLang has no max_num_seqs setting"),
+    ((LLAMA, "--engine", "hf", "--quantization", "garbage"), "transformers' generate has no quantization setting"),
+    ((LLAMA, "--engine", "hf", "--block-size", "-1"), "transformers' generate has no block_size setting"),
+    ((LLAMA, "--engine", "hf", "--max-num-seqs", "0"), "transformers' generate has no max_num_seqs setting"),
+    ((LLAMA, "--engine", "hf", "--engine-version", "abc"), "transformers' generate has no engine_version setting"),
+    ((LLAMA, "--engine", "sglang", "--engine-version", "0.19garbage"), "'0.19garbage' is not a version number"),
+    ((LLAMA, "--engine-version", "0.19garbage"), "'0.19garbage' is not a version number"),
+    ((LLAMA, "--gpu", "x" * 100_000), "is 100,000 characters long"),
+    ((LLAMA, "--fewest-gpus", "--tp", "2"), "--fewest-gpus searches TP and PP itself"),
+    ((LLAMA, "--fewest-gpus", "--num-gpus", "4"), "--fewest-gpus searches TP and PP itself"),
+])
+def test_cli_refuses_with_one_line(args, words):
+    result = cli(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr[:300]
+    assert len(result.stderr) < 400  # nothing echoed whole
+
+
+def test_sglang_tiny_card_through_the_api_and_fewest_gpus():
+    with pytest.raises(WorkloadError, match="smaller than the"):
+        plan(LLAMA, engine="sglang", gpu="custom:1KiB")
+    with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
+        planner.fewest_gpus(LLAMA, engine="sglang", gpu="custom:1KiB", max_model_len=8192)
+
+
+def test_version_is_printed_as_read():
+    p = plan(LLAMA, gpu="H100", max_model_len=8192, engine_version="v0.8.5.post1")
+    assert p.engine_version == "0.8.5"
+
+
+def test_sglang_hybrid_with_mamba_still_plans():
+    p = plan("ai21labs/AI21-Jamba-1.5-Mini", engine="sglang", gpu="H100", max_model_len=4096)
+    assert p.kv_pool_bytes >= 0 and p.gpu_memory_utilization > 0
+
+
+@pytest.mark.parametrize("change, rule", [
+    ({"gpu_memory_utilization": -3817471.0}, "the memory fraction is in (0, 1]"),
+    ({"gpu_memory_utilization": 1.5}, "the memory fraction is in (0, 1]"),
+    ({"kv_pool_bytes": 10**15}, "the KV pool is no larger than the card"),
+    ({"weights_bytes": -1}, "the per-GPU weights is >= 0"),
+    ({"max_concurrency": -0.5}, "the per-GPU concurrency is >= 0"),
+    ({"fits": True, "shortfall_bytes": 5}, "a plan that fits holds one max_model_len request"),
+    ({"weights_bytes": 10**12}, "a plan that fits uses no more than the card"),
+    ({"fits": False, "shortfall_bytes": 0}, "a plan that does not fit says by how much"),
+])
+def test_a_broken_invariant_is_named(change, rule):
+    good = plan(LLAMA, gpu="H100", max_model_len=8192)
+    assert checked(good) is good
+    with pytest.raises(PlanInvariantError, match="breaks its invariant '" + rule.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[").replace("]", r"\]")):
+        checked(good.model_copy(update=change))
+
+
+def test_stage_figures_are_checked_too():
+    good = plan(LLAMA, gpu="H100", max_model_len=8192)
+    stage = good.stages[0].model_copy(update={"kv_pool_bytes": -1})
+    with pytest.raises(PlanInvariantError, match="stage 0 kv_pool_bytes is >= 0"):
+        checked(good.model_copy(update={"stages": [stage]}))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("gpu", ["H100", "L4", "custom:6GiB"])
+def test_every_bundled_plan_keeps_the_invariants(engine, gpu):
+    """Fitting or not, on a big card and on small ones: plan() returns through checked(), so no error is the test."""
+    planned = 0
+    for model in bundled_ids():
+        try:
+            p = plan(model, engine=engine, gpu=gpu, max_model_len=4096)
+        except PlanInvariantError:
+            raise
+        except WorkloadError:  # a model this engine or card cannot take: an error, not an answer
+            continue
+        assert p.kv_pool_bytes >= 0 and 0 < p.gpu_memory_utilization <= 1
+        planned += 1
+    assert planned > 20
