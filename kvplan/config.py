@@ -16,9 +16,12 @@ from .config_read import (  # noqa: F401  (re-exported: the boundary's names, on
     TEXT_MODEL_TYPES, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
 )
 from .errors import ConfigError, UnsupportedArchitectureError
+from .config_layers import V_HEAD_DIM_FAMILIES, layer_overrides
+from .config_state import STATE_TYPES, pattern_types, state_spec
 from .layers import (
     ChunkedAttentionSpec,
     FullAttentionSpec,
+    IndexedMLASpec,
     MLASpec,
     NoCacheSpec,
     SlidingWindowSpec,
@@ -30,7 +33,7 @@ from .verified import family_status, kv_refusal, params_refusal, unread_fields, 
 
 ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert"}
 SUPPORTED_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
-                         "mamba", "conv", "moe", "mlp", "dummy"}
+                         "mamba", "conv", "moe", "mlp", "dummy", "indexed_attention", "hybrid"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ class _Geometry:
 
 def _geometry(r: ConfigReader, notes: list[str]) -> _Geometry:
     o = r.overrides
-    num_layers = r.need_int(LAYER_KEYS, "num_layers", "--num-layers", o.num_layers)
+    pattern = pattern_types(r) if r.first(LAYER_KEYS) is None and o.num_layers is None else None
+    # Nemotron-H has no layer count: its pattern has one entry per layer
+    num_layers = len(pattern) if pattern else r.need_int(LAYER_KEYS, "num_layers", "--num-layers", o.num_layers)
     num_heads = r.need_int(HEAD_KEYS, "num_heads", "--num-heads", o.num_heads)
     kv_heads = o.kv_heads if o.kv_heads is not None else _kv_heads(r, num_heads, notes)
     head_dim = o.head_dim if o.head_dim is not None else _head_dim(r, num_heads, notes)
@@ -179,13 +184,16 @@ def _head_dim(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
                          f"hidden_size / heads would give {hidden[1] // num_heads}")
         return head_dim
     hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--head-dim", r.overrides.hidden_size)
-    if hidden % num_heads:
-        raise ConfigError(f"hidden size {hidden} is not divisible by {num_heads} heads: pass --head-dim N",
-                          field="head_dim", flag="--head-dim")
+    if hidden % num_heads:  # GLM-4.5's class defaults: 4096 // 96 = 42, what its attention module computes
+        notes.append(f"hidden size {hidden:,} is not a multiple of {num_heads} heads: head_dim = {hidden:,} // "
+                     f"{num_heads} = {hidden // num_heads}, as transformers computes it (pass --head-dim N to change)")
     return hidden // num_heads
 
 
 def _window(r: ConfigReader) -> int | None:
+    if r.model_type == "mimo_v2_flash" and r.get("sliding_window_size") is not None:
+        # MiMoV2FlashConfig: the window is sliding_window_size + 1 (the published 128 -> 129 tokens)
+        return r.req_int("sliding_window_size") + 1
     if r.has("use_sliding_window") and not r.flag("use_sliding_window"):
         return None  # Qwen2/Qwen3: __post_init__ drops sliding_window unless use_sliding_window
     return r.opt_int("sliding_window")
@@ -193,6 +201,8 @@ def _window(r: ConfigReader) -> int | None:
 
 def _layer_types(r: ConfigReader, num_layers: int) -> list[str] | None:
     value = r.get("layer_types")
+    if value is None:
+        value = pattern_types(r)
     if value is None:
         return None
     if not isinstance(value, list) or len(value) != num_layers or not all(isinstance(v, str) for v in value):
@@ -210,6 +220,10 @@ def _derived_layer_types(r: ConfigReader, g: _Geometry, window: int | None) -> l
     """The per-layer pattern a family's config class derives when `layer_types` is absent."""
     n, mt = g.num_layers, r.model_type
     chunk = r.opt_int("attention_chunk_size")
+    if mt == "falcon_h1":  # FalconH1Config has no pattern field: every layer is attention beside Mamba-2
+        return ["hybrid"] * n
+    if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: layer 0 and every 6th layer full, the rest sliding (48: 9 full)
+        return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)]
     if mt in ("qwen2", "qwen3", "qwen2_moe") and window is not None:
         first_sliding = r.opt_int("max_window_layers", minimum=0) or 0
         return ["sliding_attention" if i >= first_sliding else "full_attention" for i in range(n)]
@@ -238,6 +252,13 @@ def _llama4_layer_types(r: ConfigReader, n: int, chunk: int | None) -> list[str]
     return ["chunked_attention" if f and chunk is not None else "full_attention" for f in flags]
 
 
+def _indexed(r: ConfigReader, kv: int, kd: int, vd: int) -> IndexedMLASpec:
+    if r.used.get("kv_lora_rank") is None:
+        raise UnsupportedArchitectureError("indexed_attention layers without an MLA latent (kv_lora_rank) are not "
+                                           "supported yet: open an issue with the model id")
+    return IndexedMLASpec(kv, kd, vd, index_head_dim=r.req_int("index_head_dim"))
+
+
 def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: ConfigReader, window: int | None, mla=False):
     if layer_type == "full_attention":
         return MLASpec(kv, kd, vd) if mla else FullAttentionSpec(kv, kd, vd)
@@ -259,20 +280,24 @@ def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: ConfigReader,
 def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
     """Every attention-only decoder: MHA, GQA, MQA, MLA, windows, chunks, KV sharing."""
     g = _geometry(r, notes)
-    kv, kd, vd = _kv_shape(r, g, notes)
+    base = kv, kd, vd = _kv_shape(r, g, notes)
     mla = r.used.get("kv_lora_rank") is not None
     window = _window(r)
     if r.get("use_bidirectional_attention") is True and window is not None:
         window = window // 2 + 1  # Gemma 3 config class: exclusive bound for bidirectional attention
     types = _layer_types(r, g.num_layers) or _derived_layer_types(r, g, window)
+    overrides = layer_overrides(r, types, kv)
     layers = []
-    for layer_type in types:
+    for i, layer_type in enumerate(types):
+        kv, kd, vd = overrides.get(i, base)
         if layer_type in ("moe", "mlp", "dummy"):
             layers.append((NoCacheSpec("MLP-only layer"),))
-        elif layer_type in ("linear_attention", "mamba", "conv"):
-            raise UnsupportedArchitectureError(
-                f"model_type {r.model_type!r} has {layer_type} layers kvplan has no state formula for: "
-                "open an issue with the model id")
+        elif layer_type in STATE_TYPES:
+            layers.append((state_spec(r, layer_type),))
+        elif layer_type == "hybrid":  # Falcon-H1: attention and Mamba-2 side by side in one layer
+            layers.append((_attention_spec("full_attention", kv, kd, vd, r, window, mla), state_spec(r, layer_type)))
+        elif layer_type == "indexed_attention":
+            layers.append((_indexed(r, kv, kd, vd),))
         else:
             layers.append((_attention_spec(layer_type, kv, kd, vd, r, window, mla),))
     shared = r.opt_int("num_kv_shared_layers", minimum=0) or 0
@@ -295,7 +320,9 @@ def _kv_shape(r: ConfigReader, g: _Geometry, notes: list[str]) -> tuple[int, int
     if g.num_heads % kv and r.overrides.kv_heads is None:
         raise ConfigError(f"{g.num_heads} attention heads are not divisible by {kv} KV heads: pass --kv-heads N",
                           field="kv_heads", flag="--kv-heads")
-    return kv, g.head_dim, g.head_dim
+    # MiMo-V2-Flash: K 192, V 128 per head; v_head_dim is read only where the family's attention uses it
+    v_dim = r.req_int("v_head_dim") if r.model_type in V_HEAD_DIM_FAMILIES and r.get("v_head_dim") else g.head_dim
+    return kv, g.head_dim, v_dim
 
 
 def _family_kv_heads(r: ConfigReader, g: _Geometry, notes: list[str]) -> int:

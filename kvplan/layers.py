@@ -97,6 +97,23 @@ class MLASpec(FullAttentionSpec):
 
 
 @dataclass(frozen=True)
+class IndexedMLASpec(MLASpec):
+    """DeepSeek-V3.2 / GLM-5 sparse attention: the MLA latent plus the lightning indexer's keys, one
+    `[B, T, index_head_dim]` tensor per layer (transformers' DynamicIndexedLayer). V3.2: 512 + 64 + 128 = 704
+    elements per token per layer, 18 % more than V3's 576."""
+
+    index_head_dim: int = 0
+    kind = "mla"
+
+    @property
+    def elems_per_token(self) -> int:
+        return self.k_elems_per_token + self.v_elems_per_token + self.index_head_dim
+
+    def describe(self) -> str:
+        return f"{super().describe()} + indexer {self.index_head_dim}"
+
+
+@dataclass(frozen=True)
 class StateSpec:
     """Constant-size recurrent state per sequence (Mamba, gated DeltaNet): it does not grow with T.
 

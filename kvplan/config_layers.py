@@ -1,0 +1,62 @@
+"""Per-layer attention shapes where layers differ (part of the config boundary).
+
+transformers 5.24 builds some models with a per-layer config (`per_layer_config`: layer index -> the fields that
+layer overrides), and a few families derive one in code that no field spells out. Each family rule below names
+the model and the number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config_read import ConfigReader, check_int
+from .errors import ConfigError
+
+# Families whose attention caches values of their own width (`v_head_dim` beside `head_dim`) without MLA.
+V_HEAD_DIM_FAMILIES = frozenset({"mimo_v2_flash"})
+
+
+def layer_overrides(r: ConfigReader, types: list[str], kv: int) -> dict[int, tuple[int, int, int]]:
+    """layer index -> (kv heads, K head dim, V head dim) for the layers that differ from the model's own."""
+    base_k, base_v = _base_dims(r)
+    per_layer = _per_layer_config(r, types)
+    out = {}
+    for i, fields in per_layer.items():
+        heads = check_int("per_layer_config.num_key_value_heads", fields.get("num_key_value_heads", kv))
+        head_dim = check_int("per_layer_config.head_dim", fields.get("head_dim", base_k))
+        out[i] = (heads, head_dim, head_dim if base_k == base_v else base_v)
+    if r.model_type == "mimo_v2_flash":
+        # MiMoV2FlashAttention: sliding layers run num_key_value_heads x 2 (the published swa_num_key_value_heads 8)
+        for i, layer_type in enumerate(types):
+            if layer_type == "sliding_attention":
+                out[i] = (2 * kv, base_k, base_v)
+    return out
+
+
+def _base_dims(r: ConfigReader) -> tuple[Any, Any]:
+    k = r.get("head_dim")
+    v = r.get("v_head_dim") if r.model_type in V_HEAD_DIM_FAMILIES else k
+    return k, v
+
+
+def _per_layer_config(r: ConfigReader, types: list[str]) -> dict[int, dict]:
+    value = r.get("per_layer_config")
+    if value is None and r.model_type in ("gemma4_text", "gemma4"):
+        # Gemma4TextConfig.__post_init__: full layers take global_head_dim (default 512, 2x the sliding 256), and
+        # num_global_key_value_heads where attention_k_eq_v is set
+        fields: dict[str, Any] = {"head_dim": r.get("global_head_dim", 512)}
+        if r.get("attention_k_eq_v") and r.get("num_global_key_value_heads") is not None:
+            fields["num_key_value_heads"] = r.get("num_global_key_value_heads")
+        return {i: fields for i, t in enumerate(types) if t == "full_attention"}
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("config field 'per_layer_config' must map layer indices to fields: fix the config.json")
+    out = {}
+    for key, fields in value.items():
+        index = check_int("per_layer_config index", int(key) if isinstance(key, str) and key.isdigit() else key,
+                          minimum=0, maximum=len(types) - 1)
+        if not isinstance(fields, dict):
+            raise ConfigError("config field 'per_layer_config' must map layer indices to fields: fix the config.json")
+        out[index] = fields
+    return out
