@@ -31,6 +31,7 @@ class AttentionDims:
     q_lora_rank: int | None = None  # MLA (DeepSeek-V2/V3): set with kv_lora_rank
     kv_lora_rank: int | None = None
     qk_rope_dim: int = 0
+    indexer: tuple[int, int] | None = None  # DeepSeek-V3.2 lightning indexer: (index_n_heads, index_head_dim)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class MoEDims:
     router_bias: bool = False  # gpt-oss
     router_fp32: bool = False  # DeepSeek: transformers keeps gate.weight in fp32 (_keep_in_fp32_modules_strict)
     score_bias: bool = False  # DeepSeek-V3: e_score_correction_bias, a persistent fp32 buffer [experts]
+    score_param: bool = False  # ERNIE-4.5-MoE: the same correction bias as a parameter [1, experts]
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class ArchShape:
     lm_head_bias: bool = False  # GPT-J, Phi-2
     learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
     mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
+    layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
+    final_norm: bool = True  # a norm after the last block (kvplan.config_traits: read off the family's modules)
     quant: QuantDims | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 

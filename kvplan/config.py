@@ -31,7 +31,11 @@ from .model import ModelSpec
 from . import verified
 from .verified import family_status, kv_refusal, params_refusal, unread_fields, unverified_warnings
 
-ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert"}
+# BERT-style families: their config classes default is_decoder to false, and only with is_decoder true is the
+# causal-LM head (BertLMHeadModel, ...) a decoder that caches; the others here are encoders whatever they say.
+ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
+                "bert-generation", "big_bird", "camembert", "data2vec-text", "ernie", "megatron-bert", "rembert",
+                "roberta-prelayernorm", "roformer", "roc_bert", "xlm-roberta-xl", "xmod"}
 SUPPORTED_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
                          "mamba", "conv", "moe", "mlp", "dummy", "indexed_attention", "hybrid"}
 
@@ -220,6 +224,9 @@ def _derived_layer_types(r: ConfigReader, g: _Geometry, window: int | None) -> l
     """The per-layer pattern a family's config class derives when `layer_types` is absent."""
     n, mt = g.num_layers, r.model_type
     chunk = r.opt_int("attention_chunk_size")
+    if r.get("index_head_dim") is not None and r.get("kv_lora_rank") is not None:
+        # DeepseekV32Config / GlmMoeDsaConfig: every layer indexed_attention (MLA + indexer keys) by default
+        return ["indexed_attention"] * n
     if mt == "falcon_h1":  # FalconH1Config has no pattern field: every layer is attention beside Mamba-2
         return ["hybrid"] * n
     if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: layer 0 and every 6th layer full, the rest sliding (48: 9 full)
@@ -286,7 +293,7 @@ def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
     if r.get("use_bidirectional_attention") is True and window is not None:
         window = window // 2 + 1  # Gemma 3 config class: exclusive bound for bidirectional attention
     types = _layer_types(r, g.num_layers) or _derived_layer_types(r, g, window)
-    overrides = layer_overrides(r, types, kv)
+    overrides = layer_overrides(r, types, base)
     layers = []
     for i, layer_type in enumerate(types):
         kv, kd, vd = overrides.get(i, base)

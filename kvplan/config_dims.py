@@ -25,6 +25,8 @@ from .arch import (
     QuantDims,
 )
 from .config_quant import parse_quant
+from .config_traits import layers as traited_layers
+from .config_traits import traits_for
 from .config_read import (
     EXPERT_KEYS,
     HEAD_DIM_KEYS,
@@ -80,7 +82,10 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     if any(isinstance(data.get(key), Mapping) for key in TEXT_CONFIG_KEYS):
         notes.append("language model only: the vision tower and projector are not counted")
     builder = _BUILDERS.get(f.family)
-    if builder is None:
+    traits = traits_for(f.family) if builder is None else None
+    if traits is not None:
+        builder = _traited
+    elif builder is None:
         notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
                      "(gated MLP, RMSNorm, no biases unless the config says so)")
         builder = _generic
@@ -99,7 +104,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
-        quant=quant, notes=tuple(notes),
+        quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
     )
 
 
@@ -118,6 +123,21 @@ class _Body:
     norm_bias: bool = False
     lm_head_bias: bool = False
     positions: int = 0
+    layer_extra: int = 0
+    final_norm: bool = True
+
+
+def _traited(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    """A family without a hand-written rule, counted from its fields and the traits transformers' modules show
+    (kvplan.config_traits, data from tools/gen_family_traits.py)."""
+    t = traits_for(f.family)
+    positions = 0
+    if t.get("positions_offset") is not None:  # BioGPT: max_position_embeddings + 2 learned rows
+        positions = f.need_int(("max_position_embeddings", "n_positions"), "max_position_embeddings") \
+            + t["positions_offset"]
+    return _Body(traited_layers(f, t, c.hidden, _heads(c), c.layers), norm_bias=bool(t.get("norm_bias")),
+                 lm_head_bias=bool(t.get("lm_head_bias")), positions=positions,
+                 layer_extra=int(t.get("layer_extra", 0)), final_norm=bool(t.get("final_norm", True)))
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -205,17 +225,25 @@ def _mixtral(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 
 def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
-    mt = f.family
-    experts = f.need_int(EXPERT_KEYS, "expert count")
-    step = f.req_int("decoder_sparse_step")
+    next_like = f.family in QWEN_NEXT_LIKE
+    found = f.first(EXPERT_KEYS)
+    experts = _int(*found, minimum=0) if found else 0
+    step = f.req_int("decoder_sparse_step", default=1)
     dense_only = _layer_set(f, "mlp_only_layers") or set()
-    shared = MLPDims(f.req_int("shared_expert_intermediate_size")) if mt == "qwen3_next" else None
-    moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"), shared=shared,
-                  shared_gate=shared is not None)
-    attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm="head", q_gate=mt == "qwen3_next")
-    mixers = _qwen3_next_mixers(f, c, attn) if mt == "qwen3_next" else [attn] * c.layers
-    return _Body(_moe_or_dense(c, lambda i: i not in dense_only and experts > 0 and (i + 1) % step == 0,
-                               moe, _mlp(f, c), mixers.__getitem__, 2))
+    moe = None
+    if experts:
+        shared = MLPDims(f.req_int("shared_expert_intermediate_size")) if next_like else None
+        moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"),
+                      shared=shared, shared_gate=shared is not None)
+    attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm="head", q_gate=next_like)
+    mixers = _qwen3_next_mixers(f, c, attn) if next_like else [attn] * c.layers
+    is_moe = lambda i: i not in dense_only and experts > 0 and (i + 1) % step == 0  # noqa: E731
+    dense = _mlp(f, c) if not all(is_moe(i) for i in range(c.layers)) else None
+    return _Body(_moe_or_dense(c, is_moe, moe, dense, mixers.__getitem__, 2))
+
+
+# Qwen3-Next and Qwen3.5 (dense and MoE): gated DeltaNet layers, q_proj emitting its output gate too.
+QWEN_NEXT_LIKE = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 
 
 def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
@@ -363,7 +391,8 @@ def _jamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
-    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe,
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
+    "qwen3_5_moe_text": _qwen_moe,
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,

@@ -10,33 +10,35 @@ from __future__ import annotations
 from typing import Any
 
 from .config_read import ConfigReader, check_int
+from .config_state import nas_attention
 from .errors import ConfigError
 
 # Families whose attention caches values of their own width (`v_head_dim` beside `head_dim`) without MLA.
 V_HEAD_DIM_FAMILIES = frozenset({"mimo_v2_flash"})
 
 
-def layer_overrides(r: ConfigReader, types: list[str], kv: int) -> dict[int, tuple[int, int, int]]:
-    """layer index -> (kv heads, K head dim, V head dim) for the layers that differ from the model's own."""
-    base_k, base_v = _base_dims(r)
-    per_layer = _per_layer_config(r, types)
+def layer_overrides(r: ConfigReader, types: list[str], base: tuple[int, int, int]) -> dict[int, tuple[int, int, int]]:
+    """layer index -> (kv heads, K head dim, V head dim) for the layers that differ from the model's `base`."""
+    kv, base_k, base_v = base
     out = {}
-    for i, fields in per_layer.items():
+    for i, fields in _per_layer_config(r, types).items():
         heads = check_int("per_layer_config.num_key_value_heads", fields.get("num_key_value_heads", kv))
         head_dim = check_int("per_layer_config.head_dim", fields.get("head_dim", base_k))
         out[i] = (heads, head_dim, head_dim if base_k == base_v else base_v)
+    blocks = r.get("block_configs")
+    if isinstance(blocks, list) and len(blocks) == len(types):
+        # Llama-Nemotron (DeciLM): KV heads per block = num_attention_heads // n_heads_in_group (64 // 8 = 8)
+        heads = r.num_heads()
+        for i, block in enumerate(blocks):
+            group = nas_attention(block).get("n_heads_in_group")
+            if types[i] != "mlp" and group:
+                out[i] = (heads // check_int("block_configs.attention.n_heads_in_group", group), base_k, base_v)
     if r.model_type == "mimo_v2_flash":
         # MiMoV2FlashAttention: sliding layers run num_key_value_heads x 2 (the published swa_num_key_value_heads 8)
         for i, layer_type in enumerate(types):
             if layer_type == "sliding_attention":
                 out[i] = (2 * kv, base_k, base_v)
     return out
-
-
-def _base_dims(r: ConfigReader) -> tuple[Any, Any]:
-    k = r.get("head_dim")
-    v = r.get("v_head_dim") if r.model_type in V_HEAD_DIM_FAMILIES else k
-    return k, v
 
 
 def _per_layer_config(r: ConfigReader, types: list[str]) -> dict[int, dict]:

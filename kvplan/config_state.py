@@ -34,6 +34,9 @@ def pattern_types(r: ConfigReader) -> list[str] | None:
     blocks = r.get("layers_block_type")
     if isinstance(blocks, list) and blocks:
         return [_block_type(b) for b in blocks]
+    blocks = r.get("block_configs")
+    if isinstance(blocks, list) and blocks:
+        return [_nas_type(b) for b in blocks]
     pattern = r.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
         unknown = sorted(set(pattern) - set(HYBRID_CODES))
@@ -42,6 +45,22 @@ def pattern_types(r: ConfigReader) -> list[str] | None:
                                                "does not know (M, *, -, E): open an issue with the model id")
         return [HYBRID_CODES[c] for c in pattern]
     return None
+
+
+def nas_attention(block: Any) -> dict:
+    """Llama-Nemotron (DeciLM NAS) `block_configs[i].attention`: a dict with n_heads_in_group, no_op, ..."""
+    if not isinstance(block, dict) or not isinstance(block.get("attention"), dict):
+        raise ConfigError("config field 'block_configs' must hold one {attention, ffn} object per layer: fix the "
+                          "config.json", field="block_configs")
+    return block["attention"]
+
+
+def _nas_type(block: Any) -> str:
+    """DeciLM: a block whose attention is `no_op` or `replace_with_linear` caches nothing (Super-49B: 31 of 80)."""
+    attention = nas_attention(block)
+    if attention.get("no_op") or attention.get("replace_with_linear"):
+        return "mlp"
+    return "sliding_attention" if attention.get("window_length") else "full_attention"
 
 
 def _block_type(value: Any) -> str:

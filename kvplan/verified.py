@@ -90,6 +90,9 @@ def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
     if status.kv == "no-build":
         return (f"model_type {status.model_type!r}: transformers {status.transformers} cannot build its default "
                 "config here, so kvplan's figures for it are not verified against it",)
+    if status.kv == "refused":
+        return (f"model_type {status.model_type!r}: kvplan could not size its default config when it was checked "
+                f"against transformers {status.transformers}, so its figures for this config are not verified",)
     return (f"model_type {status.model_type!r} is not one transformers {status.transformers} ships: kvplan's "
             "figures for it follow its general rules and are not verified",)
 
@@ -99,7 +102,7 @@ def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
 # does not define and kvplan did not read is named in a warning.
 STRUCTURAL = re.compile(r"layer|block|pattern|expert|moe|window|chunk|kv|lora|index|linear|mamba|ssm|conv|state|"
                         r"shared|sparse|dense|attn|attention|head|hybrid|nextn|mtp|group|rank|intermediate|ffn")
-IGNORED = frozenset({"num_experts_per_tok", "router_aux_loss_coef", "output_router_logits", "attention_dropout",
+IGNORED = frozenset({"num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk", "router_aux_loss_coef", "output_router_logits", "attention_dropout",
                      "attn_implementation", "_attn_implementation", "head_dim", "norm_topk_prob"})
 
 

@@ -28,7 +28,8 @@ from .arch import (
 )
 from .dtypes import DType, resolve_dtype
 
-GROUPS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router", "norms", "lm_head")
+GROUPS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router", "norms", "lm_head",
+          "other")
 LINEAR_GROUPS = frozenset({"attention", "mixer", "mlp", "experts", "shared_experts"})  # what quantizers pack
 PACKED_GROUPS = {"mxfp4": frozenset({"experts"})}  # transformers' mxfp4 swaps only GptOssExperts
 
@@ -64,6 +65,7 @@ class ParamBreakdown:
     router: int = 0
     norms: int = 0
     lm_head: int = 0
+    other: int = 0      # learned scalars outside the groups (kvplan.arch.ArchShape.layer_extra)
     buffers: int = 0
     mtp: int = 0
     active: int = 0
@@ -109,7 +111,10 @@ def inventory(shape: ArchShape) -> list[Tensor]:
         out.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
     for i, layer in enumerate(shape.layers):
         out += _layer(layer, h, i, shape.norm_bias)
-    out.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))  # final norm
+        if shape.layer_extra:
+            out.append(Tensor("other", shape.layer_extra, layer=i))
+    if shape.final_norm:
+        out.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
     if not shape.tied_embeddings:
         out.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h)))
     if shape.lm_head_bias:  # GPT-J, Phi-2: a bias even when the weight is tied
@@ -168,6 +173,10 @@ def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     nope = a.head_dim - a.qk_rope_dim
     out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i)  # kv_b_proj
     out.append(Tensor("attention", a.kv_lora_rank, layer=i))  # kv_a_layernorm
+    if a.indexer:  # DeepSeek-V3.2: wq_b [64 x 128, 1536], wk [128, 7168], k_norm (LayerNorm 128), weights_proj [64, H]
+        heads, dim = a.indexer
+        out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i) + _linear("attention", dim, h, False, i)
+        out += [Tensor("attention", 2 * dim, layer=i)] + _linear("attention", heads, h, False, i)
     return out + _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
 
 
@@ -204,7 +213,8 @@ def _moe(m: MoEDims, h: int, i: int) -> list[Tensor]:
     out = _mlp(m.expert, h, i, "experts", copies=m.experts)
     if m.shared:
         out += _mlp(m.shared, h, i, "shared_experts")
-    router = m.experts * h + (m.experts if m.router_bias else 0) + (h if m.shared_gate else 0)
+    router = (m.experts * h + (m.experts if m.router_bias else 0) + (h if m.shared_gate else 0)
+              + (m.experts if m.score_param else 0))
     return out + [Tensor("router", router, layer=i, fp32=m.router_fp32)]
 
 

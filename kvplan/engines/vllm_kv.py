@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..layers import ChunkedAttentionSpec, FullAttentionSpec, MLASpec, SlidingWindowSpec, StateSpec
+from ..layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
+                      StateSpec)
 from ..model import ModelSpec
 
 
@@ -44,7 +45,20 @@ def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: floa
             converted = _convert(spec, tp, kv_bytes, act_bytes, engine_kv)
             if converted is not None:
                 specs.append(converted)
+            if isinstance(spec, IndexedMLASpec):
+                specs.append(_indexer(spec))
     return specs
+
+
+# vllm/model_executor/models/deepseek_v2.py (0.19.0) Indexer: `DeepseekV32IndexerCache(head_dim=index_head_dim +
+# index_head_dim // quant_block_size * 4, dtype=torch.uint8)` with quant_block_size 128: fp8 keys and one fp32
+# scale per 128, a layer of its own reporting MLAAttentionSpec. DeepSeek-V3.2: 128 + 4 = 132 B per token per layer.
+INDEXER_QUANT_BLOCK = 128
+
+
+def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
+    dim = spec.index_head_dim
+    return VllmLayerSpec("mla", dim + dim // INDEXER_QUANT_BLOCK * 4)
 
 
 def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmLayerSpec | None:
@@ -57,8 +71,8 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmL
         return VllmLayerSpec("mamba", 0, state_bytes=(conv + recurrent) * act_bytes)
     if not isinstance(spec, FullAttentionSpec):
         return None  # no cache
-    if isinstance(spec, MLASpec):
-        return VllmLayerSpec("mla", int(spec.elems_per_token * kv_bytes))
+    if isinstance(spec, MLASpec):  # the latent alone: an indexer's keys are a layer of their own (_indexer)
+        return VllmLayerSpec("mla", int((spec.k_elems_per_token + spec.v_elems_per_token) * kv_bytes))
     kv = engine_kv or spec.kv_heads
     per_rank = max(1, kv // tp)
     per_token = int(per_rank * (spec.k_head_dim + spec.v_head_dim) * kv_bytes)

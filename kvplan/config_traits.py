@@ -1,0 +1,154 @@
+"""The weight shape of families without a hand-written rule: sizes from the config's fields, structure from the
+family's traits (part of the config boundary).
+
+What a config never says is how a family wires its blocks: whether the MLP is gated, which projections carry a
+bias, how many norms a block has, whether q/k are normed per head or over the whole projection, what small
+learned scalars it adds. `tools/gen_family_traits.py` reads those traits off the modules transformers 5.24 builds
+(on the meta device, at the family's default config and at a resized one) into `kvplan/data/family_traits.json`,
+and keeps a family's traits only where kvplan's count with them equals transformers' at both sizes. Everything
+that scales (hidden, heads, head_dim, intermediate, experts, vocab, which layers are MoE) is read from the fields
+here, so a real checkpoint's config is counted from its own values.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .arch import AttentionDims, LayerDims, MLPDims, MoEDims
+from .config_read import EXPERT_KEYS, HEAD_DIM_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, ConfigReader
+from .errors import ConfigError
+
+_DATA = Path(__file__).parent / "data" / "family_traits.json"
+EXPERT_INTERMEDIATE_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
+SHARED_INTERMEDIATE_KEYS = ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, dict]:
+    if not _DATA.exists():
+        return {}
+    return json.loads(_DATA.read_text()).get("families", {})
+
+
+def traits_for(model_type: str) -> dict | None:
+    """The verified traits of a family, or None (no traits: the generic llama-like count, unverified)."""
+    found = _table().get(model_type)
+    return found if found and "unverified" not in found else None
+
+
+def switch(r: ConfigReader, value: Any) -> bool:
+    """A trait that is either fixed (true / false) or follows a config flag (its name)."""
+    if isinstance(value, str):
+        return r.flag(value, False) if r.get(value) is not None else bool(r.defaults.get(value, False))
+    return bool(value)
+
+
+def attention(r: ConfigReader, t: dict, hidden: int, heads: int) -> AttentionDims:
+    if t.get("mla"):
+        return _mla(r, t, heads)
+    found = r.first(KV_HEAD_KEYS)
+    kv = r.overrides.kv_heads or (r.int_(*found) if found else heads)
+    head_dim = r.overrides.head_dim or _head_dim(r, hidden, heads)
+    b = t.get("attn_bias", {})
+    return AttentionDims(heads, kv, head_dim, head_dim, switch(r, b.get("q")), switch(r, b.get("k")),
+                         switch(r, b.get("v")), switch(r, b.get("o")), fused_qkv=bool(t.get("fused_qkv")),
+                         qk_norm=t.get("qk_norm", "none"))
+
+
+def _mla(r: ConfigReader, t: dict, heads: int) -> AttentionDims:
+    """MLA as DeepSeek-V2/V3 build it (q through q_lora_rank when set, kv_a / kv_b, two RMSNorms), with the
+    lightning indexer where the family has one (DeepSeek-V3.2, GLM-5)."""
+    nope, rope = r.req_int("qk_nope_head_dim"), r.req_int("qk_rope_head_dim", minimum=0)
+    b = t.get("attn_bias", {})
+    indexer = (r.req_int("index_n_heads"), r.req_int("index_head_dim")) if t.get("indexer") else None
+    return AttentionDims(heads, heads, nope + rope, r.req_int("v_head_dim"), q_bias=switch(r, b.get("q")),
+                         k_bias=switch(r, b.get("k")), o_bias=switch(r, b.get("o")),
+                         q_lora_rank=r.opt_int("q_lora_rank", minimum=1), kv_lora_rank=r.req_int("kv_lora_rank"),
+                         qk_rope_dim=rope, indexer=indexer)
+
+
+def _head_dim(r: ConfigReader, hidden: int, heads: int) -> int:
+    found = r.first(HEAD_DIM_KEYS)
+    if found is not None and not (isinstance(found[1], int) and found[1] <= 0):
+        return r.int_(*found)
+    return hidden // heads
+
+
+def dense_mlp(r: ConfigReader, t: dict, hidden: int) -> MLPDims:
+    found = r.first(INTERMEDIATE_KEYS)
+    if found is not None and not isinstance(found[1], list):
+        size = r.int_(*found)
+    elif t.get("mlp_ratio"):   # CodeGen, GPT-Neo: n_inner null means 4 x hidden
+        size = int(t["mlp_ratio"] * hidden)
+    else:
+        raise ConfigError("config has no intermediate size (intermediate_size / n_inner / ffn_dim): fix the "
+                          "config.json", field="intermediate_size")
+    return MLPDims(size, gated=bool(t.get("gated", True)), bias=switch(r, t.get("mlp_bias", False)),
+                   fused_gate_up=bool(t.get("fused_gate_up")))
+
+
+def moe(r: ConfigReader, t: dict, hidden: int) -> MoEDims | None:
+    """Routed experts (and a shared expert) where the config has an expert count above 1."""
+    found = r.first(EXPERT_KEYS)
+    experts = r.int_(found[0], found[1], minimum=0) if found else 0
+    if experts < 2 and not t.get("moe"):
+        return None
+    size_key = r.first(EXPERT_INTERMEDIATE_KEYS) or r.first(INTERMEDIATE_KEYS)
+    if size_key is None:
+        raise ConfigError("config has no expert size (moe_intermediate_size / intermediate_size): fix the "
+                          "config.json", field="moe_intermediate_size")
+    expert = MLPDims(r.int_(*size_key), gated=bool(t.get("expert_gated", True)),
+                     bias=bool(t.get("expert_bias")))
+    top_k = r.first(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k"))
+    return MoEDims(experts, r.int_(top_k[0], top_k[1], minimum=0) if top_k else 0, expert,
+                   shared=_shared(r, t, expert), shared_gate=bool(t.get("shared_gate")),
+                   router_bias=bool(t.get("router_bias")), score_param=bool(t.get("score_param")))
+
+
+def _shared(r: ConfigReader, t: dict, expert: MLPDims) -> MLPDims | None:
+    if not t.get("shared"):
+        return None
+    size = r.first(SHARED_INTERMEDIATE_KEYS)
+    if size is not None:
+        return MLPDims(r.int_(*size))
+    count = r.first(SHARED_COUNT_KEYS)
+    n = r.int_(count[0], count[1], minimum=0) if count else 1
+    return MLPDims(expert.intermediate * n) if n else None
+
+
+def moe_layers(r: ConfigReader, n: int) -> list[bool]:
+    """Which layers route to experts, from whichever field the config uses (all of them, when none is set):
+    `first_k_dense_replace` (DeepSeek-style: dense before it), `decoder_sparse_step` and `mlp_only_layers`
+    (Qwen-MoE), `moe_layer_freq` as a list (MiMo) or step, `mlp_layer_types` ('dense' / 'sparse'), `moe_layers`."""
+    types = r.get("mlp_layer_types")
+    if isinstance(types, list) and len(types) == n:
+        return [t in ("sparse", "moe") for t in types]
+    listed = r.layer_set("moe_layers")
+    if listed is not None:
+        return [i in listed for i in range(n)]
+    freq = r.get("moe_layer_freq")
+    if isinstance(freq, list) and len(freq) == n:
+        return [bool(f) for f in freq]
+    first = r.opt_int("first_k_dense_replace", minimum=0) or 0
+    step = r.opt_int("decoder_sparse_step", minimum=1) or 1
+    dense = r.layer_set("mlp_only_layers") or set()
+    # ERNIE-4.5-MoE: MoE from moe_layer_start_index to moe_layer_end_index, every moe_layer_interval
+    start = r.opt_int("moe_layer_start_index", minimum=0) or 0
+    end = r.opt_int("moe_layer_end_index", minimum=-1)
+    end = n - 1 if end is None or end < 0 else end
+    every = r.opt_int("moe_layer_interval", minimum=1) or 1
+    return [i >= first and (i + 1) % step == 0 and i not in dense and start <= i <= end and (i - start) % every == 0
+            for i in range(n)]
+
+
+def layers(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> list[LayerDims]:
+    attn = attention(r, t, hidden, heads)
+    experts = moe(r, t, hidden)
+    which = moe_layers(r, n) if experts else [False] * n
+    dense = dense_mlp(r, t, hidden) if not all(which) else None
+    norms = int(t.get("norms", 2))
+    return [LayerDims(attn, experts if routed else dense, norms) for routed in which]

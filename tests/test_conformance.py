@@ -1,0 +1,111 @@
+"""Conformance against transformers itself (validation/conformance.py).
+
+The whole sweep over every causal-LM architecture transformers ships takes ~15 minutes on 2 cores, so it runs as
+`python -m validation.conformance --write-data` and its record is committed (docs/coverage.md,
+kvplan/data/conformance.json). The default test run:
+
+- re-runs a fast subset, one architecture per kind of rule (GQA, a sliding variant, gated DeltaNet hybrid, MLA with
+  indexer keys, a Mamba-2 pattern, per-layer head dims, MoE counted from traits), against the real model built on
+  the meta device: KV bytes and parameter count must be exact;
+- checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
+  every family it measured wrong is refused by kvplan (so no face ever shows that number).
+
+`KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+from validation import conformance  # noqa: E402
+
+import kvplan  # noqa: E402
+from kvplan import verified  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())
+
+FAST = [
+    ("llama", "default"),            # GQA, the generic builder's baseline
+    ("qwen2", "sliding"),            # use_sliding_window on: max_window_layers
+    ("qwen3_5_text", "default"),     # gated DeltaNet hybrid: conv + recurrent state, q gate
+    ("deepseek_v32", "default"),     # MLA latent + lightning-indexer keys, MoE from first_k_dense_replace
+    ("nemotron_h", "default"),       # layers_block_type: Mamba-2 state, attention, MLP and MoE blocks
+    ("gemma4_text", "default"),      # per-layer head dims (per_layer_config): 512 on full layers
+    ("olmoe", "default"),            # MoE without a hand-written rule: traits read off transformers' modules
+    ("mimo_v2_flash", "default"),    # a family rule: sliding layers with 2x KV heads, V head dim 128
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type,variant", FAST)
+def test_fast_subset_is_exact_against_transformers(model_type, variant):
+    settings = dict(conformance.variants(model_type))[variant]
+    row = conformance.run_one(model_type, variant, settings)
+    verified.ENFORCE = True   # run_one measures the raw rules; leave the refusals on for later tests
+    assert row.kv_status == "exact", (row.kv_measured, row.kv_kvplan, row.reason)
+    assert row.kv_measured > 0
+    if model_type != "nemotron_h":   # Nemotron-H's Mamba-2 mixer weights have no rule yet (refused, not wrong)
+        assert row.params_status == "exact", (row.params_measured, row.params_kvplan, row.reason)
+
+
+def test_record_is_for_the_installed_transformers():
+    assert DATA["transformers"] == transformers.__version__
+
+
+def test_markdown_counts_equal_the_data():
+    text = (ROOT / "docs" / "coverage.md").read_text()
+    counts = _counts(DATA["families"])
+    for aspect, label in (("kv", "KV bytes"), ("params", "parameters")):
+        line = next(l for l in text.splitlines() if l.startswith(f"- {label}:"))
+        numbers = [int(n) for n in re.findall(r"(\d+) (?:exact|refused|wrong)", line)]
+        assert numbers == [counts[aspect][s] for s in ("exact", "refused", "wrong")], line
+
+
+def _counts(families: dict) -> dict:
+    built = [f for f in families.values() if f["kv"] != "no-build"]
+    return {a: {s: sum(1 for f in built if f[a] == s) for s in ("exact", "refused", "wrong")}
+            for a in ("kv", "params")}
+
+
+WRONG_KV = sorted(mt for mt, f in DATA["families"].items() if f["kv"] == "wrong")
+WRONG_PARAMS = sorted(mt for mt, f in DATA["families"].items() if f["params"] == "wrong" and f["kv"] != "wrong")
+
+
+@pytest.mark.parametrize("model_type", WRONG_KV or ["(none)"])
+def test_a_family_measured_wrong_for_kv_is_refused(model_type):
+    if model_type == "(none)":
+        return
+    config = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    with pytest.raises(kvplan.KVPlanError):
+        kvplan.parse_config(config, name=model_type)
+
+
+@pytest.mark.parametrize("model_type", WRONG_PARAMS or ["(none)"])
+def test_a_family_measured_wrong_for_parameters_gets_no_weights(model_type):
+    if model_type == "(none)":
+        return
+    config = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    try:
+        model = kvplan.parse_config(config, name=model_type)
+    except kvplan.KVPlanError:
+        return   # refused as a whole (its cache is refused too)
+    assert model.arch is None and "does not match transformers" in model.arch_error
+
+
+@pytest.mark.skipif(not os.environ.get("KVPLAN_CONFORMANCE_FULL"), reason="the whole sweep: ~15 min on 2 cores")
+def test_whole_sweep_has_no_unrefused_wrong(tmp_path):
+    rows = conformance.sweep(scratch=tmp_path)
+    families = conformance.families(rows)
+    recorded = DATA["families"]
+    for mt, fam in families.items():
+        for aspect in ("kv", "params"):
+            if fam[aspect] == "wrong":
+                assert recorded.get(mt, {}).get(aspect) == "wrong", f"{mt} {aspect}: wrong and not refused"
