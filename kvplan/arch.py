@@ -80,6 +80,7 @@ class MoEDims:
     router_bias: bool = False  # gpt-oss
     router_fp32: bool = False  # DeepSeek: transformers keeps gate.weight in fp32 (_keep_in_fp32_modules_strict)
     score_bias: bool = False  # DeepSeek-V3: e_score_correction_bias, a persistent fp32 buffer [experts]
+    score_fp32: bool = True  # the buffer's dtype: float32 (DeepSeek), or the model's (MiniMax-M2: bf16)
     score_param: bool = False  # ERNIE-4.5-MoE: the same correction bias as a parameter [1, experts]
 
 

@@ -61,9 +61,12 @@ def parse_config(
     """Read a config.json once into kvplan's description of the model: the per-layer cache layout, the
     weight shape (`arch`, or `arch_error` saying why it cannot be counted) and the sizes around them."""
     text, model_type = text_config(data)
-    status = family_status(model_type)
+    top = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    status = family_status(model_type, top)
     _refuse_encoders(text, model_type, status, name)
     reader = ConfigReader(text, model_type, overrides or Overrides())
+    # pattern fields are read where the family's config class has them (or no class is known to say otherwise)
+    reader.class_keys = status.known_keys if status.measured and status.known_keys else None
     notes: list[str] = []
     builder = _FAMILY_BUILDERS.get(model_type, _build_transformer)
     layers = builder(reader, notes)
@@ -293,7 +296,7 @@ def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
     if r.get("use_bidirectional_attention") is True and window is not None:
         window = window // 2 + 1  # Gemma 3 config class: exclusive bound for bidirectional attention
     types = _layer_types(r, g.num_layers) or _derived_layer_types(r, g, window)
-    overrides = layer_overrides(r, types, base)
+    overrides = layer_overrides(r, types, base, notes)
     layers = []
     for i, layer_type in enumerate(types):
         kv, kd, vd = overrides.get(i, base)

@@ -211,6 +211,9 @@ def _llama_like(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 
 
 def _generic(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+    if f.first(EXPERT_KEYS) is not None:  # experts are in the fields even where the wiring is not known
+        t = {"attn_bias": dict.fromkeys("qkvo", "attention_bias"), "mlp_bias": "mlp_bias", "moe": True}
+        return _Body(traited_layers(f, t, c.hidden, _heads(c), c.layers))
     bias = bool(f.get("attention_bias") or f.get("add_qkv_bias") or f.get("bias"))
     attn = _attention(f, c, bias=bias, o_bias=bool(f.get("attention_bias")),
                       head_dim=_head_dim(f, c, HEAD_DIM_KEYS))
@@ -227,7 +230,7 @@ def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
     next_like = f.family in QWEN_NEXT_LIKE
     found = f.first(EXPERT_KEYS)
-    experts = _int(*found, minimum=0) if found else 0
+    experts = f.int_(*found, minimum=0) if found else 0
     step = f.req_int("decoder_sparse_step", default=1)
     dense_only = _layer_set(f, "mlp_only_layers") or set()
     moe = None

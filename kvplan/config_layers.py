@@ -17,7 +17,8 @@ from .errors import ConfigError
 V_HEAD_DIM_FAMILIES = frozenset({"mimo_v2_flash"})
 
 
-def layer_overrides(r: ConfigReader, types: list[str], base: tuple[int, int, int]) -> dict[int, tuple[int, int, int]]:
+def layer_overrides(r: ConfigReader, types: list[str], base: tuple[int, int, int],
+                    notes: list[str]) -> dict[int, tuple[int, int, int]]:
     """layer index -> (kv heads, K head dim, V head dim) for the layers that differ from the model's `base`."""
     kv, base_k, base_v = base
     out = {}
@@ -34,11 +35,25 @@ def layer_overrides(r: ConfigReader, types: list[str], base: tuple[int, int, int
             if types[i] != "mlp" and group:
                 out[i] = (heads // check_int("block_configs.attention.n_heads_in_group", group), base_k, base_v)
     if r.model_type == "mimo_v2_flash":
-        # MiMoV2FlashAttention: sliding layers run num_key_value_heads x 2 (the published swa_num_key_value_heads 8)
-        for i, layer_type in enumerate(types):
-            if layer_type == "sliding_attention":
-                out[i] = (2 * kv, base_k, base_v)
+        out.update(_mimo_sliding(r, types, base, notes))
     return out
+
+
+def _mimo_sliding(r: ConfigReader, types: list[str], base: tuple[int, int, int],
+                  notes: list[str]) -> dict[int, tuple[int, int, int]]:
+    """MiMoV2FlashAttention: sliding layers run num_key_value_heads x 2 (4 -> 8), whatever the published
+    `swa_num_key_value_heads` says; transformers also ignores `hybrid_layer_pattern` (1 = sliding) and derives its
+    own. Both are read, and where they disagree with what transformers builds, a note says so."""
+    kv, k_dim, v_dim = base
+    for key, want in (("swa_num_key_value_heads", 2 * kv), ("swa_head_dim", k_dim), ("swa_v_head_dim", v_dim),
+                      ("swa_num_attention_heads", r.num_heads())):
+        if r.get(key) is not None and r.get(key) != want:
+            notes.append(f"{key} {r.get(key)!r} is ignored: transformers' MiMo-V2-Flash attention uses {want} "
+                         "(serving engines may read it)")
+    pattern = r.get("hybrid_layer_pattern")
+    if isinstance(pattern, list) and [bool(p) for p in pattern] != [t == "sliding_attention" for t in types]:
+        notes.append("hybrid_layer_pattern is ignored: transformers derives layer 0 and every 6th layer as full")
+    return {i: (2 * kv, k_dim, v_dim) for i, t in enumerate(types) if t == "sliding_attention"}
 
 
 def _per_layer_config(r: ConfigReader, types: list[str]) -> dict[int, dict]:

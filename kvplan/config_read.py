@@ -128,6 +128,7 @@ class ConfigReader:
                          **FAMILY_DEFAULTS.get(model_type, {})}
         self.overrides = overrides or Overrides()
         self.used: dict[str, Any] = {}
+        self.class_keys: frozenset | None = None  # structural keys the family's transformers class has (None: any)
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.data:

@@ -29,15 +29,23 @@ BLOCK_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": "full
 STATE_TYPES = frozenset({"linear_attention", "mamba", "conv"})
 
 
+def _has(r: ConfigReader, key: str) -> bool:
+    """A pattern field counts where the family's class has it: LlamaConfig ignores a stray hybrid_override_pattern
+    (a warning names it), NemotronHConfig converts it into its layers_block_type."""
+    if r.class_keys is None or key in r.class_keys:
+        return True
+    return key == "hybrid_override_pattern" and "layers_block_type" in r.class_keys
+
+
 def pattern_types(r: ConfigReader) -> list[str] | None:
     """The per-layer types a pattern field spells out, or None when the config has none of them."""
-    blocks = r.get("layers_block_type")
+    blocks = r.get("layers_block_type") if _has(r, "layers_block_type") else None
     if isinstance(blocks, list) and blocks:
         return [_block_type(b) for b in blocks]
-    blocks = r.get("block_configs")
+    blocks = r.get("block_configs") if _has(r, "block_configs") else None
     if isinstance(blocks, list) and blocks:
         return [_nas_type(b) for b in blocks]
-    pattern = r.get("hybrid_override_pattern")
+    pattern = r.get("hybrid_override_pattern") if _has(r, "hybrid_override_pattern") else None
     if isinstance(pattern, str) and pattern:
         unknown = sorted(set(pattern) - set(HYBRID_CODES))
         if unknown:

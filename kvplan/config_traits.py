@@ -40,10 +40,12 @@ def traits_for(model_type: str) -> dict | None:
     return found if found and "unverified" not in found else None
 
 
-def switch(r: ConfigReader, value: Any) -> bool:
-    """A trait that is either fixed (true / false) or follows a config flag (its name)."""
+def switch(r: ConfigReader, value: Any, t: dict | None = None) -> bool:
+    """A trait that is either fixed (true / false) or follows a config flag (its name), whose class default the
+    traits record (Qwen1.5-MoE's config.json has no qkv_bias: Qwen2MoeConfig's True puts biases on q, k, v)."""
     if isinstance(value, str):
-        return r.flag(value, False) if r.get(value) is not None else bool(r.defaults.get(value, False))
+        default = bool((t or {}).get("flag_defaults", {}).get(value, r.defaults.get(value, False)))
+        return r.flag(value, default)
     return bool(value)
 
 
@@ -54,8 +56,8 @@ def attention(r: ConfigReader, t: dict, hidden: int, heads: int) -> AttentionDim
     kv = r.overrides.kv_heads or (r.int_(*found) if found else heads)
     head_dim = r.overrides.head_dim or _head_dim(r, hidden, heads)
     b = t.get("attn_bias", {})
-    return AttentionDims(heads, kv, head_dim, head_dim, switch(r, b.get("q")), switch(r, b.get("k")),
-                         switch(r, b.get("v")), switch(r, b.get("o")), fused_qkv=bool(t.get("fused_qkv")),
+    return AttentionDims(heads, kv, head_dim, head_dim, switch(r, b.get("q"), t), switch(r, b.get("k"), t),
+                         switch(r, b.get("v"), t), switch(r, b.get("o"), t), fused_qkv=bool(t.get("fused_qkv")),
                          qk_norm=t.get("qk_norm", "none"))
 
 
@@ -65,8 +67,8 @@ def _mla(r: ConfigReader, t: dict, heads: int) -> AttentionDims:
     nope, rope = r.req_int("qk_nope_head_dim"), r.req_int("qk_rope_head_dim", minimum=0)
     b = t.get("attn_bias", {})
     indexer = (r.req_int("index_n_heads"), r.req_int("index_head_dim")) if t.get("indexer") else None
-    return AttentionDims(heads, heads, nope + rope, r.req_int("v_head_dim"), q_bias=switch(r, b.get("q")),
-                         k_bias=switch(r, b.get("k")), o_bias=switch(r, b.get("o")),
+    return AttentionDims(heads, heads, nope + rope, r.req_int("v_head_dim"), q_bias=switch(r, b.get("q"), t),
+                         k_bias=switch(r, b.get("k"), t), o_bias=switch(r, b.get("o"), t),
                          q_lora_rank=r.opt_int("q_lora_rank", minimum=1), kv_lora_rank=r.req_int("kv_lora_rank"),
                          qk_rope_dim=rope, indexer=indexer)
 
@@ -87,7 +89,7 @@ def dense_mlp(r: ConfigReader, t: dict, hidden: int) -> MLPDims:
     else:
         raise ConfigError("config has no intermediate size (intermediate_size / n_inner / ffn_dim): fix the "
                           "config.json", field="intermediate_size")
-    return MLPDims(size, gated=bool(t.get("gated", True)), bias=switch(r, t.get("mlp_bias", False)),
+    return MLPDims(size, gated=bool(t.get("gated", True)), bias=switch(r, t.get("mlp_bias", False), t),
                    fused_gate_up=bool(t.get("fused_gate_up")))
 
 
@@ -106,7 +108,9 @@ def moe(r: ConfigReader, t: dict, hidden: int) -> MoEDims | None:
     top_k = r.first(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k"))
     return MoEDims(experts, r.int_(top_k[0], top_k[1], minimum=0) if top_k else 0, expert,
                    shared=_shared(r, t, expert), shared_gate=bool(t.get("shared_gate")),
-                   router_bias=bool(t.get("router_bias")), score_param=bool(t.get("score_param")))
+                   router_bias=bool(t.get("router_bias")), score_param=bool(t.get("score_param")),
+                   score_bias=bool(t.get("score_buffer")), score_fp32=bool(t.get("score_buffer_fp32")),
+                   router_fp32=bool(t.get("router_fp32")))
 
 
 def _shared(r: ConfigReader, t: dict, expert: MLPDims) -> MLPDims | None:

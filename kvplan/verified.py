@@ -54,9 +54,16 @@ def _table() -> dict:
     return json.loads(_DATA.read_text())
 
 
-def family_status(model_type: str) -> FamilyStatus:
+def family_status(model_type: str, wrapper_type: str | None = None) -> FamilyStatus:
+    """The record of the multimodal wrapper a text model sits in when the sweep built that wrapper (Mllama, a
+    Qwen3 text model inside MOSS's audio wrapper: what it measured is this architecture), else of the text family."""
     table = _table()
-    row = table["families"].get(CHECKED_AS.get(model_type, model_type))
+    families = table["families"]
+    key = CHECKED_AS.get(model_type, model_type)
+    wrapper = families.get(wrapper_type) if wrapper_type != model_type else None
+    if wrapper is not None and (wrapper.get("kv") in ("exact", "wrong", "refused") or key not in families):
+        key = wrapper_type
+    row = families.get(key)
     if row is None:
         return FamilyStatus(model_type, transformers=table["transformers"])
     return FamilyStatus(model_type, row.get("kv", ""), row.get("params", ""), row.get("cls", ""),
@@ -75,12 +82,19 @@ def kv_refusal(status: FamilyStatus, name: str) -> UnsupportedArchitectureError 
 
 
 def params_refusal(status: FamilyStatus, name: str) -> str | None:
-    """Why the weights of a family the sweep measured wrong are not counted, or None."""
-    if status.params != "wrong":
-        return None
-    return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} ({status.cls}) does not match "
-            f"transformers {status.transformers} yet ({status.params_error} on its default config), so its weights "
-            "are not counted and no plan is made: open an issue with the model id")
+    """Why the weights of a family the sweep measured and did not find exact are not counted, or None.
+
+    Stricter than the cache: a family whose default config kvplan could not count (Nemotron-H's Mamba-2 mixers)
+    would be counted by the llama-like fallback on a fuller config, and that number is known to be wrong."""
+    if status.params == "wrong":
+        return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} ({status.cls}) does not "
+                f"match transformers {status.transformers} yet ({status.params_error} on its default config), so "
+                "its weights are not counted and no plan is made: open an issue with the model id")
+    if status.params in ("refused", "no-build") and status.kv != "no-build":
+        return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} ({status.cls}) is not "
+                f"verified against transformers {status.transformers}, so its weights are not counted and no plan "
+                "is made: open an issue with the model id")
+    return None
 
 
 def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
@@ -118,8 +132,9 @@ def structural_keys(config: dict) -> list[str]:
 
 def unread_fields(text: dict, reader, status: FamilyStatus) -> tuple[str, ...]:
     """One warning naming the structural keys kvplan neither read nor knows the family's class to have."""
+    off = {"sliding_window", "max_window_layers"} if text.get("use_sliding_window") is False else set()
     unread = [k for k in structural_keys(text) if k not in reader.used and k not in status.known_keys
-              and text.get(k) not in (None, False, 0, [], {})]
+              and k not in off and text.get(k) not in (None, False, 0, [], {})]
     if not unread:
         return ()
     shown = ", ".join(unread[:6]) + (f" and {len(unread) - 6} more" if len(unread) > 6 else "")

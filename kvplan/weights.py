@@ -176,7 +176,8 @@ def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     if a.indexer:  # DeepSeek-V3.2: wq_b [64 x 128, 1536], wk [128, 7168], k_norm (LayerNorm 128), weights_proj [64, H]
         heads, dim = a.indexer
         out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i) + _linear("attention", dim, h, False, i)
-        out += [Tensor("attention", 2 * dim, layer=i)] + _linear("attention", heads, h, False, i)
+        # weights_proj is in DeepSeek-V3.2's _keep_in_fp32_modules: fp8 checkpoints leave it unquantized
+        out += [Tensor("attention", 2 * dim, layer=i), Tensor("attention", heads * h, layer=i)]
     return out + _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
 
 
@@ -230,6 +231,11 @@ def param_count(shape: ArchShape) -> ParamBreakdown:
     return ParamBreakdown(**counts, buffers=_buffers(shape), mtp=_mtp(shape), active=total - _idle_experts(shape))
 
 
+def _buffer_bytes(shape: ArchShape, act: DType) -> int:
+    return sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
+               if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+
+
 def _buffers(shape: ArchShape) -> int:
     return sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
 
@@ -276,7 +282,7 @@ def weights_bytes(shape: ArchShape, dtype: DType | str | None = None) -> Weights
     return WeightsEstimate(
         params=param_count(shape), dtype=act, quant_method=q.method if q else None,
         group_bytes=tuple((g, b) for g, b in by_group.items() if b),
-        buffers_bytes=4 * _buffers(shape),  # e_score_correction_bias is float32
+        buffers_bytes=_buffer_bytes(shape, act),  # e_score_correction_bias: float32 in DeepSeek
         rules=_rules(shape, act), notes=tuple(notes),
     )
 
@@ -393,5 +399,5 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
     if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
     if _buffers(shape):
-        rules.append(f"persistent buffers: {_buffers(shape):,} float32 (e_score_correction_bias)")
+        rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
     return tuple(rules)

@@ -192,7 +192,7 @@ def test_upload_a_config():
 @pytest.mark.parametrize("content, expected", [
     (b"{not json", "is not valid JSON"),
     (b"[1, 2, 3]", "not an object"),
-    (b'{"model_type": "bert", "num_hidden_layers": 2}', "not a decoder-only"),
+    (b'{"model_type": "bert", "num_hidden_layers": 2}', "is an encoder"),
     (b'{"model_type": "llama", "num_hidden_layers": "x"}', "must be an integer"),
     (b'{"num_hidden_layers": 2}', "config has no num_heads"),
     (b"{" + b" " * (5 * 2**20) + b"}", "too large for a config.json"),

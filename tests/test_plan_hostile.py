@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.errors import ConfigError
+
 from kvplan import planner
 from kvplan.errors import PlanInvariantError, WorkloadError
 from kvplan.library import bundled_ids
@@ -103,6 +105,9 @@ def test_every_bundled_plan_keeps_the_invariants(engine, gpu):
         except PlanInvariantError:
             raise
         except WorkloadError:  # a model this engine or card cannot take: an error, not an answer
+            continue
+        except ConfigError as exc:  # weights kvplan refuses to count (kvplan.verified, a field it lacks): no plan
+            assert "\n" not in str(exc), exc
             continue
         assert p.kv_pool_bytes >= 0 and 0 < p.gpu_memory_utilization <= 1
         planned += 1

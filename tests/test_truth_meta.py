@@ -143,7 +143,11 @@ def test_wrapper_text_config_is_what_the_model_uses(model_id):
 
     def layout(cfg):
         types, kwargs = get_layer_types_and_kwargs(cfg)
-        return (types, kwargs, cfg.num_hidden_layers, getattr(cfg, "head_dim", None), cfg.num_key_value_heads)
+        try:
+            head_dim = getattr(cfg, "head_dim", None)
+        except Exception:  # noqa: BLE001 - Gemma 4: head_dim is per layer, and the global read raises
+            head_dim = getattr(cfg, "per_layer_config", None)
+        return (types, kwargs, cfg.num_hidden_layers, head_dim, getattr(cfg, "num_key_value_heads", None))
 
     assert layout(wrapper) == layout(direct)
 

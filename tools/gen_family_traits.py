@@ -100,6 +100,15 @@ def traits_of(cfg, model) -> dict:
         t["expert_bias"] = any(re.search(r"experts\..*bias", n) for n in every)
         t["expert_gated"] = any(re.search(r"experts\.(gate_up_proj|gate_proj|w1|w3)", n) for n in every)
         t["score_param"] = any("e_score_correction_bias" in n for n in every)
+        import torch
+
+        names = {n for n, _ in model.named_parameters()}
+        scores = [v for k, v in model.state_dict().items() if k.endswith("e_score_correction_bias") and k not in names]
+        t["score_buffer"] = bool(scores)
+        t["score_buffer_fp32"] = bool(scores) and scores[0].dtype == torch.float32
+        # DeepSeek-style routers kept in float32 in a bf16 model (_keep_in_fp32_modules_strict): GLM-5's 75 routers
+        t["router_fp32"] = any(re.search(r"(mlp|block_sparse_moe)\.(gate|router)\.weight$", n) and p.dtype == torch.float32
+                               for n, p in model.named_parameters())
     t["lm_head_bias"] = any(n == "lm_head.bias" for n, _ in top)
     top_norms = [n for n, s in top if ("norm" in n or "ln_f" in n) and s == (hidden,) and n.endswith("weight")]
     t["final_norm"] = bool(top_norms)
@@ -130,10 +139,12 @@ def _flag_driven(cls_cfg, cfg, t: dict) -> None:
             if keys == ("mlp",):
                 if t2["mlp_bias"] != t["mlp_bias"]:
                     t["mlp_bias"] = flag
+                    t.setdefault("flag_defaults", {})[flag] = value
             else:
                 for k in keys:
                     if t2["attn_bias"][k] != t["attn_bias"][k] and not isinstance(t["attn_bias"][k], str):
                         t["attn_bias"][k] = flag
+                        t.setdefault("flag_defaults", {})[flag] = value
         if t.get("mlp_bias") and isinstance(t["mlp_bias"], str):
             pass
 

@@ -103,6 +103,7 @@ def _prefill(model, cfg, length: int):
 # Sub-modules of a multimodal wrapper that are not the language model (kvplan counts the language model and says so).
 NON_TEXT = ("vision", "visual", "audio", "multi_modal_projector", "mm_projector", "image", "speech", "patch_embed")
 CPU_PROMPT = 128   # shrunk CPU runs: enough tokens to fill every cache, few enough for a real forward
+CPU_LIMIT_BYTES = 6e9   # two such runs side by side must fit a 24 GiB machine (DeepSeek-V2: 4.2 GB)
 
 
 def measure_truth(mt: str, variant: dict, length: int) -> dict:
@@ -150,6 +151,11 @@ def cpu_fallback(mt: str, variant: dict, length: int, error: Exception):
     for key, value in shrink.items():
         if isinstance(getattr(cfg, key, None), int):
             setattr(cfg, key, value)
+    with torch.device("meta"):   # weigh the shrunk copy first: a 9B Mamba mixer stays 9B (Bamba: 17 GB)
+        size = sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).parameters())
+    if 2 * size > CPU_LIMIT_BYTES:
+        raise RuntimeError(f"meta cannot run it ({type(error).__name__}) and its shrunk CPU copy would hold "
+                           f"{2 * size / 1e9:.1f} GB") from None
     torch.manual_seed(0)
     try:
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
@@ -369,8 +375,10 @@ def sweep(only: list[str] | None = None, workers: int = 2, scratch: Path | None 
 
 def _watchdog(path: Path, proc) -> None:
     """Kill a worker whose current architecture has run past twice the per-architecture limit: SIGALRM cannot
-    interrupt one long C call (a real CPU forward), so the parent ends it and the restart skips the culprit."""
-    if path.exists() and time.time() - path.stat().st_mtime > 2 * TIMEOUT_S:
+    interrupt one long C call (a real CPU forward), so the parent ends it and the restart skips the culprit.
+    The clock starts at the later of the worker's start and its last line."""
+    last = max(proc.started, path.stat().st_mtime if path.exists() else 0.0)
+    if time.time() - last > 2 * TIMEOUT_S:
         proc.kill()
 
 
@@ -378,8 +386,10 @@ def _spawn(types: list[str], out: Path):
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "validation.conformance", "--worker", ",".join(types),
+    proc = subprocess.Popen([sys.executable, "-m", "validation.conformance", "--worker", ",".join(types),
                              "--out", str(out)], cwd=ROOT, env=env)
+    proc.started = time.time()
+    return proc
 
 
 # ---------------------------------------------------------------- the record
@@ -418,8 +428,10 @@ def families(rows: list[dict]) -> dict[str, dict]:
         p_bad = next((r for r in group if r["params_status"] == "wrong"), group[0])
         entry = {"kv": kv, "params": params, "cls": next((r["cls"] for r in group if r.get("cls")), ""),
                  "keys": sorted({k for r in group for k in r.get("keys", [])})}
-        if any(r["variant"] == "decoder" for r in group):
-            entry["needs_decoder"] = True
+        default = next((r for r in group if r["variant"].startswith("default")), None)
+        decoder = next((r for r in group if r["variant"] == "decoder"), None)
+        if default and decoder and not default.get("kv_measured") and decoder.get("kv_measured"):
+            entry["needs_decoder"] = True   # BERT-style: no cache at all unless is_decoder (GPT-NeoX caches either way)
         if kv == "wrong":
             entry["kv_error"] = _error(kv_bad["kv_measured"], kv_bad["kv_kvplan"])
         if params == "wrong":
