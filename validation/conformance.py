@@ -351,16 +351,18 @@ def sweep(only: list[str] | None = None, workers: int = 2, scratch: Path | None 
     procs = {}
     for k, share in enumerate(shares):
         procs[k] = (share, scratch / f"worker{k}.jsonl", _spawn(share, scratch / f"worker{k}.jsonl"))
+    skipped: set[str] = set()   # culprits stay skipped across restarts (their rows are the crash rows)
     while procs:
         for k, (share, path, proc) in list(procs.items()):
             if proc.poll() is None:
                 _watchdog(path, proc)
                 continue
             rows, done, culprit = _read(path)
-            if culprit is not None:
+            if culprit is not None and culprit not in skipped:
                 crashed.append(asdict(Row(culprit, "default", kv_status="no-build", params_status="no-build",
                                           reason=f"the process running it died (exit {proc.returncode})")))
-                done.add(culprit)
+                skipped.add(culprit)
+            done |= skipped
             left = [mt for mt in share if mt not in done]
             if left and proc.returncode != 0:
                 procs[k] = (share, path, _spawn(left, path))
