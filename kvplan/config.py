@@ -211,6 +211,9 @@ def _head_dim(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
                          f"hidden_size / heads would give {hidden[1] // num_heads}")
         return head_dim
     hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--head-dim", r.overrides.hidden_size)
+    if hidden < num_heads:  # hidden_size 1 over 32 heads: head_dim 0, and every per-token size divides by it
+        raise ConfigError(f"hidden size {hidden:,} over {num_heads:,} heads gives head_dim 0: fix the config.json "
+                          "or pass --head-dim N", field="head_dim", flag="--head-dim")
     if hidden % num_heads:  # GLM-4.5's class defaults: 4096 // 96 = 42, what its attention module computes
         notes.append(f"hidden size {hidden:,} is not a multiple of {num_heads} heads: head_dim = {hidden:,} // "
                      f"{num_heads} = {hidden // num_heads}, as transformers computes it (pass --head-dim N to change)")
