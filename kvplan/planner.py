@@ -214,7 +214,8 @@ def _pos(name: str, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise WorkloadError(f"{name} must be a positive whole number, got {value!r}")
     if value > MAX_TOKENS:  # as for estimates: far beyond any engine's setting, and figures stay floats
-        raise WorkloadError(f"{name} must be at most {MAX_TOKENS:,}, got an integer of {value.bit_length()} bits")
+        shown = f"{value:,}" if value.bit_length() < 100 else f"an integer of {value.bit_length():,} bits"
+        raise WorkloadError(f"{name} must be between 1 and {MAX_TOKENS:,}, got {shown}")
     return value
 
 
