@@ -95,10 +95,6 @@ def _overrides(args) -> Overrides:
 def _load(args):
     from .library import load_model
 
-    for flag in ("num_layers", "num_heads", "kv_heads", "head_dim", "hidden_size"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise KVPlanError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
     return load_model(args.model, revision=args.revision, overrides=_overrides(args))
 
 
@@ -247,7 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except KVPlanError as exc:
-        print(f"kvplan: error: {exc}", file=sys.stderr)
+        # a path from argv may hold surrogateescape'd bytes ("\\udcff"): escaped, never UnicodeEncodeError
+        print(f"kvplan: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
         return 2
     except BrokenPipeError:  # `kvplan models | head`
         return 0

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from .config_read import (  # noqa: F401  (re-exported: the boundary's names, one import for consumers)
     FAMILY_DEFAULTS, HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MAX_LAYERS, TEXT_CONFIG_KEYS,
-    TEXT_MODEL_TYPES, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
+    TEXT_MODEL_TYPES, DTYPE_KEYS, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
 )
 from .errors import ConfigError, UnsupportedArchitectureError
 from .config_layers import V_HEAD_DIM_FAMILIES, layer_overrides
@@ -53,6 +53,15 @@ class ArchDims:
     rotary_dim: int | None = None   # RoPE width per head when only part of it rotates (GPT-J 64 of 256)
     rotary_fraction: float = 1.0    # partial_rotary_factor / rotary_pct (Qwen3-Next 0.25, Phi-2 0.4)
     rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
+    invalid: tuple[str, ...] = ()   # "max_position_embeddings 'abc'": set but unusable, so None above
+
+    @property
+    def invalid_positions(self) -> str | None:
+        """The context length the config sets unusably ("max_position_embeddings -1"), or None."""
+        return next((f for f in self.invalid if f.split()[0] in POSITION_KEYS), None)
+
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")
 
 
 def parse_config(
@@ -84,7 +93,7 @@ def parse_config(
     return ModelSpec(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
         fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), arch=arch,
-        arch_error=arch_error, warnings=warnings,
+        arch_error=arch_error, warnings=warnings, dtype_named=any(text.get(k) is not None for k in DTYPE_KEYS),
     )
 
 
@@ -112,11 +121,18 @@ def _arch(reader: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]
 
 
 def _dims(r: ConfigReader) -> ArchDims:
+    invalid: list[str] = []
+
     def soft(keys: tuple[str, ...]) -> int | None:
+        """A size the cache does not need: None when absent or unusable (then named in `invalid`)."""
         found = r.first(keys)
-        if found is None or isinstance(found[1], bool) or not isinstance(found[1], int) or found[1] < 1:
+        if found is None:
             return None
-        return found[1]
+        try:
+            return check_int(found[0], found[1])
+        except ConfigError:
+            invalid.append(f"{found[0]} {_short_value(found[1])}")
+            return None
 
     tie = r.get("tie_word_embeddings", True)
     return ArchDims(
@@ -124,12 +140,19 @@ def _dims(r: ConfigReader) -> ArchDims:
         num_heads=r.overrides.num_heads or soft(HEAD_KEYS),
         intermediate_size=soft(("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")),
         vocab_size=soft(("vocab_size", "padded_vocab_size")),
-        max_position_embeddings=soft(("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")),
+        max_position_embeddings=soft(POSITION_KEYS),
         tie_word_embeddings=tie if isinstance(tie, bool) else True,
         rotary_dim=soft(("rotary_dim",)),
         rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
-        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1,
+        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, invalid=tuple(invalid),
     )
+
+
+def _short_value(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"(an integer of {value.bit_length():,} bits)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 # Families with a sliding-window RoPE base of their own (rope_local_base_freq) beside the global one.
@@ -191,6 +214,9 @@ def _head_dim(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
                          f"hidden_size / heads would give {hidden[1] // num_heads}")
         return head_dim
     hidden = r.need_int(HIDDEN_KEYS, "hidden_size", "--head-dim", r.overrides.hidden_size)
+    if hidden < num_heads:  # hidden_size 1 over 32 heads: head_dim 0, and every per-token size divides by it
+        raise ConfigError(f"hidden size {hidden:,} over {num_heads:,} heads gives head_dim 0: fix the config.json "
+                          "or pass --head-dim N", field="head_dim", flag="--head-dim")
     if hidden % num_heads:  # GLM-4.5's class defaults: 4096 // 96 = 42, what its attention module computes
         notes.append(f"hidden size {hidden:,} is not a multiple of {num_heads} heads: head_dim = {hidden:,} // "
                      f"{num_heads} = {hidden // num_heads}, as transformers computes it (pass --head-dim N to change)")

@@ -11,12 +11,35 @@ import re
 from typing import Any, Mapping
 
 from .arch import QuantDims
-from .config import check_int
+from .config import MAX_LAYERS, check_int
 from .errors import ConfigError, UnsupportedArchitectureError
 
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
     return check_int(key, value, minimum=minimum)
+
+
+def _object(key: str, value: Any) -> Mapping:
+    """A nested object of quantization_config (`weights`, `input_activations`, a config group); absent = {}."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"quantization_config {key!r} must be an object, got {_short(value)}: fix the config.json")
+    return value
+
+
+def _pair(key: str, value: Any) -> tuple[int, int] | None:
+    """weight_block_size / block_structure: [rows, cols] of positive ints, or None."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ConfigError(f"quantization_config {key!r} must be [rows, cols], got {_short(value)}: fix the config.json")
+    return _int(key, value[0]), _int(key, value[1])
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
@@ -35,7 +58,7 @@ def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
 
 
 def _bits(qc: Mapping, key: str, default: int | None = None) -> int:
-    return _int(key, qc.get(key, default))
+    return check_int(key, qc.get(key, default), maximum=32)  # 2 to 8 in every published checkpoint
 
 
 def _group(value: Any) -> int | None:
@@ -44,11 +67,8 @@ def _group(value: Any) -> int | None:
 
 
 def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
-    block = qc.get("weight_block_size")
-    if block is not None and (not isinstance(block, list) or len(block) != 2):
-        raise ConfigError("quantization_config 'weight_block_size' must be [rows, cols]: fix the config.json")
-    return QuantDims("fp8", 8, float_weights=True, strategy="block" if block else "tensor",
-                     block=tuple(_int("weight_block_size", b) for b in block) if block else None,
+    block = _pair("weight_block_size", qc.get("weight_block_size"))
+    return QuantDims("fp8", 8, float_weights=True, strategy="block" if block else "tensor", block=block,
                      static_input_scale=qc.get("activation_scheme") == "static",
                      scale_bytes=1 if qc.get("scale_fmt") == "ue8m0" else 4,  # DeepSeek-V3.1: e8m0 scales
                      skip=_skip(qc.get("modules_to_not_convert"), notes))
@@ -87,18 +107,18 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
     if len(groups) > 1:
         notes.append(f"compressed-tensors: {len(groups)} config groups; the first one's scheme is applied to "
                      "every quantized linear")
-    scheme = next(iter(groups.values()))
-    w, inputs = scheme.get("weights") or {}, scheme.get("input_activations") or {}
+    scheme = _object("config_groups." + str(next(iter(groups)))[:60], next(iter(groups.values())))
+    w, inputs = _object("weights", scheme.get("weights")), _object("input_activations", scheme.get("input_activations"))
     strategy = str(w.get("strategy", "channel")).lower()
     if strategy not in ("tensor", "channel", "group", "tensor_group", "block"):
         raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {strategy!r} has no byte rule yet: "
                                            "open an issue with the model id")
-    block = w.get("block_structure") if strategy == "block" else None
+    block = _pair("block_structure", w.get("block_structure")) if strategy == "block" else None
     nvfp4 = strategy == "tensor_group"  # + fp32 weight_global_scale, and input_global_scale with activations
     return QuantDims(
         "compressed-tensors", _bits(w, "num_bits", 8), float_weights=w.get("type") == "float",
         strategy=strategy, group_size=_group(w.get("group_size")) if strategy in ("group", "tensor_group") else None,
-        block=tuple(_int("block_structure", b) for b in block) if block else None,
+        block=block,
         symmetric=w.get("symmetric", True) is not False,
         static_input_scale=inputs.get("dynamic") is False and inputs.get("strategy") == "tensor",
         g_idx=w.get("actorder") not in (None, False), packed=str(qc.get("format", "")).lower() == "pack-quantized",
@@ -140,15 +160,31 @@ def _skip(patterns: Any, notes: list[str]) -> frozenset:
     marks its whole group in that layer.
     """
     out: set[tuple[str, int]] = set()
+    if patterns is not None and not isinstance(patterns, list):
+        raise ConfigError(f"quantization_config's skipped modules must be a list of module names, got "
+                          f"{_short(patterns)}: fix the config.json")
     for raw in patterns or []:
-        p = str(raw).lower().removeprefix("re:")
-        layer = re.search(r"layers\.(\d+)\.", p)
-        index = int(layer.group(1)) if layer else -1
-        groups = _skip_groups(p)
+        if not isinstance(raw, str):
+            raise ConfigError(f"quantization_config's skipped modules must be module names (text), got "
+                              f"{_short(raw)}: fix the config.json")
+        p = raw.lower().removeprefix("re:")
+        groups, index = _skip_groups(p), _skip_layer(p, raw)
         if not groups:
             notes.append(f"quantization skip pattern {raw!r} names no weight group kvplan knows: ignored")
         out.update((g, index) for g in groups)
     return frozenset(out)
+
+
+def _skip_layer(p: str, raw: str) -> int:
+    """The layer index a skip pattern names ("model.layers.3.mlp" -> 3), or -1 for every layer."""
+    layer = re.search(r"layers\.(\d+)\.", p)
+    if layer is None:
+        return -1
+    # no model has MAX_LAYERS layers, and int() of a 5,000-digit index would raise past Python's 4,300-digit limit
+    if len(layer.group(1)) > len(str(MAX_LAYERS)) or int(layer.group(1)) > MAX_LAYERS:
+        raise ConfigError(f"quantization skip pattern {_short(raw)} names a layer past {MAX_LAYERS:,}: fix the "
+                          "config.json")
+    return int(layer.group(1))
 
 
 def _skip_groups(p: str) -> tuple[str, ...]:

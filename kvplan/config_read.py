@@ -27,8 +27,14 @@ HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv
 VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
 INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size")
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "num_experts_routed")
+DTYPE_KEYS = ("dtype", "torch_dtype")
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
 MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.1-405B: 126)
+# Every other size a config gives (heads, head_dim, hidden, vocab, window, experts ...) stays under 2**40. The largest
+# published ones are near 2**18 (Gemma 3's vocab_size 262,144), so no real config is refused; and a formula
+# multiplies at most a handful of them, so even 2**40 x 2**40 x 2**40 x 2**40 x 2 B (2**161 bytes) stays far inside
+# a float's 2**1024, where head_dim 10**400 raised OverflowError as soon as a figure was divided or printed in GiB.
+MAX_SIZE = 1 << 40
 
 # Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
@@ -89,20 +95,39 @@ class Overrides:
     head_dim: int | None = None
     hidden_size: int | None = None
 
+    def __post_init__(self):
+        for name in ("num_layers", "num_heads", "kv_heads", "head_dim", "hidden_size"):
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            maximum = MAX_LAYERS if name == "num_layers" else MAX_SIZE
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{flag} must be a whole number, got {value!r}", field=name, flag=flag)
+            if not 1 <= value <= maximum:
+                raise ConfigError(f"{flag} must be between 1 and {maximum:,}, got {_short_number(value)}",
+                                  field=name, flag=flag)
 
-def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+
+def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
     """A config value that must be a whole number in range (2.0 is accepted as 2), or a ConfigError."""
     # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
         raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json", field=key)
-    if int(value) < minimum:
-        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {value!r}: fix the config.json",
-                          field=key)
-    if maximum is not None and int(value) > maximum:
-        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {value!r}: fix the config.json",
-                          field=key)
+    if value < minimum:
+        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {_short_number(value)}: fix the "
+                          "config.json", field=key)
+    if value > maximum:  # before int(): int(1e300) is exact but useless
+        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {_short_number(value)}: fix the "
+                          "config.json", field=key)
     return int(value)
+
+
+def _short_number(value: int | float) -> str:
+    """A number for a one-line message: str() of a 5,000-digit int raises, and a 400-digit one is no help."""
+    if isinstance(value, float) or abs(value) < 10**15:
+        return repr(value)
+    return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length():,} bits"
 
 
 def check_flag(key: str, value: Any, default: bool) -> bool:
@@ -150,7 +175,7 @@ class ConfigReader:
                     return key, source[key]
         return None
 
-    def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
         self.used[key] = check_int(key, value, minimum=minimum, maximum=maximum)
         return self.used[key]
 
@@ -169,10 +194,8 @@ class ConfigReader:
                  override: int | None = None) -> int:
         """The first alias of `concept` the config sets, or the user's override of it."""
         # one spec object per layer is built, so an absurd layer count (2**70) must stop here
-        maximum = MAX_LAYERS if concept == "num_layers" else None
-        if override is not None:
-            if maximum is not None and override > maximum:
-                raise ConfigError(f"{flag} must be <= {maximum:,}, got {override:,}", field=concept, flag=flag)
+        maximum = MAX_LAYERS if concept == "num_layers" else MAX_SIZE
+        if override is not None:  # in range: Overrides checks itself
             self.used[concept] = override
             return override
         found = self.first(keys)
@@ -206,6 +229,31 @@ class ConfigReader:
         return self.need_int(HIDDEN_KEYS, "hidden_size", flag, self.overrides.hidden_size)
 
 
+def check_text(data: Any, label: str = "the config") -> None:
+    """Refuse text no UTF-8 output can hold: JSON's "\\ud800" escape decodes to a lone surrogate, which reached
+    every face (a name, a note, a warning) and raised UnicodeEncodeError when printed or dumped as JSON."""
+    stack = [(None, data)]
+    while stack:  # a loop, not recursion: a dict built in Python may nest deeper than the stack
+        key, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend((k if key is None else key, v) for k, v in value.items())
+            stack.extend((k if key is None else key, k) for k in value)
+        elif isinstance(value, (list, tuple)):
+            stack.extend((key, v) for v in value)
+        elif isinstance(value, str) and not value.isascii() and not _is_utf8(value):
+            where = f"field {str(key)[:40]!r}" if isinstance(key, str) and _is_utf8(key) else "a field name"
+            raise ConfigError(f"{label} holds text that is not valid Unicode in {where} (a lone surrogate such as "
+                              "\\ud800): fix the config.json")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """Unwrap a multimodal config to its language model, as transformers' `get_text_config()` does.
 
@@ -213,6 +261,7 @@ def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """
     if not isinstance(data, Mapping):
         raise ConfigError("config.json must hold a JSON object: pass the model's config.json, not a list or a value")
+    check_text(data)
     top_type = data.get("model_type")
     for key in TEXT_CONFIG_KEYS:
         nested = data.get(key)
@@ -237,7 +286,7 @@ def _model_type(value: Any) -> str:
 def config_dtype(text: Mapping[str, Any]) -> DType:
     """The activation dtype a model runs (and caches) in: `dtype` or `torch_dtype`, else float32
     (what transformers' from_config uses when the config names none)."""
-    for key in ("dtype", "torch_dtype"):
+    for key in DTYPE_KEYS:
         value = text.get(key)
         if value is None:
             continue

@@ -131,12 +131,14 @@ def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dyn
         raise WorkloadError(f"seq_len {seq_len:,} exceeds max_cache_len {max_len:,}: a static cache cannot grow, "
                             "so raise --max-cache-len")
     backend = ""
+    # checked for every cache, as the CLI accepts them for every cache: --q-group-size -5 is wrong anywhere
+    q_group_size = _positive("q_group_size", q_group_size, maximum=1 << 20)
+    residual_length = _positive("residual_length", residual_length, maximum=1 << 20)
     if cache == "quantized":
         backend = _backend(model, kv, quant_backend)
-        q_group_size = _positive("q_group_size", q_group_size, maximum=1 << 20)
-        residual_length = _positive("residual_length", residual_length, maximum=1 << 20)
+    assumed = dtype is None and (kv_dtype is None or cache == "quantized") and not model.dtype_named
     return CachePlan(cache, seq_len, batch_size, act, kv, max_len, prompt_len, backend, q_group_size,
-                     residual_length)
+                     residual_length, assumed)
 
 
 def _dtypes(model: ModelSpec, cache: str, kv_dtype, dtype) -> tuple[DType, DType]:
@@ -260,9 +262,9 @@ def _placement(plan: CachePlan, sized: list[tuple[_Group, LayerBytes]], storage:
 
 
 def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
+    notes = [_dtype_note(plan)] if plan.dtype_assumed else []
     if plan.cache == "dynamic" or plan.cache == "static":
-        return []
-    notes = []
+        return notes
     if plan.cache in ("offloaded", "offloaded_static"):
         notes.append("offloading needs CUDA; during a step a second offloaded layer is prefetched onto the device")
     if plan.cache == "quantized" and plan.backend != "fp8":
@@ -270,6 +272,13 @@ def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
                      f"{plan.residual_length}: prompt quantized at prefill, (T - P) mod R tokens kept in "
                      f"{plan.act_dtype.name}")
     return notes
+
+
+def _dtype_note(plan: CachePlan) -> str:
+    """gpt-oss-20b's config names no dtype: from_config builds float32, from_pretrained("auto") loads bf16."""
+    return (f"the config names no dtype, so this assumes {plan.act_dtype.name}, what transformers' from_config "
+            "builds; from_pretrained(dtype=\"auto\") uses the checkpoint's weight dtype (often bfloat16): "
+            "pass --dtype bf16 for that")
 
 
 @dataclass(frozen=True)

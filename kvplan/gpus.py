@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -199,6 +200,9 @@ _MEMORY_UNITS = {"tib": 2**40, "gib": GiB, "mib": MiB, "kib": KiB, "tb": 10**12,
 _BANDWIDTH_UNITS = {"tb/s": 10**12, "gb/s": GB}
 _FLOPS_UNITS = {"pflops": 10**15, "tflops": 10**12}
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)\s*([a-z/]+)$")
+# Beyond these a "GPU" is a typo, and its figures would overflow floats: a B200 holds 180 GB at 8 TB/s and
+# 2.25 dense PFLOPS, so 1 PiB, 1 PB/s and 1 EFLOPS leave room for 5,000x that and more.
+_LIMITS = {"memory": (2**50, "1 PiB"), "bandwidth": (10**15, "1 PB/s"), "flops": (10**18, "1 EFLOPS")}
 
 
 def custom_gpu(
@@ -215,11 +219,22 @@ def custom_gpu(
         name = f"custom:{memory_gib:g}GiB" + (f":{bandwidth_gbps:g}GB/s" if bandwidth_gbps is not None else "")
     return _custom(
         name,
-        round(memory_gib * GiB),
-        None if bandwidth_gbps is None else round(bandwidth_gbps * GB),
-        None if bf16_tflops is None else round(bf16_tflops * 10**12),
-        None if fp8_tflops is None else round(fp8_tflops * 10**12),
+        _amount("memory", memory_gib, GiB, name),
+        None if bandwidth_gbps is None else _amount("bandwidth", bandwidth_gbps, GB, name),
+        None if bf16_tflops is None else _amount("flops", bf16_tflops, 10**12, name),
+        None if fp8_tflops is None else _amount("flops", fp8_tflops, 10**12, name),
     )
+
+
+def _amount(kind: str, number: float, unit: int, label: str) -> int:
+    """number x unit as a whole count, refused when it is not a finite amount up to the kind's limit."""
+    limit, words = _LIMITS[kind]
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+        raise WorkloadError(f"custom GPU {label!r}: its {kind} must be a finite number; {CUSTOM_HINT}")
+    if number * unit > limit:
+        raise WorkloadError(f"custom GPU {label!r}: {'compute' if kind == 'flops' else kind} over {words} is no GPU; "
+                            f"{CUSTOM_HINT}")
+    return round(number * unit)
 
 
 def parse_custom_gpu(text: str) -> GPU:
@@ -241,7 +256,7 @@ def _parse_quantity(part: str, text: str) -> tuple[str, int]:
         number, unit = float(match.group(1)), match.group(2)
         for kind, units in (("memory", _MEMORY_UNITS), ("bandwidth", _BANDWIDTH_UNITS), ("flops", _FLOPS_UNITS)):
             if unit in units:
-                return kind, round(number * units[unit])
+                return kind, _amount(kind, number, units[unit], text)
     raise WorkloadError(
         f"custom GPU {text!r}: cannot read {part!r} (use GiB/GB for memory, GB/s or TB/s for bandwidth, "
         f"TFLOPS for bf16 compute); {CUSTOM_HINT}"

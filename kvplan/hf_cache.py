@@ -36,6 +36,7 @@ class CachePlan(NamedTuple):
     backend: str = ""           # quantized: quanto / hqq / fp8
     q_group_size: int = 64
     residual_length: int = 128
+    dtype_assumed: bool = False  # the config names no dtype and none was passed: act_dtype is float32 by default
 
 
 class LayerBytes(NamedTuple):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import Overrides, parse_config
+from .config_read import check_text
 from .errors import ConfigError, ModelNotAvailableError
 from .model import ModelSpec
 
@@ -108,6 +109,7 @@ def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
         raise ConfigError(f"{label} holds a number too long to parse: pass the model's config.json") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
+    check_text(data, label)
     return data
 
 
@@ -131,12 +133,14 @@ def load_model(
     if not text:
         raise ModelNotAvailableError("no model given: pass a bundled id (see `kvplan models`), a config.json path "
                                      "or a Hub id")
-    bundled = None if revision else _find_bundled(text)
+    bundled = _find_bundled(text)
     if bundled:
+        _no_revision(revision, f"{bundled[0]} is bundled")
         model_id, path = bundled
         return parse_config(read_config_file(path), name=name or model_id, source="bundled", overrides=overrides)
     path = Path(text).expanduser()
     if _exists(path):
+        _no_revision(revision, f"{_shorten(text)} is a local path")
         return _load_path(path, name, overrides)
     if _is_loop(path):
         raise ModelNotAvailableError(f"{_shorten(text)} is a symlink loop (its links point at each other): point it "
@@ -150,6 +154,13 @@ def load_model(
 
     data = fetch_config(text, revision=revision, token=token)
     return parse_config(data, name=name or text, source="hub", overrides=overrides)
+
+
+def _no_revision(revision: str | None, what: str) -> None:
+    """A revision names a Hub commit: with a bundled id or a path it used to go to the Hub unasked, or be ignored."""
+    if revision is not None:
+        raise ModelNotAvailableError(f"--revision applies to Hub ids only, and {what}: leave out --revision, or pass "
+                                     "the config.json of that revision as a path")
 
 
 def _exists(path: Path) -> bool:

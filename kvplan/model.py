@@ -29,6 +29,7 @@ class ModelSpec:
     arch: object = field(default=None, compare=False, repr=False)  # kvplan.arch.ArchShape: what the weights hold
     arch_error: str | None = None  # why `arch` is None: the config sizes the cache but not the weights
     warnings: tuple[str, ...] = ()  # what kvplan has not verified about this model (kvplan.verified)
+    dtype_named: bool = True  # False: the config names no dtype, so `dtype` is transformers' float32 default
 
     @property
     def verified(self) -> bool:

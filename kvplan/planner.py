@@ -25,6 +25,7 @@ from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_group
                               rank_layer_specs)
 from .engines.weights_split import stage_weight_bytes, with_online_quant
 from .errors import PlanInvariantError, WorkloadError
+from .estimate import MAX_TOKENS
 from .gpus import GPU, resolve_gpu
 from .model import ModelSpec
 from .units import fmt_bytes
@@ -117,6 +118,10 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     util = _utilization(gpu_memory_utilization, default_utilization(version) if engine == "vllm" else 0.9)
     if engine == "hf":
         return checked(_plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype))
+    if all(spec.kind == "none" for _, spec in model.specs()):  # vLLM would group zero KV layers: min() of nothing
+        raise WorkloadError(f"{model.name} caches nothing (every layer is MLP-only or reuses another layer's KV), so "
+                            f"{engine} has no KV pool to size: its KV cache is 0 B (`kvplan estimate`); plan it with "
+                            "--engine hf for the weights alone")
     act = _model_dtype(model, dtype, device)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
     if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
@@ -208,6 +213,9 @@ def _pos(name: str, value):
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise WorkloadError(f"{name} must be a positive whole number, got {value!r}")
+    if value > MAX_TOKENS:  # as for estimates: far beyond any engine's setting, and figures stay floats
+        shown = f"{value:,}" if value.bit_length() < 100 else f"an integer of {value.bit_length():,} bits"
+        raise WorkloadError(f"{name} must be between 1 and {MAX_TOKENS:,}, got {shown}")
     return value
 
 
@@ -261,6 +269,10 @@ def _max_len(model: ModelSpec, value) -> int:
         return _pos("max_model_len", value)
     derived = model.dims.max_position_embeddings if model.dims else None
     if not derived:
+        bad = model.dims.invalid_positions if model.dims else None
+        if bad:
+            raise WorkloadError(f"{model.name}'s config sets {bad}, not a token count from 1 to 2**40: pass "
+                                "--max-model-len N or fix the config.json")
         raise WorkloadError(f"{model.name}'s config has no max_position_embeddings: pass --max-model-len N")
     return derived
 
