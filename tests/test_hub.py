@@ -328,9 +328,9 @@ def test_offline_uncached_revision(offline_cache):
 
 
 def test_offline_revision_skips_the_bundled_copy(offline_cache):
-    """A revision asks for the Hub's file, not the bundled snapshot: offline and uncached, that is an error."""
+    """A revision names a Hub file, and a bundled id is not one: one line that says what to do instead."""
     assert kvplan.load_model("meta-llama/Llama-3.1-8B").source == "bundled"
-    with pytest.raises(ModelNotAvailableError, match="not in the Hub cache"):
+    with pytest.raises(ModelNotAvailableError, match="--revision applies to Hub ids only"):
         kvplan.load_model("meta-llama/Llama-3.1-8B", revision="main")
 
 

@@ -143,11 +143,13 @@ def test_wrapper_text_config_is_what_the_model_uses(model_id):
 
     def layout(cfg):
         types, kwargs = get_layer_types_and_kwargs(cfg)
-        try:
-            head_dim = getattr(cfg, "head_dim", None)
-        except Exception:  # noqa: BLE001 - Gemma 4: head_dim is per layer, and the global read raises
-            head_dim = getattr(cfg, "per_layer_config", None)
-        return (types, kwargs, cfg.num_hidden_layers, head_dim, getattr(cfg, "num_key_value_heads", None))
+        def read(key):
+            try:
+                return getattr(cfg, key, None)
+            except Exception:  # noqa: BLE001 - Gemma 4: per-layer attributes raise on a global read
+                return ("per layer", [getattr(layer, key) for layer in cfg.per_layer_config])
+
+        return (types, kwargs, cfg.num_hidden_layers, read("head_dim"), read("num_key_value_heads"))
 
     assert layout(wrapper) == layout(direct)
 
