@@ -42,13 +42,9 @@ from .config_read import (
     Overrides,
     check_int,
     config_dtype,
-    text_config,
 )
 from .dtypes import BFLOAT16, DType
-from .errors import ConfigError, UnsupportedArchitectureError
-
-_Fields = ConfigReader  # the builders below take the shared reader
-
+from .errors import ConfigError
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
     return check_int(key, value, minimum=minimum)
@@ -127,7 +123,7 @@ class _Body:
     final_norm: bool = True
 
 
-def _traited(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """A family without a hand-written rule, counted from its fields and the traits transformers' modules show
     (kvplan.config_traits, data from tools/gen_family_traits.py)."""
     t = traits_for(f.family)
@@ -143,14 +139,14 @@ def _traited(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 # ---------------------------------------------------------------- shared pieces
 
 
-def _kv_heads(f: _Fields, heads: int) -> int:
+def _kv_heads(f: ConfigReader, heads: int) -> int:
     if f.overrides.kv_heads is not None:
         return f.overrides.kv_heads
     found = f.first(KV_HEAD_KEYS)
     return heads if found is None else _int(*found)
 
 
-def _head_dim(f: _Fields, c: _Core, keys: tuple[str, ...] = ("head_dim",)) -> int:
+def _head_dim(f: ConfigReader, c: _Core, keys: tuple[str, ...] = ("head_dim",)) -> int:
     """`head_dim` when the config sets it (Qwen3-0.6B: 128 != 1024/16), else hidden // heads."""
     if f.overrides.head_dim is not None:
         return f.overrides.head_dim
@@ -165,7 +161,7 @@ def _heads(c: _Core) -> int:
     return c.heads
 
 
-def _attention(f: _Fields, c: _Core, *, bias: bool = False, o_bias: bool | None = None, **kw) -> AttentionDims:
+def _attention(f: ConfigReader, c: _Core, *, bias: bool = False, o_bias: bool | None = None, **kw) -> AttentionDims:
     heads = _heads(c)
     head_dim = kw.pop("head_dim", None) or _head_dim(f, c)
     kv = kw.pop("kv_heads", None) or _kv_heads(f, heads)
@@ -173,16 +169,7 @@ def _attention(f: _Fields, c: _Core, *, bias: bool = False, o_bias: bool | None 
     return AttentionDims(heads, kv, head_dim, head_dim, bias, bias, bias, o, **kw)
 
 
-def _layer_set(f: _Fields, key: str) -> set[int] | None:
-    value = f.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        raise ConfigError(f"config field {key!r} must list layer indices, got {value!r}: fix the config.json")
-    return {_int(key, v, minimum=0) for v in value}
-
-
-def _mlp(f: _Fields, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
+def _mlp(f: ConfigReader, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
     return MLPDims(f.req_int(key), **kw)
 
 
@@ -197,7 +184,7 @@ def _moe_or_dense(c: _Core, is_moe, moe: MoEDims, dense: MLPDims, mixer, norms: 
 # ---------------------------------------------------------------- families
 
 
-def _llama_like(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _llama_like(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Llama, Mistral, Qwen2/3, Gemma 1/2/3, OLMo-2: q/k/v/o, gated MLP, RMSNorm."""
     mt = f.family
     if mt == "qwen2":  # Qwen2Attention: q/k/v biases always, o_proj none
@@ -210,7 +197,7 @@ def _llama_like(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)))
 
 
-def _generic(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _generic(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     if f.first(EXPERT_KEYS) is not None:  # experts are in the fields even where the wiring is not known
         t = {"attn_bias": dict.fromkeys("qkvo", "attention_bias"), "mlp_bias": "mlp_bias", "moe": True}
         return _Body(traited_layers(f, t, c.hidden, _heads(c), c.layers))
@@ -221,18 +208,18 @@ def _generic(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)))
 
 
-def _mixtral(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _mixtral(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), _mlp(f, c))
     return _Body(_uniform(c.layers, LayerDims(_attention(f, c), moe, 2)))
 
 
-def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _qwen_moe(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
     next_like = f.family in QWEN_NEXT_LIKE
     found = f.first(EXPERT_KEYS)
     experts = f.int_(*found, minimum=0) if found else 0
     step = f.req_int("decoder_sparse_step", default=1)
-    dense_only = _layer_set(f, "mlp_only_layers") or set()
+    dense_only = f.layer_set("mlp_only_layers") or set()
     moe = None
     if experts:
         shared = MLPDims(f.req_int("shared_expert_intermediate_size")) if next_like else None
@@ -249,7 +236,7 @@ def _qwen_moe(f: _Fields, c: _Core, notes: list[str]) -> _Body:
 QWEN_NEXT_LIKE = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 
 
-def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
+def _qwen3_next_mixers(f: ConfigReader, c: _Core, attn: AttentionDims) -> list:
     types = f.get("layer_types")
     if types is None:
         interval = f.req_int("full_attention_interval", default=4)
@@ -263,7 +250,7 @@ def _qwen3_next_mixers(f: _Fields, c: _Core, attn: AttentionDims) -> list:
     return [gdn if t == "linear_attention" else attn for t in types]
 
 
-def _deepseek(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _deepseek(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """DeepSeek-V2/V3 (Kimi-K2): MLA; MoE from layer first_k_dense_replace on (transformers ignores moe_layer_freq)."""
     v3 = f.family == "deepseek_v3"
     nope, rope = f.req_int("qk_nope_head_dim"), f.req_int("qk_rope_head_dim", minimum=0)
@@ -285,18 +272,18 @@ def _deepseek(f: _Fields, c: _Core, notes: list[str]) -> _Body:
                                lambda i: attn, 2))
 
 
-def _gpt_oss(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _gpt_oss(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     bias = f.flag("attention_bias")
     expert = MLPDims(f.req_int("intermediate_size"), bias=True)  # gate_up_proj_bias [E, 2I], down_proj_bias [E, H]
     moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, router_bias=True)
     return _Body(_uniform(c.layers, LayerDims(_attention(f, c, bias=bias, sinks=True), moe, 2)))
 
 
-def _llama4(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _llama4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Llama-4 text: MoE layers every interleave_moe_layer_step (or `moe_layers`), a shared expert in each;
     dense layers use intermediate_size_mlp. The QK norm is weightless (L2)."""
     step = f.req_int("interleave_moe_layer_step")
-    listed = _layer_set(f, "moe_layers")
+    listed = f.layer_set("moe_layers")
     moe_layers = set(range(step - 1, c.layers, step)) if listed is None else listed
     expert = _mlp(f, c)
     moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, shared=expert)
@@ -305,19 +292,19 @@ def _llama4(f: _Fields, c: _Core, notes: list[str]) -> _Body:
                                lambda i: attn, 2))
 
 
-def _phi(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _phi(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Phi-1/2: biased q/k/v/dense, ungated biased MLP, one LayerNorm per block (parallel), biased lm_head."""
     attn = _attention(f, c, bias=True, qk_norm="head_ln" if f.flag("qk_layernorm") else "none")
     mlp = _mlp(f, c, gated=False, bias=True)
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
 
 
-def _phi3(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _phi3(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     attn = _attention(f, c, fused_qkv=True)
     return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, fused_gate_up=True), 2)))
 
 
-def _gpt2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _gpt2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """GPT-2 and GPT-BigCode: fused biased c_attn, learned positions (wpe), LayerNorms, n_inner or 4 x hidden."""
     kv = 1 if f.family == "gpt_bigcode" and f.flag("multi_query", True) else None
     if f.flag("add_cross_attention"):
@@ -328,25 +315,25 @@ def _gpt2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)), norm_bias=True, positions=positions)
 
 
-def _gptj(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _gptj(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     attn = _attention(f, c, head_dim=c.hidden // _heads(c), kv_heads=_heads(c))
     mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
 
 
-def _gpt_neox(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _gpt_neox(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     attn = _attention(f, c, bias=f.flag("attention_bias"), fused_qkv=True, head_dim=c.hidden // _heads(c),
                       kv_heads=_heads(c))
     return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, gated=False, bias=True), 2)), norm_bias=True)
 
 
-def _starcoder2(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _starcoder2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     bias = f.flag("use_bias")
     layer = LayerDims(_attention(f, c, bias=bias), _mlp(f, c, gated=False, bias=bias), 2)
     return _Body(_uniform(c.layers, layer), norm_bias=True)
 
 
-def _falcon(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _falcon(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Falcon: query_key_value is [heads + 2 kv, hd] rows; kv = 1 for multi_query, num_kv_heads for the new
     decoder architecture (Falcon-40B: 128 + 2 x 8 heads). Parallel blocks carry 1 LayerNorm, or 2 (ln_attn,
     ln_mlp) with the new architecture."""
@@ -362,7 +349,7 @@ def _falcon(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)), norm_bias=True)
 
 
-def _mamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _mamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Mamba-1 / FalconMamba: mixer-only blocks. intermediate_size from the file wins over expand x hidden
     (falcon-mamba-7b: 8192, not 16 x 4096), as transformers' from_dict sets it after __post_init__."""
     inner = f.opt_int("intermediate_size", minimum=1) if "intermediate_size" in f.data else None
@@ -372,12 +359,12 @@ def _mamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
     return _Body(_uniform(c.layers, LayerDims(mixer, None, 1)))
 
 
-def _dt_rank(f: _Fields, key: str, c: _Core) -> int:
+def _dt_rank(f: ConfigReader, key: str, c: _Core) -> int:
     value = f.get(key, "auto")
     return math.ceil(c.hidden / 16) if value == "auto" else _int(key, value)
 
 
-def _jamba(f: _Fields, c: _Core, notes: list[str]) -> _Body:
+def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba elsewhere; MoE where
     i % expert_layer_period == expert_layer_offset (1.5-Mini: 16 MoE layers of 32)."""
     attn = _attention(f, c)

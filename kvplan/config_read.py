@@ -57,7 +57,6 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}
     for mt in set(_GENERATED) | set(_EXTRA_DEFAULTS) if not mt.startswith("_")
 }
-TRANSFORMERS_VERSION = _GENERATED.get("_transformers_version", "?")
 
 # Weight-only class defaults the generated table leaves out, from transformers 5.24's config dataclasses;
 # tests/test_weights.py checks each against transformers. Pythia's config.json has no attention_bias:

@@ -19,13 +19,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .config_read import SAME_ARCHITECTURE
 from .errors import UnsupportedArchitectureError
 
 _DATA = Path(__file__).parent / "data" / "conformance.json"
 ENFORCE = True  # the sweep itself turns the refusals off, to measure the raw rules again
-# Families transformers does not ship whose rule kvplan checks through the family it names in `architectures`
-# (tests/test_truth_meta.py runs Kimi-K2 as DeepseekV3ForCausalLM).
-CHECKED_AS = {"kimi_k2": "deepseek_v3"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ def family_status(model_type: str, wrapper_type: str | None = None) -> FamilySta
     Qwen3 text model inside MOSS's audio wrapper: what it measured is this architecture), else of the text family."""
     table = _table()
     families = table["families"]
-    key = CHECKED_AS.get(model_type, model_type)
+    key = SAME_ARCHITECTURE.get(model_type, model_type)  # Kimi-K2 is checked as the DeepSeek-V3 it ships
     wrapper = families.get(wrapper_type) if wrapper_type != model_type else None
     if wrapper is not None and (wrapper.get("kv") in ("exact", "wrong", "refused") or key not in families):
         key = wrapper_type

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import kvplan
@@ -25,14 +24,7 @@ PAGES = ("app_pages/estimate.py", "app_pages/compare.py", "app_pages/capacity.py
 LLAMA = "meta-llama/Llama-3.1-8B"
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch, tmp_path):
-    """st.cache_data outlives AppTest instances in one process; the Hub is never reached from tests."""
-    st.cache_data.clear()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    yield
-    st.cache_data.clear()
+pytestmark = pytest.mark.usefixtures("offline_app")  # tests/conftest.py: fresh Streamlit cache, Hub offline
 
 
 def app(page: str | None = None, **params) -> AppTest:

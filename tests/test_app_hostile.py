@@ -8,7 +8,9 @@ import logging
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, LLAMA, PAGES, ROOT, app, clean, errors, fresh_cache, metric, upload  # noqa: F401
+from test_app import APP, LLAMA, PAGES, ROOT, app, clean, errors, metric, upload  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("offline_app")  # tests/conftest.py: fresh Streamlit cache, Hub offline
 
 import kvplan
 from app_pages import common

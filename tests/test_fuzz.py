@@ -22,7 +22,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
 from streamlit.testing.v1 import AppTest
@@ -231,15 +230,6 @@ def test_cli_flags_at_their_edges(monkeypatch, args):
 URL_VALUES = ["inf", "1e400", "-1", "0", "9" * 5000, "abc", "\u202e", "<script>", "x" * 300, "2.5"]
 URL_KEYS = ["model", "src", "hub", "gpu", "engine", "kv", "cache", "ctx", "batch", "util", "n", "tp", "pp",
             "window", "strategies", "maxlen", "prompt"]
-
-
-@pytest.fixture
-def offline_app(monkeypatch, tmp_path):
-    st.cache_data.clear()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    yield
-    st.cache_data.clear()
 
 
 def app_clean(at: AppTest) -> None:

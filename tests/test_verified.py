@@ -87,12 +87,10 @@ def test_cli_json_carries_verified_and_warnings(capsys, command):
     assert data["verified"] is False and data["warnings"]
 
 
-def test_every_app_page_with_a_number_shows_the_warning(monkeypatch, tmp_path):
-    st = pytest.importorskip("streamlit")
+def test_every_app_page_with_a_number_shows_the_warning(offline_app):
+    pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    st.cache_data.clear()
     for page in ("app_pages/estimate.py", "app_pages/compare.py", "app_pages/capacity.py"):
         for model, shown in ((UNVERIFIED, True), (VERIFIED, False)):
             at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=30)

@@ -145,8 +145,6 @@ def _flag_driven(cls_cfg, cfg, t: dict) -> None:
                     if t2["attn_bias"][k] != t["attn_bias"][k] and not isinstance(t["attn_bias"][k], str):
                         t["attn_bias"][k] = flag
                         t.setdefault("flag_defaults", {})[flag] = value
-        if t.get("mlp_bias") and isinstance(t["mlp_bias"], str):
-            pass
 
 
 def _layer_extra(cfg, model, t: dict) -> int:
@@ -184,8 +182,6 @@ def family(mt: str) -> dict:
     cfg, model = _build(cls_cfg)
     t = traits_of(cfg, model)
     _flag_driven(cls_cfg, cfg, t)
-    ct._table.cache_clear()
-    ct._table.__wrapped__  # noqa: B018 - keep the loader; the entry is injected below
     table = {mt: t}
     original = ct._table
     ct._table = lambda: table  # type: ignore[assignment]
