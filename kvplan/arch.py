@@ -86,11 +86,21 @@ class MoEDims:
 
 @dataclass(frozen=True)
 class LayerDims:
-    """One decoder block: a mixer, a feed-forward (None for pure Mamba blocks) and `norms` hidden-size norms."""
+    """One decoder block: a mixer, a feed-forward (None for pure Mamba blocks) and `norms` hidden-size norms.
 
-    mixer: AttentionDims | MambaDims | DeltaNetDims
+    `extra`: (group, elements) of the tensors a family adds that the dims above do not describe, read off
+    transformers' modules by tools/gen_family_traits.py (AFMoE's attention output gate [q_dim, hidden]); a layer
+    whose mixer is only such tensors (LFM3's short-conv blocks) has `mixer` None.
+    """
+
+    mixer: AttentionDims | MambaDims | DeltaNetDims | None
     ffn: MLPDims | MoEDims | None
     norms: int
+    extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()  # (group, elements, matrix shape or None)
+    # False where the family's tensors differ from what the dims would build (RemBERT, Fuyu): the dims still size
+    # activations and TP splits, and the weights are the family's own tensors, listed in `extra`
+    mixer_weights: bool = True
+    ffn_weights: bool = True
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,9 @@ class ArchShape:
     mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
     layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
     final_norm: bool = True  # a norm after the last block (kvplan.config_traits: read off the family's modules)
+    # (group, elements, matrix) of tensors outside the blocks: BERT's token-type embeddings
+    extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()
+    top_dims: bool = True  # False: embeddings, final norm and lm_head are the family's own tensors, in `extra`
     quant: QuantDims | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 

@@ -17,13 +17,14 @@ from .config_read import (  # noqa: F401  (re-exported: the boundary's names, on
 )
 from .errors import ConfigError, UnsupportedArchitectureError
 from .config_layers import V_HEAD_DIM_FAMILIES, layer_overrides
-from .config_state import STATE_TYPES, pattern_types, state_spec
+from .config_state import STATE_TYPES, mlstm_layers, pattern_types, state_spec
 from .layers import (
     ChunkedAttentionSpec,
     FullAttentionSpec,
     IndexedMLASpec,
     MLASpec,
     NoCacheSpec,
+    PrefixedAttentionSpec,
     SlidingWindowSpec,
     StateSpec,
 )
@@ -61,7 +62,7 @@ class ArchDims:
         return next((f for f in self.invalid if f.split()[0] in POSITION_KEYS), None)
 
 
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length", "max_target_positions")
 
 
 def parse_config(
@@ -82,6 +83,10 @@ def parse_config(
     if not layers:
         raise ConfigError(f"{name}: the config describes 0 layers: pass --num-layers N", field="num_layers",
                           flag="--num-layers")
+    if reader.layer_kinds is None:  # what the weights are around, one per built layer (_looped sets its own)
+        reader.layer_kinds = tuple(_kind(layer) for layer in layers)
+    state = next((spec for layer in layers for spec in layer if isinstance(spec, StateSpec)), None)
+    reader.state_shape = (state.conv_shape, state.recurrent_shape) if state else None
     refusal = kv_refusal(status, name) if verified.ENFORCE else None
     if refusal is not None:
         raise refusal
@@ -89,7 +94,8 @@ def parse_config(
     params_error = params_refusal(status, name) if verified.ENFORCE else None
     if params_error is not None:
         arch, arch_error = None, params_error
-    warnings = unverified_warnings(status) + unread_fields(text, reader, status)
+    warnings = (unverified_warnings(status) + unread_fields(text, reader, status)
+                + _seq2seq_warning(text, reader, layers))
     return ModelSpec(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
         fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), arch=arch,
@@ -97,16 +103,77 @@ def parse_config(
     )
 
 
+# Causal LMs whose transformers class keeps no cache between generate() steps (transformers 5.24): GPT-1 takes no
+# cache argument (models/openai/modeling_openai.py); XLM builds an EncoderDecoderCache inside forward and returns
+# none (models/xlm/modeling_xlm.py, XLMWithLMHeadModel -> MaskedLMOutput). Every new token re-runs the sequence.
+UNCACHED = {"openai-gpt": "OpenAIGPTLMHeadModel", "xlm": "XLMWithLMHeadModel"}
+
+
+def _build_uncached(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    g = _geometry(r, notes)
+    notes.append(f"transformers' {UNCACHED[r.model_type]} keeps no KV cache between steps: every generated token "
+                 "re-runs the whole sequence")
+    return [(NoCacheSpec("no cache in transformers (recomputes the sequence)"),)] * g.num_layers
+
+
+def _build_prefixed(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    """CPM-Ant (transformers 5.24 modeling_cpmant.py, CpmAntModel.forward): the first forward prepends
+    prompt_length learned prompt tokens to input_ids, so every layer caches them ahead of the sequence."""
+    prefix = r.req_int("prompt_length", minimum=0)
+    notes.append(f"{prefix} learned prompt tokens are cached ahead of every sequence (prompt_length)")
+    return [tuple(PrefixedAttentionSpec(s.kv_heads, s.k_head_dim, s.v_head_dim, prefix_tokens=prefix)
+                  if type(s) is FullAttentionSpec else s for s in layer) for layer in _build_transformer(r, notes)]
+
+
+def _refuse(why: str):
+    def builder(r: ConfigReader, notes: list[str]) -> list[tuple]:
+        raise UnsupportedArchitectureError(f"model_type {r.model_type!r}: {why}: open an issue with the model id")
+    return builder
+
+
+def _kind(layer: tuple) -> str:
+    """What one layer's weights are around: "attn" (a KV-shared layer still has its attention), "attn_sliding" /
+    "attn_chunked" (MiMo-V2-Flash's sliding layers have other heads than its full ones), "state:<mixer>", "none"
+    (an MLP-only block), joined with "+" for a hybrid layer."""
+    kinds = []
+    for spec in layer:
+        if spec.kind == "state":
+            kinds.append("state:" + spec.mixer)
+        elif spec.kind in ("sliding", "chunked"):
+            kinds.append("attn_" + spec.kind)
+        elif isinstance(spec, IndexedMLASpec):  # HY-V4: the indexer's weights sit on its "full" layers only
+            kinds.append("attn_indexed")
+        elif spec.kind != "none" or "reuses" in spec.reason:
+            kinds.append("attn")
+        else:  # Nemotron-H's "E" blocks route to experts, its "-" blocks are a dense MLP
+            kinds.append("none_moe" if spec.reason.startswith("MoE") else "none")
+    return "+".join(dict.fromkeys(kinds))
+
+
 def _refuse_encoders(text: Mapping[str, Any], model_type: str, status, name: str) -> None:
     """BERT-style families are causal LMs only with `is_decoder: true` (BertLMHeadModel); without it generate()
     keeps no cache. Encoder-decoder models cache cross-attention kvplan does not size."""
-    if text.get("is_encoder_decoder") is True:
+    if text.get("is_encoder_decoder") is True and "decoder_layers" not in text:
         raise UnsupportedArchitectureError(
             f"{name}: model_type {model_type!r} is an encoder-decoder model: kvplan sizes decoder-only KV caches")
     if (model_type in ENCODER_ONLY or status.needs_decoder) and text.get("is_decoder") is not True:
         raise UnsupportedArchitectureError(
             f"{name}: model_type {model_type!r} is an encoder unless its config says is_decoder: true, and as an "
             "encoder it keeps no KV cache: set is_decoder to true in the config.json to size it as a decoder")
+
+
+def _seq2seq_warning(text: Mapping[str, Any], r: ConfigReader, layers: list[tuple]) -> tuple[str, ...]:
+    """An encoder-decoder checkpoint is sized as its causal LM (BartForCausalLM: the decoder, whose cache holds
+    self-attention only); a seq2seq generate() adds cross-attention K and V over the encoder output, which
+    depends on the input's length, not the generated one. bart-large: 2 x 12 layers x 1,024 values per encoder
+    token."""
+    if text.get("is_encoder_decoder") is not True:
+        return ()
+    width = sum(s.k_elems_per_token + s.v_elems_per_token for layer in layers for s in layer
+                if isinstance(s, FullAttentionSpec))
+    return (f"{r.model_type} is an encoder-decoder model: this sizes its decoder as a causal LM (self-attention "
+            f"cache only); seq2seq generation also caches cross-attention K and V of {width:,} values per encoder "
+            "token per sequence, not included",)
 
 
 def _arch(reader: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]):
@@ -288,10 +355,22 @@ def _llama4_layer_types(r: ConfigReader, n: int, chunk: int | None) -> list[str]
     return ["chunked_attention" if f and chunk is not None else "full_attention" for f in flags]
 
 
-def _indexed(r: ConfigReader, kv: int, kd: int, vd: int) -> IndexedMLASpec:
+def _indexed(r: ConfigReader, kv: int, kd: int, vd: int, i: int) -> MLASpec:
     if r.used.get("kv_lora_rank") is None:
         raise UnsupportedArchitectureError("indexed_attention layers without an MLA latent (kv_lora_rank) are not "
                                            "supported yet: open an issue with the model id")
+    if r.family.startswith("dots3_note"):
+        # modeling_dots3_note.py computes indexed layers' RoPE from inputs_embeds.float(): their indexer keys are
+        # float32 (128 x 4 B, not 2 B, per token), a mixed-dtype layer kvplan's specs do not price yet
+        raise UnsupportedArchitectureError(f"model_type {r.model_type!r} keeps its indexer keys in float32 beside a "
+                                           "bf16 latent, which kvplan does not price yet: open an issue with the "
+                                           "model id")
+    shared = r.get("indexer_types")
+    if isinstance(shared, list) and i < len(shared) and shared[i] == "shared":
+        # HY-V4 (transformers 5.24 modeling_hy_v4.py): a "shared" layer reuses the indexer keys of the last
+        # "full" one and caches only its latent; default config: 24 of 34 layers, 128 index values fewer each
+        r.used["indexer_types"] = f"{len(shared)} entries"
+        return MLASpec(kv, kd, vd)
     return IndexedMLASpec(kv, kd, vd, index_head_dim=r.req_int("index_head_dim"))
 
 
@@ -327,20 +406,46 @@ def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
     for i, layer_type in enumerate(types):
         kv, kd, vd = overrides.get(i, base)
         if layer_type in ("moe", "mlp", "dummy"):
-            layers.append((NoCacheSpec("MLP-only layer"),))
+            layers.append((NoCacheSpec("MoE-only layer" if layer_type == "moe" else "MLP-only layer"),))
         elif layer_type in STATE_TYPES:
             layers.append((state_spec(r, layer_type),))
         elif layer_type == "hybrid":  # Falcon-H1: attention and Mamba-2 side by side in one layer
             layers.append((_attention_spec("full_attention", kv, kd, vd, r, window, mla), state_spec(r, layer_type)))
         elif layer_type == "indexed_attention":
-            layers.append((_indexed(r, kv, kd, vd),))
+            layers.append((_indexed(r, kv, kd, vd, i),))
         else:
             layers.append((_attention_spec(layer_type, kv, kd, vd, r, window, mla),))
+    cross = r.layer_set("cross_attention_layers") or set()
+    for i in sorted(cross):
+        if i < len(layers):  # Mllama: these layers attend to the image, and cache its tokens, never the text's
+            layers[i] = (NoCacheSpec("cross-attention layer (caches image tokens, not text)"),)
+    if cross:
+        notes.append(f"{len(cross)} cross-attention layers cache the image tokens' K and V, not the text's")
     shared = r.opt_int("num_kv_shared_layers", minimum=0) or 0
     if shared:
         layers[-shared:] = [(NoCacheSpec("reuses the KV of an earlier layer"),)] * min(shared, len(layers))
         notes.append(f"the last {shared} layers reuse earlier layers' KV and store nothing")
-    return layers
+    return _looped(r, layers, notes)
+
+
+def _looped(r: ConfigReader, layers: list[tuple], notes: list[str]) -> list[tuple]:
+    """Recurrent-depth decoders (Dory, transformers 5.24 modeling_dory.py) run their middle n_recurrent_layers
+    n_recurrent_loops times, and with recurrent_kv_cache_mode "per_loop" each pass caches its own K and V: the
+    cache has input + loops x recurrent + output layers (default: 16 + 2 x 40 + 16 = 112 of 72 built)."""
+    loops = r.opt_int("n_recurrent_loops")
+    if loops is None or loops == 1:
+        return layers
+    mode = r.get("recurrent_kv_cache_mode")
+    if mode != "per_loop":
+        raise UnsupportedArchitectureError(f"recurrent_kv_cache_mode {mode!r} is not supported yet (kvplan sizes "
+                                           "'per_loop'): open an issue with the model id")
+    first, middle = r.req_int("n_input_layers", minimum=0), r.req_int("n_recurrent_layers")
+    if first + middle > len(layers):
+        raise ConfigError(f"n_input_layers + n_recurrent_layers ({first + middle}) exceed the {len(layers)} layers: "
+                          "fix the config.json", field="n_recurrent_layers")
+    notes.append(f"layers {first}-{first + middle - 1} run {loops} times and cache K and V on every pass")
+    r.layer_kinds = tuple(_kind(layer) for layer in layers)
+    return layers[:first] + layers[first:first + middle] * loops + layers[first + middle:]
 
 
 def _kv_shape(r: ConfigReader, g: _Geometry, notes: list[str]) -> tuple[int, int, int]:
@@ -455,4 +560,10 @@ _FAMILY_BUILDERS = {
     "mamba2": _build_mamba2,
     "jamba": _build_jamba,
     "qwen3_next": _build_qwen3_next,
+    **dict.fromkeys(UNCACHED, _build_uncached),
+    # caches kvplan's specs cannot state yet, refused rather than guessed (transformers 5.24 modeling files)
+    "cpmant": _build_prefixed,
+    "recurrent_gemma": _refuse("RecurrentGemma keeps its recurrent state in the model's modules and rebuilds its "
+                               "attention cache on every forward call, which kvplan does not size yet"),
+    "xlstm": lambda r, notes: mlstm_layers(r, r.num_layers()),
 }

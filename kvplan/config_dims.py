@@ -26,22 +26,23 @@ from .arch import (
 )
 from .config_quant import parse_quant
 from .config_traits import layers as traited_layers
-from .config_traits import traits_for
+from .config_traits import top_extras, traits_for, unexplained
 from .config_read import (
     EXPERT_KEYS,
     HEAD_DIM_KEYS,
     HEAD_KEYS,
     INTERMEDIATE_KEYS,
     KV_HEAD_KEYS,
+    LAYER_KEYS,
     MTP_KEYS,
     SAME_ARCHITECTURE,  # noqa: F401  (tests import it from here)
-    TEXT_CONFIG_KEYS,
     VOCAB_KEYS,
     WEIGHT_DEFAULTS,  # noqa: F401
     ConfigReader,
     Overrides,
     check_int,
     config_dtype,
+    multimodal,
 )
 from .dtypes import BFLOAT16, DType
 from .errors import ConfigError
@@ -75,21 +76,34 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     """
     model_type = f.model_type
     notes: list[str] = []
-    if any(isinstance(data.get(key), Mapping) for key in TEXT_CONFIG_KEYS):
-        notes.append("language model only: the vision tower and projector are not counted")
+    if multimodal(data):
+        notes.append("language model only: the vision / audio towers and projectors are not counted")
     builder = _BUILDERS.get(f.family)
     traits = traits_for(f.family) if builder is None else None
     if traits is not None:
         builder = _traited
+    elif builder is None and unexplained(f.family):
+        # transformers has the family and its modules were read: a count they do not explain is no estimate
+        raise ConfigError(f"kvplan's weight rule does not explain model_type {model_type!r} as transformers 5.24 "
+                          f"builds it ({unexplained(f.family)[:200]}), so its parameters are not counted",
+                          field="model_type")
     elif builder is None:
         notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
                      "(gated MLP, RMSNorm, no biases unless the config says so)")
         builder = _generic
     hidden = f.hidden_size()
     heads = f.num_heads() if f.first(HEAD_KEYS) or f.overrides.num_heads else None  # Mamba has none
-    core = _Core(hidden, f.num_layers(), heads)
+    # Nemotron-H gives no layer count: its pattern has one entry per layer, as the cache read it
+    n = len(f.layer_kinds) if f.layer_kinds and f.first(LAYER_KEYS) is None and not f.overrides.num_layers \
+        else f.num_layers()
+    core = _Core(hidden, n, heads)
     body = builder(f, core, notes)
     tied = f.get("tie_word_embeddings")
+    if multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
+        # a wrapper's own flag decides: transformers 5.24 ties what `self.config.tie_word_embeddings` says of the
+        # model it builds (modeling_utils.get_expanded_tied_weights_keys), the wrapper's config for a
+        # ...ForConditionalGeneration (MOSS-Transcribe-Diarize: True over its Qwen3 text config's False)
+        tied = data["tie_word_embeddings"]
     if not isinstance(tied, bool):
         tied = False
         notes.append("config does not say whether lm_head is tied to the embeddings: counted separately")
@@ -101,6 +115,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
+        extra=body.extra, top_dims=body.top_dims,
     )
 
 
@@ -121,6 +136,8 @@ class _Body:
     positions: int = 0
     layer_extra: int = 0
     final_norm: bool = True
+    extra: tuple = ()
+    top_dims: bool = True
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -128,12 +145,21 @@ def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     (kvplan.config_traits, data from tools/gen_family_traits.py)."""
     t = traits_for(f.family)
     positions = 0
-    if t.get("positions_offset") is not None:  # BioGPT: max_position_embeddings + 2 learned rows
+    top = t.get("top", "dims") == "dims"
+    if t.get("positions_offset") is not None and top:  # BioGPT: max_position_embeddings + 2 learned rows
         positions = f.need_int(("max_position_embeddings", "n_positions"), "max_position_embeddings") \
             + t["positions_offset"]
-    return _Body(traited_layers(f, t, c.hidden, _heads(c), c.layers), norm_bias=bool(t.get("norm_bias")),
-                 lm_head_bias=bool(t.get("lm_head_bias")), positions=positions,
-                 layer_extra=int(t.get("layer_extra", 0)), final_norm=bool(t.get("final_norm", True)))
+    heads = _heads(c)
+    extras = t.get("extras", ())
+    if extras:
+        shown = ", ".join(f"{e['name']} [{' x '.join(map(str, e['dims']))}] ({e['scope']})" for e in extras[:3])
+        more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
+        notes.append(f"{len(extras)} tensor kinds beyond the standard block counted as transformers 5.24 builds "
+                     f"them (tools/gen_family_traits.py): {shown}{more}")
+    return _Body(traited_layers(f, t, c.hidden, heads, c.layers), norm_bias=bool(t.get("norm_bias")),
+                 lm_head_bias=bool(t.get("lm_head_bias")) and top, positions=positions,
+                 layer_extra=int(t.get("layer_extra", 0)), final_norm=bool(t.get("final_norm", True)),
+                 extra=top_extras(f, t, c.hidden, heads, c.layers), top_dims=t.get("top", "dims") == "dims")
 
 
 # ---------------------------------------------------------------- shared pieces

@@ -22,7 +22,13 @@ def layer_overrides(r: ConfigReader, types: list[str], base: tuple[int, int, int
     """layer index -> (kv heads, K head dim, V head dim) for the layers that differ from the model's `base`."""
     kv, base_k, base_v = base
     out = {}
+    mla = r.used.get("kv_lora_rank") is not None
     for i, fields in _per_layer_config(r, types).items():
+        if mla:  # Dots3-Note's sliding layers: their own latent (kv_lora_rank 1024 + qk_rope_head_dim 64)
+            rank = check_int("per_layer_config.kv_lora_rank", fields.get("kv_lora_rank", base_k))
+            rope = check_int("per_layer_config.qk_rope_head_dim", fields.get("qk_rope_head_dim", base_v))
+            out[i] = (1, rank, rope)
+            continue
         heads = check_int("per_layer_config.num_key_value_heads", fields.get("num_key_value_heads", kv))
         head_dim = check_int("per_layer_config.head_dim", fields.get("head_dim", base_k))
         out[i] = (heads, head_dim, head_dim if base_k == base_v else base_v)

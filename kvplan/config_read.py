@@ -20,15 +20,21 @@ from .errors import ConfigError, WorkloadError
 
 # Field aliases, first match wins (vLLM's `get_total_num_kv_heads` order for KV heads).
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
-HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads")
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim", "emb_dim")
 HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv", "kv_channels")
 VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
-INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size")
+INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size", "dim_ff")
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "num_experts_routed")
 DTYPE_KEYS = ("dtype", "torch_dtype")
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
+# BART-style encoder-decoder configs (BART, mBART, Marian, Pegasus, PLBart, MVP, BlenderbotSmall, BigBirdPegasus,
+# Whisper, TrOCR) describe the decoder under decoder_* keys, and their causal LM (BartForCausalLM ...) is that
+# decoder alone. These win over the generic aliases: distil-whisper-large-v3's config.json says num_hidden_layers
+# 32 (the encoder) beside decoder_layers 2, and transformers' WhisperForCausalLM builds 2 decoder layers.
+DECODER_KEYS = {"num_hidden_layers": "decoder_layers", "num_attention_heads": "decoder_attention_heads",
+                "intermediate_size": "decoder_ffn_dim", "max_position_embeddings": "max_target_positions"}
 MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.1-405B: 126)
 # Every other size a config gives (heads, head_dim, hidden, vocab, window, experts ...) stays under 2**40. The largest
 # published ones are near 2**18 (Gemma 3's vocab_size 262,144), so no real config is refused; and a formula
@@ -38,6 +44,8 @@ MAX_SIZE = 1 << 40
 
 # Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
+# Sub-configs of towers kvplan's weights leave out (Phi-4-multimodal and GIT keep their language model flat).
+TOWER_CONFIG_KEYS = ("vision_config", "audio_config", "speech_config", "vision_tower_config")
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
 
 # Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
@@ -153,6 +161,12 @@ class ConfigReader:
         self.overrides = overrides or Overrides()
         self.used: dict[str, Any] = {}
         self.class_keys: frozenset | None = None  # structural keys the family's transformers class has (None: any)
+        # what each layer caches ("attn", "state:mamba2", "none", "attn+state:mamba2"), set once the cache layout
+        # is read: the weights put attention only where it is (kvplan.config_traits)
+        self.layer_kinds: tuple[str, ...] | None = None
+        self.state_shape: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the first state layer's
+        # the decoder of a BART-style encoder-decoder config (DECODER_KEYS)
+        self.decoder_layout = "decoder_layers" in data or "decoder_layers" in self.defaults
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.data:
@@ -168,6 +182,8 @@ class ConfigReader:
     def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
         """The first alias the config sets; only then the family defaults (older Falcon files say
         `n_head`, which must win over FalconConfig's default `num_attention_heads` of 71)."""
+        if self.decoder_layout and keys and keys[0] in DECODER_KEYS:
+            keys = (DECODER_KEYS[keys[0]],) + keys
         for source in (self.data, self.defaults):
             for key in keys:
                 if source.get(key) is not None:
@@ -272,6 +288,11 @@ def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
             model_type = text.get("model_type") or TEXT_MODEL_TYPES.get(str(top_type), top_type)
             return text, _model_type(model_type)
     return dict(data), _model_type(top_type)
+
+
+def multimodal(data: Mapping[str, Any]) -> bool:
+    """A config whose checkpoint holds more than its language model: a nested text config or a tower's config."""
+    return any(isinstance(data.get(key), Mapping) and data.get(key) for key in TEXT_CONFIG_KEYS + TOWER_CONFIG_KEYS)
 
 
 def _model_type(value: Any) -> str:

@@ -82,8 +82,14 @@ def state_spec(r: ConfigReader, layer_type: str) -> StateSpec:
     """The constant per-sequence state of a linear-attention / SSM / conv layer, from its mixer's fields."""
     if r.get("linear_num_value_heads") is not None or r.get("linear_num_heads") is not None:
         return _deltanet(r)
-    if _first(r, MAMBA_HEADS) is not None:
+    if _first(r, MAMBA_HEADS) is not None and _first(r, MAMBA_GROUPS) is not None:
         return _mamba2(r)
+    if r.get("mamba_expand") is not None and r.get("mamba_d_state") is not None:
+        return _mamba1(r)
+    if r.get("cca_time0") is not None:
+        return _cca(r)
+    if r.family == "minimax" and layer_type == "linear_attention":
+        return _lightning(r)
     if r.get("conv_L_cache") is not None:
         # LFM2 short convolution: conv state [B, hidden, L_cache], no recurrent state
         hidden = r.hidden_size()
@@ -91,6 +97,54 @@ def state_spec(r: ConfigReader, layer_type: str) -> StateSpec:
     raise UnsupportedArchitectureError(
         f"model_type {r.model_type!r} has {layer_type} layers whose state kvplan cannot size from its fields "
         "(no linear_num_* / mamba_* heads / conv_L_cache): open an issue with the model id")
+
+
+def _cca(r: ConfigReader) -> StateSpec:
+    """ZAYA's compressed convolutional attention (transformers 5.24 modeling_zaya.py, ZayaCCAProjection), beside
+    its KV cache: a conv state over the q and k channels [(heads + kv_heads) x head_dim, (cca_time0 - 1) +
+    (cca_time1 - 1)] and the previous token's delayed half-values [kv_heads x head_dim / 2], both in the model
+    dtype. ZAYA defaults: (8 + 2) x 128 = 1,280 x 2 and 128 values per layer and sequence."""
+    heads, head_dim = r.num_heads(), r.req_int("head_dim")
+    kv = r.req_int("num_key_value_heads")
+    kernel = (r.req_int("cca_time0") - 1) + (r.req_int("cca_time1") - 1)
+    return StateSpec(conv_shape=((heads + kv) * head_dim, kernel), recurrent_shape=(kv * head_dim // 2,),
+                     mixer="cca", recurrent_fp32=False)
+
+
+def mlstm_layers(r: ConfigReader, n: int) -> list[tuple]:
+    """xLSTM (transformers 5.24 modeling_xlstm.py, xLSTMCache): per layer C [heads, qk_head_dim, v_head_dim],
+    n [heads, qk_head_dim] and m [heads, 1], all in the model dtype, plus one int64 seqlen_offset for the cache.
+    qk_dim = hidden x qk_dim_factor rounded up to 64 (xLSTMConfig.qk_dim). xLSTM-7B defaults: 8 heads, 256 x 512:
+    8 x (256 x 512 + 256 + 1) = 1,050,632 values per layer."""
+    heads, hidden = r.num_heads(), r.hidden_size()
+    qk = _round_up(hidden * _factor(r, "qk_dim_factor"), 64) // heads
+    v = _round_up(hidden * _factor(r, "v_dim_factor"), 64) // heads
+    spec = StateSpec(conv_shape=(), recurrent_shape=(heads, qk * v + qk + 1), mixer="mlstm", recurrent_fp32=False)
+    first = StateSpec(spec.conv_shape, spec.recurrent_shape, spec.mixer, recurrent_fp32=False, counter=True)
+    return [(first,)] + [(spec,)] * (n - 1)
+
+
+def _factor(r: ConfigReader, key: str) -> float:
+    value = r.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 64:
+        raise ConfigError(f"config field {key!r} must be a number above 0, got {value!r}: fix the config.json",
+                          field=key)
+    r.used[key] = value
+    return float(value)
+
+
+def _round_up(x: float, multiple: int) -> int:
+    return int((x + multiple - 1) // multiple * multiple)
+
+
+def _lightning(r: ConfigReader) -> StateSpec:
+    """MiniMax-01 lightning attention (transformers 5.24 modeling_minimax.py, MiniMaxLightningAttention): one
+    K^T V state [heads, head_dim, head_dim] per sequence in the model dtype (zeros(..., dtype=value_states.dtype)),
+    no conv. Default MiniMaxConfig: 32 heads x 128 x 128 x 2 B = 1,048,576 B per layer."""
+    heads = r.num_heads()
+    head_dim = r.opt_int("head_dim") or r.hidden_size() // heads
+    return StateSpec(conv_shape=(), recurrent_shape=(heads, head_dim, head_dim), mixer="lightning",
+                     recurrent_fp32=False)
 
 
 def _deltanet(r: ConfigReader) -> StateSpec:
@@ -125,6 +179,15 @@ def _mamba2(r: ConfigReader) -> StateSpec:
     state, groups, kernel = _need(r, MAMBA_STATE), _need(r, MAMBA_GROUPS), _need(r, MAMBA_KERNEL)
     return StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
                      mixer="mamba2")
+
+
+def _mamba1(r: ConfigReader) -> StateSpec:
+    """Mamba-1 mixers of hybrids (Zamba: split into n_mamba_heads, which leaves the state's size alone): conv
+    [expand x hidden, d_conv] in the model dtype, SSM state [expand x hidden, d_state] in float32. Zamba-7B
+    defaults: 7,424 x 4 x 2 B + 7,424 x 16 x 4 B = 534,528 B per layer and sequence."""
+    inner = r.req_int("mamba_expand") * r.hidden_size()
+    return StateSpec(conv_shape=(inner, r.req_int("mamba_d_conv")), recurrent_shape=(inner, r.req_int("mamba_d_state")),
+                     mixer="mamba")
 
 
 def _inner(r: ConfigReader, heads: int) -> int:

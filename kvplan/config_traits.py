@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .arch import AttentionDims, LayerDims, MLPDims, MoEDims
-from .config_read import EXPERT_KEYS, HEAD_DIM_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, ConfigReader
+from .config_read import EXPERT_KEYS, HEAD_DIM_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, VOCAB_KEYS, ConfigReader
 from .errors import ConfigError
 
 _DATA = Path(__file__).parent / "data" / "family_traits.json"
@@ -38,6 +38,13 @@ def traits_for(model_type: str) -> dict | None:
     """The verified traits of a family, or None (no traits: the generic llama-like count, unverified)."""
     found = _table().get(model_type)
     return found if found and "unverified" not in found else None
+
+
+def unexplained(model_type: str) -> str | None:
+    """Why tools/gen_family_traits.py could not explain a transformers family's tensors, or None (verified, or a
+    family it never saw: remote code, which gets the generic count and a warning)."""
+    found = _table().get(model_type)
+    return found["unverified"] if found and "unverified" in found else None
 
 
 def switch(r: ConfigReader, value: Any, t: dict | None = None) -> bool:
@@ -93,6 +100,14 @@ def dense_mlp(r: ConfigReader, t: dict, hidden: int) -> MLPDims:
                    fused_gate_up=bool(t.get("fused_gate_up")))
 
 
+def _dense(r: ConfigReader, t: dict, hidden: int) -> MLPDims | None:
+    """The dense MLP, or None where the family's MLP tensors are its own (`ffn_weights` false) and the config
+    names no intermediate size (CTRL's dff, xLSTM's ffn_proj_factor)."""
+    if t.get("ffn_weights", True) or r.first(INTERMEDIATE_KEYS) is not None or t.get("mlp_ratio"):
+        return dense_mlp(r, t, hidden)
+    return None
+
+
 def moe(r: ConfigReader, t: dict, hidden: int) -> MoEDims | None:
     """Routed experts (and a shared expert) where the config has an expert count above 1."""
     found = r.first(EXPERT_KEYS)
@@ -128,6 +143,11 @@ def moe_layers(r: ConfigReader, n: int) -> list[bool]:
     """Which layers route to experts, from whichever field the config uses (all of them, when none is set):
     `first_k_dense_replace` (DeepSeek-style: dense before it), `decoder_sparse_step` and `mlp_only_layers`
     (Qwen-MoE), `moe_layer_freq` as a list (MiMo) or step, `mlp_layer_types` ('dense' / 'sparse'), `moe_layers`."""
+    kinds = r.layer_kinds or ()
+    if any(k.startswith("none") for k in kinds) and len(kinds) == n:
+        # a block pattern says which blocks are MoE (Nemotron-H "E"): Nemotron-H-56B's has none, whatever
+        # NemotronHConfig's default n_routed_experts 8 says
+        return [k == "none_moe" for k in kinds]
     types = r.get("mlp_layer_types")
     if isinstance(types, list) and len(types) == n:
         return [t in ("sparse", "moe") for t in types]
@@ -137,7 +157,8 @@ def moe_layers(r: ConfigReader, n: int) -> list[bool]:
     freq = r.get("moe_layer_freq")
     if isinstance(freq, list) and len(freq) == n:
         return [bool(f) for f in freq]
-    first = r.opt_int("first_k_dense_replace", minimum=0) or 0
+    # AFMoE says num_dense_layers for the same thing (AfmoeConfig: "number of initial dense layers")
+    first = r.opt_int("first_k_dense_replace", minimum=0) or r.opt_int("num_dense_layers", minimum=0) or 0
     step = r.opt_int("decoder_sparse_step", minimum=1) or 1
     dense = r.layer_set("mlp_only_layers") or set()
     # ERNIE-4.5-MoE: MoE from moe_layer_start_index to moe_layer_end_index, every moe_layer_interval
@@ -153,6 +174,119 @@ def layers(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> list[La
     attn = attention(r, t, hidden, heads)
     experts = moe(r, t, hidden)
     which = moe_layers(r, n) if experts else [False] * n
-    dense = dense_mlp(r, t, hidden) if not all(which) else None
+    dense = _dense(r, t, hidden) if not all(which) else None
     norms = int(t.get("norms", 2))
-    return [LayerDims(attn, experts if routed else dense, norms) for routed in which]
+    kinds = list(r.layer_kinds or ["attn"] * n)
+    size = sizes(r, hidden, attn, experts, dense, n)
+    out = []
+    for i, routed in enumerate(which):
+        kind = kinds[i] if i < len(kinds) else "attn"
+        # hybrids (LFM3, Kimi-Linear): attention only where the cache says so, the other mixers are extras
+        attends = any(k.startswith("attn") for k in kind.split("+"))
+        mixer = attn if t.get("attention", "all") == "all" or attends else None
+        scopes = {"all", "moe" if routed else "dense", "kind:" + kind, "first" if i == 0 else "not_first"} | (
+            {"last"} if i == n - 1 else set()) | ({"attention"} if attends else set())
+        extra = tuple(_extra(e, size) for e in t.get("extras", ()) if e["scope"] in scopes)
+        # Nemotron-H: the MLP and MoE are blocks of their own, so the mixer blocks have no feed-forward
+        ffn = None if t.get("ffn_on") == "blocks" and not kind.startswith("none") else (experts if routed else dense)
+        out.append(LayerDims(mixer, ffn, norms, extra,
+                             mixer_weights=t.get("mixer_weights", True), ffn_weights=t.get("ffn_weights", True)))
+    return out
+
+
+def top_extras(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> tuple[tuple[str, int], ...]:
+    """The family's tensors outside the blocks (BERT: token-type and position embeddings, the LM head's
+    transform)."""
+    wanted = [e for e in t.get("extras", ()) if e["scope"] == "top"]
+    if not wanted:
+        return ()
+    size = size_table(r, t, hidden, heads, n)
+    return tuple(_extra(e, size) for e in wanted)
+
+
+def _extra(e: dict, size: dict[str, Any]) -> tuple[str, int, tuple[int, int] | None]:
+    """(group, elements, (rows, cols) of a projection a quantizer packs, or None): a 2-D `.weight` is an
+    nn.Linear that an fp8 / GPTQ checkpoint stores quantized (MiMo-V2-Flash's q_proj, read as an extra)."""
+    dims = [_dim(d, size) for d in e["dims"]]
+    total = 1
+    for d in dims:
+        total *= d
+    linear = len(dims) == 2 and e["name"].endswith(".weight") and e["group"] != "embeddings"
+    return e["group"], total, (dims[0], dims[1]) if linear else None
+
+
+def size_table(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> dict[str, Any]:
+    experts = moe(r, t, hidden)
+    dense = _dense(r, t, hidden) if not experts or not all(moe_layers(r, n)) else None
+    return sizes(r, hidden, attention(r, t, hidden, heads), experts, dense, n)
+
+
+def sizes(r: ConfigReader, hidden: int, attn: AttentionDims, experts: MoEDims | None, dense: MLPDims | None,
+          n: int) -> dict[str, Any]:
+    """The sizes an extra tensor's dimensions are written in (tools/gen_family_traits.py names them so)."""
+    out = {"hidden": hidden, "heads": attn.heads, "kv_heads": attn.kv_heads, "head_dim": attn.head_dim,
+           "q_dim": attn.heads * attn.head_dim, "kv_dim": attn.kv_heads * attn.head_dim, "layers": n,
+           "vocab": lambda: r.need_int(VOCAB_KEYS, "vocabulary size")}
+    if dense is not None:
+        out["inter"] = dense.intermediate
+    if experts is not None:
+        out.update(experts=experts.experts, expert_inter=experts.expert.intermediate)
+    # the state of the first linear-attention / SSM layer, as the cache reads it (OLMo-Hybrid's g_proj:
+    # [v_heads x v_head_dim, hidden] = rec0*rec2)
+    conv, rec = r.state_shape or ((), ())
+    out.update({f"conv{i}": v for i, v in enumerate(conv)})
+    out.update({f"rec{i}": v for i, v in enumerate(rec)})
+    for a in range(len(rec)):
+        for b in range(a + 1, len(rec)):
+            out[f"rec{a}*rec{b}"] = rec[a] * rec[b]
+    adjusted = _adjusted_ffn(r, hidden)
+    if adjusted is not None:
+        out["ffn_adjusted"] = adjusted
+    out["_reader"] = r
+    return out
+
+
+def _adjusted_ffn(r: ConfigReader, hidden: int) -> int | None:
+    """The MLP width a family derives from its fields rather than states: LFM2 (modeling_lfm2.py Lfm2MLP) with
+    block_auto_adjust_ff_dim takes int(2 x intermediate / 3), times block_ffn_dim_multiplier, rounded up to
+    block_multiple_of (12,288 -> 8,192); xLSTM (xLSTMFeedForward) hidden x ffn_proj_factor rounded up to
+    ffn_round_up_to_multiple_of (4,096 x 2.667 -> 10,944)."""
+    if r.get("block_auto_adjust_ff_dim") is True and r.get("intermediate_size") is not None:
+        size = int(2 * r.req_int("intermediate_size") / 3)
+        multiplier = r.get("block_ffn_dim_multiplier")
+        if isinstance(multiplier, (int, float)) and not isinstance(multiplier, bool):
+            multiple = r.req_int("block_multiple_of")
+            size = multiple * ((int(multiplier * size) + multiple - 1) // multiple)
+        return size
+    factor, multiple = r.get("ffn_proj_factor"), r.get("ffn_round_up_to_multiple_of")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and isinstance(multiple, int) and multiple > 0:
+        return int((hidden * factor + multiple - 1) // multiple * multiple)
+    return None
+
+
+def numel(dims: list, size: dict[str, Any]) -> int:
+    """Elements of a tensor whose dimensions are ints, size names, `field:<config key>` or `k*name`."""
+    total = 1
+    for dim in dims:
+        total *= _dim(dim, size)
+    return total
+
+
+def _dim(dim, size: dict[str, Any]) -> int:
+    if isinstance(dim, int):
+        return dim
+    if "+" in dim:  # "vocab+field:prompt_types*field:prompt_length"
+        return sum(_dim(term, size) for term in dim.split("+"))
+    if dim.count("field:") == 2:  # a product of two fields
+        a, b = dim.split("*", 1)
+        return _dim(a, size) * _dim(b, size)
+    head, star, rest = dim.partition("*")
+    if star and head.isdigit():  # "2*inter" ("rec0*rec2" is a name of its own)
+        return int(head) * _dim(rest, size)
+    if dim.startswith("field:"):
+        return size["_reader"].req_int(dim[len("field:"):], minimum=0)
+    value = size.get(dim)
+    if value is None:
+        raise ConfigError(f"config does not size {dim!r}, which this family's weights need: fix the config.json",
+                          field=dim)
+    return value() if callable(value) else value

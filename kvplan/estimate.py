@@ -347,7 +347,8 @@ def _formula(group: _Group, plan: CachePlan, total: int) -> str:
         return f"{count} layers x 0 ({spec.reason})"
     if isinstance(spec, StateSpec):
         return (f"{count} {spec.mixer} layers x {plan.batch_size} seq x ({fmt_int(spec.conv_elems)} x "
-                f"{int(plan.act_dtype.bytes)} B + {fmt_int(spec.recurrent_elems)} x 4 B)")
+                f"{int(plan.act_dtype.bytes)} B + {fmt_int(spec.recurrent_elems)} x "
+                f"{4 if spec.recurrent_fp32 else int(plan.act_dtype.bytes)} B)")
     return f"{count} layers x quantized K and V ({plan.backend} {plan.kv_dtype.name}) = {fmt_int(total)} B"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 from math import ceil
 
-from .dtypes import FLOAT32, DType
+from .dtypes import DType
 from .errors import WorkloadError
 from .layers import FullAttentionSpec, NoCacheSpec, StateSpec
 
@@ -67,6 +67,10 @@ def layer_bytes(spec, plan: CachePlan) -> LayerBytes:
         return LayerBytes(0, 0, 0, 0, 0, 0, False)
     if isinstance(spec, StateSpec):
         return _state_bytes(spec, plan)
+    prefix = getattr(spec, "prefix_tokens", 0)
+    if prefix:  # CPM-Ant: its learned prompt tokens sit in the cache ahead of every sequence
+        plan = plan._replace(seq_len=plan.seq_len + prefix, prompt_len=plan.prompt_len + prefix,
+                             max_cache_len=plan.max_cache_len + prefix)
     if plan.cache == "quantized":
         return _quantized_bytes(spec, plan)
     if plan.cache in ("static", "offloaded_static"):
@@ -101,8 +105,9 @@ def _static_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
 
 def _state_bytes(spec: StateSpec, plan: CachePlan) -> LayerBytes:
     # conv state in the activation dtype, recurrent state in float32 (transformers' torch path)
-    size = plan.batch_size * (spec.conv_elems * int(plan.act_dtype.bytes) + spec.recurrent_elems * FLOAT32.bits // 8)
-    return LayerBytes(None, None, size, size, size, 0, False)
+    act = int(plan.act_dtype.bytes)
+    size = plan.batch_size * (spec.conv_elems * act + spec.recurrent_bytes(act))
+    return LayerBytes(None, None, size, size, size, INT64_BYTES if spec.counter else 0, False)
 
 
 def quantized_tensor_bytes(elems_per_token: int, plan: CachePlan) -> tuple[int, int, int]:

@@ -45,6 +45,17 @@ class FullAttentionSpec:
 
 
 @dataclass(frozen=True)
+class PrefixedAttentionSpec(FullAttentionSpec):
+    """Full attention over `prefix_tokens` learned prompt tokens the model prepends to every sequence, plus the
+    sequence (CPM-Ant: prompt_length 32, so a 1,000-token prompt caches 1,032 positions)."""
+
+    prefix_tokens: int = 0
+
+    def describe(self) -> str:
+        return f"{super().describe()}, + {self.prefix_tokens} learned prompt tokens"
+
+
+@dataclass(frozen=True)
 class SlidingWindowSpec(FullAttentionSpec):
     """Attends to the last `sliding_window` tokens (Mistral, Gemma 2/3 local layers, gpt-oss)."""
 
@@ -124,7 +135,13 @@ class StateSpec:
     conv_shape: tuple[int, ...]
     recurrent_shape: tuple[int, ...]
     mixer: str = "mamba"
+    recurrent_fp32: bool = True  # False: the recurrent state is in the model dtype (MiniMax lightning attention)
+    counter: bool = False  # the cache's int64 position counter sits with this layer (xLSTMCache.seqlen_offset)
     kind = "state"
+
+    def recurrent_bytes(self, act_bytes: int) -> int:
+        """Bytes of one sequence's recurrent state."""
+        return self.recurrent_elems * (4 if self.recurrent_fp32 else act_bytes)
 
     @property
     def conv_elems(self) -> int:
@@ -141,7 +158,7 @@ class StateSpec:
     def describe(self) -> str:
         conv = "x".join(map(str, self.conv_shape))
         rec = "x".join(map(str, self.recurrent_shape))
-        return f"{self.mixer}: conv {conv} + state {rec} (float32)"
+        return f"{self.mixer}: conv {conv} + state {rec} ({'float32' if self.recurrent_fp32 else 'model dtype'})"
 
 
 @dataclass(frozen=True)

@@ -106,16 +106,17 @@ class WeightsEstimate:
 def inventory(shape: ArchShape) -> list[Tensor]:
     """Every parameter tensor of the model, grouped as ParamBreakdown reports them."""
     h = shape.hidden
-    out = [Tensor("embeddings", shape.vocab * h)]
+    out = [Tensor("embeddings", shape.vocab * h)] if shape.top_dims else []
     if shape.learned_positions:
         out.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
     for i, layer in enumerate(shape.layers):
         out += _layer(layer, h, i, shape.norm_bias)
         if shape.layer_extra:
             out.append(Tensor("other", shape.layer_extra, layer=i))
-    if shape.final_norm:
+    out += [Tensor(group, numel, matrix=matrix) for group, numel, matrix in shape.extra]
+    if shape.final_norm and shape.top_dims:
         out.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
-    if not shape.tied_embeddings:
+    if not shape.tied_embeddings and shape.top_dims:
         out.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h)))
     if shape.lm_head_bias:  # GPT-J, Phi-2: a bias even when the weight is tied
         out.append(Tensor("lm_head", shape.vocab, bias=True))
@@ -123,13 +124,17 @@ def inventory(shape: ArchShape) -> list[Tensor]:
 
 
 def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
-    out = _mixer(layer.mixer, h, i)
-    if isinstance(layer.ffn, MoEDims):
+    out = _mixer(layer.mixer, h, i) if layer.mixer is not None and layer.mixer_weights else []
+    if not layer.ffn_weights:
+        pass
+    elif isinstance(layer.ffn, MoEDims):
         out += _moe(layer.ffn, h, i)
     elif layer.ffn is not None:
         out += _mlp(layer.ffn, h, i, "mlp")
-    out.append(Tensor("norms", layer.norms * h * (2 if norm_bias else 1), layer=i))
-    return out
+    # one tensor per norm weight and bias (replicated on every TP rank, so the split changes no byte)
+    out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
+                                                                                       else (False,))]
+    return out + [Tensor(group, numel, matrix=matrix, layer=i) for group, numel, matrix in layer.extra]
 
 
 def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1) -> list[Tensor]:
@@ -244,7 +249,7 @@ def _idle_experts(shape: ArchShape) -> int:
     """Routed-expert parameters a token does not use: (experts - top_k) x one expert, per MoE layer."""
     idle = 0
     for i, layer in enumerate(shape.layers):
-        if isinstance(layer.ffn, MoEDims) and layer.ffn.top_k:
+        if isinstance(layer.ffn, MoEDims) and layer.ffn.top_k and layer.ffn_weights:
             one = sum(t.numel for t in _mlp(layer.ffn.expert, shape.hidden, i, "experts"))
             idle += max(layer.ffn.experts - layer.ffn.top_k, 0) * one
     return idle

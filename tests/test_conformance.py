@@ -5,8 +5,9 @@ The whole sweep over every causal-LM architecture transformers ships takes ~15 m
 kvplan/data/conformance.json). The default test run:
 
 - re-runs a fast subset, one architecture per kind of rule (GQA, a sliding variant, gated DeltaNet hybrid, MLA with
-  indexer keys, a Mamba-2 pattern, per-layer head dims, MoE counted from traits), against the real model built on
-  the meta device: KV bytes and parameter count must be exact;
+  indexer keys, a Mamba-2 pattern, per-layer head dims, MoE counted from traits, an encoder-decoder's decoder,
+  extras, lightning and CCA states), against the real model built on the meta device (CPU, shrunk, where meta
+  cannot run it): KV bytes and parameter count must be exact;
 - checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
   every family it measured wrong is refused by kvplan (so no face ever shows that number).
 
@@ -41,7 +42,12 @@ FAST = [
     ("olmoe", "default", True),            # MoE without a hand-written rule: traits read off transformers' modules
     ("nemotron_h", "default", False),      # layers_block_type: Mamba-2 state, attention, MLP and MoE blocks
     ("gemma4_text", "default", False),     # per-layer head dims (per_layer_config): 512 on full layers
-    ("mimo_v2_flash", "default", False),   # a family rule: sliding layers with 2x KV heads, V head dim 128
+    ("mimo_v2_flash", "default", True),    # a family rule: sliding layers with 2x KV heads, V head dim 128
+    ("bart", "default", True),             # an encoder-decoder's causal LM: decoder_* keys, cross-attention weights
+    ("bert", "decoder", True),             # BERT as a decoder: top-level extras (token types, the LM head transform)
+    ("kimi_linear", "default", True),      # KDA hybrid: MLA on attention layers, its linear mixers as extras
+    ("minimax", "default", True),          # lightning attention state in the model dtype
+    ("zaya", "default", True),             # CCA: a conv and a delayed-value state beside the KV cache
 ]
 
 

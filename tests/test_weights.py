@@ -98,7 +98,8 @@ def _refused(model_id: str) -> bool:
     if model.arch is not None:
         return False
     assert ("does not match transformers" in model.arch_error or "not verified against transformers" in
-            model.arch_error or "has no byte rule" in model.arch_error), model.arch_error
+            model.arch_error or "has no byte rule" in model.arch_error or "does not explain" in model.arch_error), \
+        model.arch_error
     if "has no byte rule" in model.arch_error:
         return True   # a quantization kvplan cannot price (NVIDIA's modelopt NVFP4): refused with its name
     verified.ENFORCE = False

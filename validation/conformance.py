@@ -495,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", help="re-write the record from a rows JSON of an earlier sweep")
     parser.add_argument("--write-data", action="store_true",
                         help="also write kvplan/data/conformance.json and docs/coverage.md (whole sweep only)")
+    parser.add_argument("--update", action="store_true",
+                        help="with --only: re-measure those model_types and replace their rows in --out's record")
     args = parser.parse_args(argv)
     if args.worker:
         _work(args.worker.split(","), Path(args.out))
@@ -504,7 +506,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows:
         rows = json.loads(Path(args.rows).read_text())
     else:
-        rows = sweep(args.only.split(",") if args.only else None, args.workers)
+        only = args.only.split(",") if args.only else None
+        rows = sweep(only, args.workers)
+        if args.update and only:  # the rest of the record stands: rows of these types are measured again
+            kept = [r for r in json.loads(Path(args.out).read_text()) if r["model_type"] not in only]
+            rows = sorted(kept + rows, key=lambda r: (r["model_type"], r["variant"]))
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     if args.write_data:
         write_data(rows, transformers.__version__)

@@ -65,7 +65,7 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmL
     if isinstance(spec, StateSpec):
         # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) and the SSM state in the
         # model dtype unless mamba_ssm_cache_dtype says otherwise; both sharded over TP.
-        channels, kernel = spec.conv_shape
+        channels, kernel = spec.conv_shape or (0, 1)  # MiniMax lightning attention: no conv state
         conv = (channels // tp) * (kernel - 1)
         recurrent = spec.recurrent_elems // tp
         return VllmLayerSpec("mamba", 0, state_bytes=(conv + recurrent) * act_bytes)
