@@ -25,8 +25,9 @@ from .arch import (
     QuantDims,
 )
 from .config_quant import parse_quant
+from .config_traits import body as traited_body
 from .config_traits import layers as traited_layers
-from .config_traits import top_extras, traits_for, unexplained
+from .config_traits import traits_for, unexplained
 from .config_read import (
     EXPERT_KEYS,
     HEAD_DIM_KEYS,
@@ -82,11 +83,10 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     traits = traits_for(f.family) if builder is None else None
     if traits is not None:
         builder = _traited
-    elif builder is None and unexplained(f.family):
+    elif builder is None and (why := unexplained(f.family)):
         # transformers has the family and its modules were read: a count they do not explain is no estimate
         raise ConfigError(f"kvplan's weight rule does not explain model_type {model_type!r} as transformers 5.24 "
-                          f"builds it ({unexplained(f.family)[:200]}), so its parameters are not counted",
-                          field="model_type")
+                          f"builds it ({why[:200]}), so its parameters are not counted", field="model_type")
     elif builder is None:
         notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
                      "(gated MLP, RMSNorm, no biases unless the config says so)")
@@ -156,10 +156,10 @@ def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
         more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
         notes.append(f"{len(extras)} tensor kinds beyond the standard block counted as transformers 5.24 builds "
                      f"them (tools/gen_family_traits.py): {shown}{more}")
-    return _Body(traited_layers(f, t, c.hidden, heads, c.layers), norm_bias=bool(t.get("norm_bias")),
-                 lm_head_bias=bool(t.get("lm_head_bias")) and top, positions=positions,
-                 layer_extra=int(t.get("layer_extra", 0)), final_norm=bool(t.get("final_norm", True)),
-                 extra=top_extras(f, t, c.hidden, heads, c.layers), top_dims=t.get("top", "dims") == "dims")
+    blocks, outside = traited_body(f, t, c.hidden, heads, c.layers)
+    return _Body(blocks, norm_bias=bool(t.get("norm_bias")), lm_head_bias=bool(t.get("lm_head_bias")) and top,
+                 positions=positions, layer_extra=int(t.get("layer_extra", 0)),
+                 final_norm=bool(t.get("final_norm", True)), extra=outside, top_dims=top)
 
 
 # ---------------------------------------------------------------- shared pieces

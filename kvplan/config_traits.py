@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -170,14 +171,25 @@ def moe_layers(r: ConfigReader, n: int) -> list[bool]:
             for i in range(n)]
 
 
-def layers(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> list[LayerDims]:
+def _parts(r: ConfigReader, t: dict, hidden: int, heads: int, n: int):
+    """(attention, experts or None, which layers route to them, the dense MLP or None), read once."""
     attn = attention(r, t, hidden, heads)
     experts = moe(r, t, hidden)
     which = moe_layers(r, n) if experts else [False] * n
-    dense = _dense(r, t, hidden) if not all(which) else None
+    return attn, experts, which, _dense(r, t, hidden) if not all(which) else None
+
+
+def layers(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> list[LayerDims]:
+    return body(r, t, hidden, heads, n)[0]
+
+
+def body(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> tuple[list[LayerDims], tuple]:
+    """The blocks, and the family's tensors outside them (BERT: token-type and position embeddings, the LM
+    head's transform), from one reading of the config."""
+    attn, experts, which, dense = _parts(r, t, hidden, heads, n)
+    size = sizes(r, hidden, attn, experts, dense, n)
     norms = int(t.get("norms", 2))
     kinds = list(r.layer_kinds or ["attn"] * n)
-    size = sizes(r, hidden, attn, experts, dense, n)
     out = []
     for i, routed in enumerate(which):
         kind = kinds[i] if i < len(kinds) else "attn"
@@ -191,34 +203,21 @@ def layers(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> list[La
         ffn = None if t.get("ffn_on") == "blocks" and not kind.startswith("none") else (experts if routed else dense)
         out.append(LayerDims(mixer, ffn, norms, extra,
                              mixer_weights=t.get("mixer_weights", True), ffn_weights=t.get("ffn_weights", True)))
-    return out
-
-
-def top_extras(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> tuple[tuple[str, int], ...]:
-    """The family's tensors outside the blocks (BERT: token-type and position embeddings, the LM head's
-    transform)."""
-    wanted = [e for e in t.get("extras", ()) if e["scope"] == "top"]
-    if not wanted:
-        return ()
-    size = size_table(r, t, hidden, heads, n)
-    return tuple(_extra(e, size) for e in wanted)
+    return out, tuple(_extra(e, size) for e in t.get("extras", ()) if e["scope"] == "top")
 
 
 def _extra(e: dict, size: dict[str, Any]) -> tuple[str, int, tuple[int, int] | None]:
     """(group, elements, (rows, cols) of a projection a quantizer packs, or None): a 2-D `.weight` is an
     nn.Linear that an fp8 / GPTQ checkpoint stores quantized (MiMo-V2-Flash's q_proj, read as an extra)."""
     dims = [_dim(d, size) for d in e["dims"]]
-    total = 1
-    for d in dims:
-        total *= d
     linear = len(dims) == 2 and e["name"].endswith(".weight") and e["group"] != "embeddings"
-    return e["group"], total, (dims[0], dims[1]) if linear else None
+    return e["group"], prod(dims), (dims[0], dims[1]) if linear else None
 
 
 def size_table(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> dict[str, Any]:
-    experts = moe(r, t, hidden)
-    dense = _dense(r, t, hidden) if not experts or not all(moe_layers(r, n)) else None
-    return sizes(r, hidden, attention(r, t, hidden, heads), experts, dense, n)
+    """The sizes extras are written in, for tools/gen_family_traits.py."""
+    attn, experts, _, dense = _parts(r, t, hidden, heads, n)
+    return sizes(r, hidden, attn, experts, dense, n)
 
 
 def sizes(r: ConfigReader, hidden: int, attn: AttentionDims, experts: MoEDims | None, dense: MLPDims | None,
@@ -266,10 +265,7 @@ def _adjusted_ffn(r: ConfigReader, hidden: int) -> int | None:
 
 def numel(dims: list, size: dict[str, Any]) -> int:
     """Elements of a tensor whose dimensions are ints, size names, `field:<config key>` or `k*name`."""
-    total = 1
-    for dim in dims:
-        total *= _dim(dim, size)
-    return total
+    return prod(_dim(dim, size) for dim in dims)
 
 
 def _dim(dim, size: dict[str, Any]) -> int:

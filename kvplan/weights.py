@@ -125,11 +125,9 @@ def inventory(shape: ArchShape) -> list[Tensor]:
 
 def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
     out = _mixer(layer.mixer, h, i) if layer.mixer is not None and layer.mixer_weights else []
-    if not layer.ffn_weights:
-        pass
-    elif isinstance(layer.ffn, MoEDims):
+    if layer.ffn_weights and isinstance(layer.ffn, MoEDims):
         out += _moe(layer.ffn, h, i)
-    elif layer.ffn is not None:
+    elif layer.ffn_weights and layer.ffn is not None:
         out += _mlp(layer.ffn, h, i, "mlp")
     # one tensor per norm weight and bias (replicated on every TP rank, so the split changes no byte)
     out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
