@@ -27,7 +27,10 @@ util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0
                  bind=URL, help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
 u2.metric("Max model length", f"{ctx:,}", help="the sidebar's context")
 
-inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, util, ctx, kv_dtype)
+towers = bool(model.arch is not None and model.arch.towers)
+text_only = u2.toggle("Language model only", key="textonly", bind=URL, disabled=not towers or engine != "vllm",
+                      help="serve a vision model without its vision tower and image inputs (vLLM)") if towers else False
+inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, util, ctx, kv_dtype, bool(text_only))
 with common.guard("Capacity"):
     plan = sup.run_plan(model, inputs)
 
@@ -40,6 +43,8 @@ with left:
     st.plotly_chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
     st.dataframe(sup.plan_table(plan), hide_index=True, width="stretch",
                  column_config={"bytes": st.column_config.NumberColumn(format="localized")})
+    for line in sup.weights_source_lines(plan):
+        st.caption(f":material/scale: {line}")
 with right:
     with common.guard("Concurrency"):
         frame = charts.concurrency_frame(plan, model, charts.concurrency_contexts(plan.max_model_len))

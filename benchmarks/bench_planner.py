@@ -35,10 +35,11 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def _clear_caches() -> None:
-    planner._SHAPES.clear()
     planner._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
     weights_split._tensor_table.cache_clear()
+    weights_split.whole_model.cache_clear()
+    weights_split._priced.cache_clear()
 
 
 def _cold_ms(fn, repeat: int) -> float:

@@ -227,10 +227,12 @@ class PlanInputs:
     utilization: float = 0.9
     max_model_len: int = 8192
     kv_dtype: str = "auto"
+    language_model_only: bool = False   # a multimodal model served without its vision tower (vLLM)
 
     def kwargs(self) -> dict[str, Any]:
+        extra = {"language_model_only": True} if self.language_model_only and self.engine == "vllm" else {}
         return dict(engine=self.engine, gpu=self.gpu, max_model_len=self.max_model_len,
-                    gpu_memory_utilization=self.utilization, kv_dtype=self.kv_dtype)
+                    gpu_memory_utilization=self.utilization, kv_dtype=self.kv_dtype, **extra)
 
     def plan_kwargs(self) -> dict[str, Any]:
         tp = None if self.tp == "auto" else int(self.tp)
@@ -277,6 +279,27 @@ def plan_table(plan) -> pd.DataFrame:
     return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 
+def weights_source_lines(plan) -> list[str]:
+    """Where the Capacity page's weights come from, in the app's words, with a multimodal model's split."""
+    if plan.weights_source == "checkpoint":
+        lines = [f"Weights are the checkpoint's own tensors: {plan.weights_provenance}; "
+                 f"{fmt_bytes(plan.weights_checkpoint_bytes)} for the whole model once loaded."]
+    else:
+        lines = [f"Weights follow kvplan's rule for the config ({fmt_bytes(plan.weights_rule_bytes or 0)} for the "
+                 "whole model): no checkpoint tensors were read for this model."]
+    if (loaded := plan.rule_vs_checkpoint()) is not None:
+        lines.append(f"kvplan's rule for the config gives {fmt_bytes(plan.weights_rule_bytes)} ({loaded[1]:+.2f} %).")
+    if (stored := plan.rule_vs_stored()) is not None and plan.weights_source != "checkpoint":
+        lines.append(f"The published checkpoint holds {fmt_bytes(plan.checkpoint_stored_bytes)}; the rule says "
+                     f"{fmt_bytes(plan.rule_stored_bytes)} ({stored[1]:+.3f} %).")
+    if len(plan.weights_components) > 1:
+        names = {"language_model": "language model", "vision": "vision tower", "projector": "projector",
+                 "embeddings": "embeddings", "lm_head": "output head", "audio": "audio tower"}
+        lines.append("Split: " + ", ".join(f"{names.get(c, c)} {fmt_bytes(b)}" for c, b in
+                                           plan.weights_components.items()) + ".")
+    return lines
+
+
 def plan_json(plan) -> str:
     return plan.model_dump_json(indent=1)
 
@@ -286,7 +309,7 @@ def plan_csv(plan) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["field", "value"])
     for key, value in plan.model_dump(mode="json").items():
-        if isinstance(value, list):
+        if isinstance(value, (list, dict)):
             value = json.dumps(value)
         writer.writerow([key, value])
     return out.getvalue()

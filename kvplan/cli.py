@@ -58,6 +58,9 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA on Hopper and newer)")
+    p.add_argument("--weights", choices=("auto", "checkpoint", "config"), default="auto",
+                   help="where the weights' bytes come from: the checkpoint's safetensors headers (a bundled record, "
+                        "the model folder, or the Hub) or the config rule; auto = the checkpoint when it can be read")
     p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -95,7 +98,8 @@ def _overrides(args) -> Overrides:
 def _load(args):
     from .library import load_model
 
-    return load_model(args.model, revision=args.revision, overrides=_overrides(args))
+    return load_model(args.model, revision=args.revision, overrides=_overrides(args),
+                      weights=getattr(args, "weights", "config"))
 
 
 def cmd_estimate(args) -> int:
@@ -157,7 +161,7 @@ def format_plan(p) -> str:
              f"{p.engine_version}, TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}, "
              f"max_model_len {fmt_int(p.max_model_len)}: {verdict}", *_warning_lines(p.warnings), "",
              "per GPU:",
-             f"  weights      {fmt_bytes(p.weights_bytes):>12}",
+             f"  weights      {fmt_bytes(p.weights_bytes):>12}  (from the {p.weights_source})",
              f"  activation   {fmt_bytes(p.activation_bytes):>12}",
              f"  non-torch    {fmt_bytes(p.non_torch_bytes):>12}",
              f"  KV pool      {fmt_bytes(p.kv_pool_bytes):>12}  ({fmt_int(p.kv_bytes_per_token)} B per token)",
@@ -165,8 +169,26 @@ def format_plan(p) -> str:
              *_capacity_lines(p)]
     if not p.fits:
         lines.append(f"longest request that fits: {fmt_int(p.max_model_len_that_fits)} tokens")
-    lines += ["", p.vllm_command, "", *p.formula, *("note: " + n for n in p.notes)]
+    lines += ["", p.vllm_command, "", *p.formula, *weights_lines(p), *("note: " + n for n in p.notes)]
     return "\n".join(lines)
+
+
+def weights_lines(p) -> list[str]:
+    """Where the weights came from, both whole-model figures where both exist, and a multimodal model's split."""
+    stored = p.rule_vs_stored()
+    lines = [f"weights: checkpoint, {fmt_int(p.weights_checkpoint_bytes)} B for the whole model as loaded "
+             f"({p.weights_provenance})"] if p.weights_source == "checkpoint" else [
+        f"weights: config rule, {fmt_int(p.weights_rule_bytes or 0)} B for the whole model ({p.weights_provenance})"]
+    if (loaded := p.rule_vs_checkpoint()) is not None:
+        lines.append(f"weights: the config rule gives {fmt_int(p.weights_rule_bytes)} B ({loaded[0]:+,} B, "
+                     f"{loaded[1]:+.2f} %)")
+    if p.weights_components:
+        lines.append(f"weights by component ({p.weights_source}): "
+                     + ", ".join(f"{c} {fmt_bytes(b)}" for c, b in p.weights_components.items()))
+    if stored is not None:
+        lines.append(f"weights: the checkpoint stores {fmt_int(p.checkpoint_stored_bytes)} B, the config rule says "
+                     f"{fmt_int(p.rule_stored_bytes)} B ({stored[0]:+,} B, {stored[1]:+.3f} %)")
+    return lines
 
 
 def _warning_lines(warnings) -> list[str]:

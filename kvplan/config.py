@@ -54,6 +54,7 @@ class ArchDims:
     rotary_dim: int | None = None   # RoPE width per head when only part of it rotates (GPT-J 64 of 256)
     rotary_fraction: float = 1.0    # partial_rotary_factor / rotary_pct (Qwen3-Next 0.25, Phi-2 0.4)
     rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
+    rope_linear_factor: float = 1.0  # rope_scaling {"rope_type": "linear", "factor": 8} of the (global) RoPE
     invalid: tuple[str, ...] = ()   # "max_position_embeddings 'abc'": set but unusable, so None above
 
     @property
@@ -211,8 +212,23 @@ def _dims(r: ConfigReader) -> ArchDims:
         tie_word_embeddings=tie if isinstance(tie, bool) else True,
         rotary_dim=soft(("rotary_dim",)),
         rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
-        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, invalid=tuple(invalid),
+        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, rope_linear_factor=_linear_rope(r),
+        invalid=tuple(invalid),
     )
+
+
+def _linear_rope(r: ConfigReader) -> float:
+    """The factor of a linear RoPE scaling (Gemma 3 4b-27b: 8.0), 1.0 for none or another kind. transformers 5
+    may nest it per layer kind ({"full_attention": {...}}): the full-attention one is the scaled one."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = r.get(key)
+        if isinstance(value, Mapping) and isinstance(value.get("full_attention"), Mapping):
+            value = value["full_attention"]
+        if isinstance(value, Mapping) and (value.get("rope_type") or value.get("type")) == "linear":
+            factor = value.get("factor")
+            if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= 1024:
+                return float(factor)
+    return 1.0
 
 
 def _short_value(value: Any) -> str:

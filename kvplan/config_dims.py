@@ -28,6 +28,7 @@ from .config_quant import parse_quant
 from .config_traits import body as traited_body
 from .config_traits import layers as traited_layers
 from .config_traits import traits_for, unexplained
+from .config_towers import Towers, read_towers, vit_size
 from .config_read import (
     EXPERT_KEYS,
     HEAD_DIM_KEYS,
@@ -73,12 +74,11 @@ def parse_dims(data: Mapping[str, Any], overrides: Overrides | None = None) -> A
 def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]) -> ArchShape:
     """The weight-relevant shape, read by the same reader that read the cache layout (`kvplan.config`).
 
-    Multimodal wrappers (gemma3, llama4) are unwrapped to their language model; vision towers are not counted.
+    Multimodal wrappers (gemma3, llama4) are unwrapped to their language model; the vision tower and projector
+    are counted apart (`towers`) where kvplan.config_towers has their rule.
     """
     model_type = f.model_type
     notes: list[str] = []
-    if multimodal(data):
-        notes.append("language model only: the vision / audio towers and projectors are not counted")
     builder = _BUILDERS.get(f.family)
     traits = traits_for(f.family) if builder is None else None
     if traits is not None:
@@ -108,6 +108,10 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         tied = False
         notes.append("config does not say whether lm_head is tied to the embeddings: counted separately")
     mtp = f.first(MTP_KEYS)
+    wrapper = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    towers = read_towers(data, wrapper, hidden) if multimodal(data) else None
+    if isinstance(towers, str):
+        notes.append(f"language model only: {towers}")
     quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
     return ArchShape(
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
@@ -115,7 +119,11 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
-        extra=body.extra, top_dims=body.top_dims,
+        extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
+        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
+        if isinstance(towers, Towers) else (),
+        image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
+        vit=vit_size(data) if multimodal(data) else None,
     )
 
 

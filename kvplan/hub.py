@@ -82,7 +82,7 @@ def _check_token(token: str | bool | None) -> None:
                                      "characters, which no token has: copy it again from huggingface.co/settings/tokens")
 
 
-def _with_deadline(fetch, repo_id: str):
+def _with_deadline(fetch, repo_id: str, what: str = CONFIG_FILE, deadline_s: float | None = None):
     """`fetch()` bounded in wall-clock time. httpx's timeouts are per read, so an endpoint that sends one byte a
     second never trips them; past FETCH_DEADLINE_S the worker thread is abandoned (it is a daemon) and kvplan
     reports the failure at once."""
@@ -96,10 +96,11 @@ def _with_deadline(fetch, repo_id: str):
 
     worker = threading.Thread(target=work, name="kvplan-hub-fetch", daemon=True)
     worker.start()
-    worker.join(FETCH_DEADLINE_S)
+    deadline_s = FETCH_DEADLINE_S if deadline_s is None else deadline_s
+    worker.join(deadline_s)
     if worker.is_alive():
-        raise ModelNotAvailableError(f"the Hub took more than {FETCH_DEADLINE_S:g} s to send {repo_id}/config.json: "
-                                     "check your connection (and HF_ENDPOINT) and retry, or pass the config.json path")
+        raise ModelNotAvailableError(f"the Hub took more than {deadline_s:g} s to send {repo_id}/{what}: "
+                                     "check your connection (and HF_ENDPOINT) and retry, or pass a local path")
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -120,13 +121,88 @@ def load_model(
     token: str | bool | None = None,
     overrides: Overrides | None = None,
     name: str | None = None,
+    weights: str = "auto",
 ) -> ModelSpec:
     """Resolve `source` to a ModelSpec.
 
     Order: a config dict; a bundled model id (no network, works for gated models); a path to a
     config.json or a folder holding one; otherwise a Hub id fetched with `huggingface_hub`
     (`revision`, `token`, `HF_TOKEN`, `HF_HUB_OFFLINE` and the Hub cache honoured).
+
+    `weights`: "auto" attaches the checkpoint's own tensor bytes where they can be read (the bundled record,
+    the safetensors headers in the folder, or on the Hub) and says why not in `checkpoint_note`; "checkpoint"
+    makes their absence an error; "config" never looks (the config rule only).
     """
+    if weights not in WEIGHT_SOURCES:
+        raise ModelNotAvailableError(f"unknown weights source {weights!r}: use one of {', '.join(WEIGHT_SOURCES)}")
+    model = _load_config(source, revision, token, overrides, name)
+    if weights == "config" or (isinstance(source, Mapping) and weights == "auto"):
+        return model
+    if overrides is not None and any(v is not None for v in dataclasses.astuple(overrides)):
+        note = ("the overrides change the model's sizes, so its checkpoint's bytes do not apply: the weights come "
+                "from the config rule")
+        if weights == "checkpoint":
+            raise ModelNotAvailableError(note.replace(": the weights", ", and weights from the checkpoint were "
+                                                      "asked for: drop the overrides; the weights"))
+        return dataclasses.replace(model, checkpoint_note=note)
+    return _with_checkpoint(model, source, revision, token, weights == "checkpoint")
+
+
+def _with_checkpoint(model: ModelSpec, source, revision, token, required: bool) -> ModelSpec:
+    """The model with its checkpoint summary, or (weights="auto") with the one-line reason there is none."""
+    from . import checkpoint
+    from .errors import KVPlanError
+
+    try:
+        found = _find_checkpoint(model, source, revision, token)
+    except KVPlanError as exc:
+        if required:
+            raise
+        return dataclasses.replace(model, checkpoint_note=str(exc))
+    if isinstance(found, str):
+        if required:
+            raise ModelNotAvailableError(found)
+        return dataclasses.replace(model, checkpoint_note=found)
+    if isinstance(found, checkpoint.CheckpointTotal):  # a total, no tensors: the rule keeps the per-GPU shares
+        if required:
+            raise ModelNotAvailableError(f"kvplan's record of {model.name}'s checkpoint holds its total bytes only "
+                                         f"({found.what}): pass the downloaded checkpoint folder for its tensors")
+        return dataclasses.replace(model, checkpoint_total=found, checkpoint_note=(
+            f"kvplan bundles the checkpoint's total, not its tensors: {found.total_bytes:,} B ({found.what}; "
+            f"{found.source})"))
+    return dataclasses.replace(model, checkpoint=found)
+
+
+def _find_checkpoint(model: ModelSpec, source, revision, token):
+    """A CheckpointWeights, or a sentence saying there is none to read."""
+    from . import checkpoint
+
+    layers = len(model.arch.layers) if model.arch is not None else model.num_layers
+    hidden = model.arch.hidden if model.arch is not None else None
+    if isinstance(source, Mapping):
+        return "a config given as data has no checkpoint: pass the model's folder or Hub id for its tensor bytes"
+    if model.source == "bundled":
+        model_id, config_path = _find_bundled(str(source))
+        path = config_path.parent / "checkpoints" / config_path.name
+        if not path.is_file():
+            return (f"kvplan bundles no checkpoint record for {model_id} (model_configs/checkpoints/README.md says "
+                    "why): the weights come from the config rule; pass the downloaded checkpoint folder for its "
+                    "exact bytes")
+        return checkpoint.from_record(read_config_file(path), str(path))
+    if model.source == "hub":
+        from .hub_weights import fetch_checkpoint
+
+        return fetch_checkpoint(str(source).strip(), layers, revision=revision, token=token, hidden=hidden)
+    folder = Path(model.source).parent
+    found = checkpoint.read_folder(folder, layers, hidden)
+    return found or (f"{folder} holds no .safetensors files: the weights come from the config rule (download the "
+                     "checkpoint there for its exact bytes)")
+
+
+WEIGHT_SOURCES = ("auto", "checkpoint", "config")
+
+
+def _load_config(source, revision, token, overrides, name) -> ModelSpec:
     if isinstance(source, Mapping):
         return parse_config(source, name=name or "custom", source="dict", overrides=overrides)
     text = str(source).strip()

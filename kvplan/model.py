@@ -30,6 +30,11 @@ class ModelSpec:
     arch_error: str | None = None  # why `arch` is None: the config sizes the cache but not the weights
     warnings: tuple[str, ...] = ()  # what kvplan has not verified about this model (kvplan.verified)
     dtype_named: bool = True  # False: the config names no dtype, so `dtype` is transformers' float32 default
+    # kvplan.checkpoint.CheckpointWeights: the checkpoint's own tensor bytes (safetensors headers or a bundled
+    # record); None when only the config is known. `checkpoint_note` says why there is none, where one was sought.
+    checkpoint: object = field(default=None, compare=False, repr=False)
+    checkpoint_note: str | None = None
+    checkpoint_total: object = field(default=None, compare=False, repr=False)  # kvplan.checkpoint.CheckpointTotal
 
     @property
     def verified(self) -> bool:

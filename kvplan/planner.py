@@ -17,13 +17,15 @@ from .dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
 from .engines.sglang import LOAD_EXTRA_BYTES as SGLANG_LOAD_EXTRA_BYTES
 from .engines.sglang import PRELOAD_BYTES as SGLANG_PRELOAD_BYTES
 from .engines.sglang import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
-from .engines.sglang import SglangSettings, sglang_pool
+from .engines.sglang import SglangSettings, sglang_pool, vlm_factor
 from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults,
                            default_utilization, non_torch_bytes, parse_version, pp_layer_split)
+from .engines.vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, text_only_flags
 from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
-from .engines.weights_split import stage_weight_bytes, with_online_quant
+from .checkpoint import COMPONENTS
+from .engines.weights_split import checkpoint_for, gpu_weight_bytes, whole_model, with_online_quant
 from .errors import PlanInvariantError, WorkloadError
 from .estimate import MAX_TOKENS
 from .gpus import GPU, resolve_gpu
@@ -85,6 +87,25 @@ class Plan(BaseModel):
     notes: list[str]
     verified: bool = True           # False: kvplan has not proven its rules for this model (see `warnings`)
     warnings: list[str] = []        # also the first notes, prefixed "not verified:"
+    weights_source: str = "config rule"   # or "checkpoint": where weights_bytes came from
+    weights_provenance: str = ""          # the headers read (or why none), in words
+    weights_components: dict[str, int] = {}   # whole model, resident bytes by component (language_model, vision...)
+    weights_checkpoint_bytes: int | None = None  # whole model, as loaded from the checkpoint's tensors
+    weights_rule_bytes: int | None = None        # whole model, by kvplan's config rule
+    checkpoint_stored_bytes: int | None = None   # what the checkpoint stores (headers or a bundled record's total)
+    rule_stored_bytes: int | None = None         # what the config rule says it stores (+ MTP layers, towers)
+
+    def rule_vs_checkpoint(self) -> tuple[int, float] | None:
+        """(bytes, %) by which the config rule differs from the checkpoint as loaded; None without both."""
+        return _diff(self.weights_rule_bytes, self.weights_checkpoint_bytes)
+
+    def rule_vs_stored(self) -> tuple[int, float] | None:
+        """(bytes, %) by which the rule's stored bytes differ from what the checkpoint stores; None without both."""
+        return _diff(self.rule_stored_bytes, self.checkpoint_stored_bytes)
+
+
+def _diff(rule: int | None, truth: int | None) -> tuple[int, float] | None:
+    return (rule - truth, 100 * (rule - truth) / truth) if rule and truth else None
 
 
 def plan(model: ModelSpec | str, **settings) -> Plan:
@@ -92,11 +113,52 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     `warnings` and at the head of `notes`."""
     if isinstance(model, str):
         model = _load(model)
-    result = _plan(model, **settings)
-    if model.verified:
+    result = _plan(model, **settings).model_copy(update=weights_provenance(model, settings.get("quantization"),
+                                                                           settings.get("dtype", "auto")))
+    warnings = list(model.warnings) + tower_warning(model, result)
+    if not warnings:
         return result
-    return result.model_copy(update={"verified": False, "warnings": list(model.warnings),
-                                     "notes": [f"not verified: {w}" for w in model.warnings] + result.notes})
+    return result.model_copy(update={"verified": False, "warnings": warnings,
+                                     "notes": [f"not verified: {w}" for w in warnings] + result.notes})
+
+
+def weights_provenance(model: ModelSpec, quantization: str | None, dtype: str | None) -> dict:
+    """Plan fields saying where the weights came from: the checkpoint's headers or the config rule, both whole-model
+    figures where both exist (Llama-3.1-8B bf16: 16,060,522,496 B each), the split by component (a multimodal
+    model's tower and projector), and what the checkpoint stores beside what the rule says it stores."""
+    shape = model.arch
+    act = model.dtype if dtype in (None, "auto") else resolve_dtype(dtype)
+    act = BFLOAT16 if act == FLOAT32 and dtype in (None, "auto") else act   # what _model_dtype serves
+    language, towers, stored = whole_model(shape, act) if shape is not None else (None, (), None)
+    rule = language + sum(b for _, b in towers) if language is not None else None
+    parts = {"language_model": language, **dict(towers)} if towers else {}
+    found = checkpoint_for(model, with_online_quant(shape, quantization)) if shape is not None else None
+    total = getattr(model, "checkpoint_total", None)
+    out = {"weights_rule_bytes": rule, "rule_stored_bytes": stored, "weights_components": parts}
+    if model.checkpoint is not None or total is not None:
+        out["checkpoint_stored_bytes"] = model.checkpoint.stored_bytes if total is None else total.total_bytes
+    if found is None:
+        why = model.checkpoint_note or "no checkpoint was read"
+        if model.checkpoint is not None:
+            why = "online quantization rewrites the checkpoint's weights, so the config rule prices them"
+        if total is not None and total.explained:
+            why += f"; the rule differs because {total.explained}"
+        return {**out, "weights_source": "config rule", "weights_provenance": why}
+    loaded = found.resident_bytes(act)
+    split = {c: found.resident_bytes(act, skip=frozenset(COMPONENTS) - {c}) for c in found.by_component()}
+    return {**out, "weights_source": "checkpoint", "weights_checkpoint_bytes": loaded,
+            "weights_components": {c: b for c, b in split.items() if c != "mtp"},
+            "weights_provenance": f"{found.source}: {found.tensors:,} tensors in {found.files} file(s), "
+                                  f"{found.stored_bytes:,} B stored"}
+
+
+def tower_warning(model: ModelSpec, p: Plan) -> list[str]:
+    """A multimodal model whose tower the rule cannot count, planned without its checkpoint: the weights are low."""
+    missing = model.arch.towers_missing if model.arch is not None else None
+    if missing and p.weights_source != "checkpoint" and p.engine != "hf":
+        return [f"{model.name}: {missing}, so the weights leave it out and the KV pool is high by its size: pass "
+                "the checkpoint folder (or the Hub id online) for its exact bytes"]
+    return []
 
 
 def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
@@ -104,8 +166,9 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
          gpu_memory_utilization: float | None = None, kv_dtype: str = "auto", dtype: str = "auto",
          quantization: str | None = None, engine_version: str | None = None,
          max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-         block_size: int | None = None, usage_context: str = "api_server") -> Plan:
-    """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / pp."""
+         block_size: int | None = None, usage_context: str = "api_server", language_model_only: bool = False) -> Plan:
+    """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / pp. `language_model_only`: serve a
+    multimodal model's language model alone (vLLM `--language-model-only`; no tower, no image profiling)."""
     if isinstance(model, str):
         model = _load(model)
     if engine not in ENGINES:
@@ -140,8 +203,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return checked(_plan_sglang(model, device, settings, act, kv, quantization,
                                     None if gpu_memory_utilization is None else util,
-                                    version if engine_version else SGLANG_DEFAULT_VERSION))
-    return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine))
+                                    version if engine_version else SGLANG_DEFAULT_VERSION, language_model_only))
+    return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine, bool(language_model_only)))
 
 
 def checked(p: Plan) -> Plan:
@@ -277,9 +340,14 @@ def _max_len(model: ModelSpec, value) -> int:
     return derived
 
 
-def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, engine) -> Plan:
+def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, engine,
+               text_only: bool = False) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
     version = s.version_tuple
+    # a text-only start-up skips the tower's weights from 0.15 (`_mark_tower_model`); Mistral 3 did so before
+    early = shape.vit is not None and shape.vit[0] in TOWERS_SKIPPED_EARLY
+    towers = not (text_only and (version[:2] >= TOWERS_SKIPPED_FROM or early))
+    kept, kept_line = encoder_cache_bytes(shape, version, s.max_num_batched_tokens, int(act.bytes), text_only)
     splits = pp_layer_split(model.num_layers, s.pipeline_parallel_size)
     dims = _activation_dims(shape, s.tensor_parallel_size, act)
     stages, budgets = [], []
@@ -293,10 +361,11 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         padding, line = mxfp4_padding_bytes(shape, device, s.tensor_parallel_size, layers)
         if line:
             padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
-        weights = (stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, first, last) + _rope_cache(model, act)
-                   + padding)
+        weights = (gpu_weight_bytes(model, shape, act, s.tensor_parallel_size, layers, first, last, towers)
+                   + _rope_cache(model, act) + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
-                                     has_pp_buffers=s.pipeline_parallel_size > 1, version=version)
+                                     has_pp_buffers=s.pipeline_parallel_size > 1, version=version,
+                                     kept=kept if first else 0)
         other = non_torch_bytes(s.tensor_parallel_size, s.pipeline_parallel_size, version, device.name)
         pool = int(s.gpu_memory_utilization * device.memory_bytes) - weights - activation.total_bytes - other
         specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
@@ -314,7 +383,7 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0
     fit_len = _max_len_that_fits(specs, block, pool, s)
     head = stages[binding]
-    notes = _vllm_notes(model, s, kv, groups) + padding_lines
+    notes = _vllm_notes(model, s, kv, groups) + padding_lines + ([kept_line] if kept_line else [])
     if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
                      "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
@@ -340,7 +409,9 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
         fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
-        vllm_command=vllm_command(model.name, s, kv, quantization), formula=formula, notes=notes,
+        vllm_command=vllm_command(model.name, s, kv, quantization) + (f" {text_only_flags(version)}" if text_only
+                                                                      and shape.towers else ""),
+        formula=formula, notes=notes,
     )
 
 
@@ -361,7 +432,10 @@ def _rope_cache(model: ModelSpec, act: DType) -> int:
     """vLLM builds one rotary cos/sin table per distinct RoPE on each GPU: max_position x rotary width in the
     model dtype (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
     14.99 GiB vLLM reports). The width is the rotating part of a head (Qwen3-Next: 256 x 0.25 = 64; MLA: the
-    64-wide RoPE key); Gemma 3 keeps two tables (local and global bases)."""
+    64-wide RoPE key); Gemma 3 keeps two tables (local and global bases). A linear-scaled RoPE caches
+    max_position x factor positions (vllm 0.11-0.19 rotary_embedding/linear_scaling_rope.py: "the maximum length
+    after applying the rope scaling is self.max_position_embeddings * self.scaling_factor"): gemma-3-4b-it's
+    global table is 131,072 x 8 x 256 x 2 B = 512 MiB, its local one 64 MiB."""
     dims = model.dims
     if model.model_type in LEARNED_POSITIONS or dims is None or not dims.max_position_embeddings:
         return 0
@@ -372,7 +446,9 @@ def _rope_cache(model: ModelSpec, act: DType) -> int:
         width = dims.rotary_dim or int(model.head_dim * dims.rotary_fraction)
     else:
         return 0
-    return dims.rope_tables * dims.max_position_embeddings * width * int(act.bytes)
+    positions = dims.max_position_embeddings
+    scaled = int(positions * dims.rope_linear_factor)
+    return ((dims.rope_tables - 1) * positions + scaled) * width * int(act.bytes)
 
 
 def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
@@ -440,12 +516,17 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization) -> str:
 
 
 def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization,
-                 mem_fraction: float | None = None, version: tuple[int, int, int] = SGLANG_DEFAULT_VERSION) -> Plan:
+                 mem_fraction: float | None = None, version: tuple[int, int, int] = SGLANG_DEFAULT_VERSION,
+                 text_only: bool = False) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
+    if text_only:
+        raise WorkloadError("kvplan models language-model-only serving for vLLM (--language-model-only); SGLang "
+                            "0.5 loads the vision tower of most models whatever its flags: plan it with the tower")
     layers = range(model.num_layers)
-    weights = stage_weight_bytes(shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
+    weights = gpu_weight_bytes(model, shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))
-    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction, version=version)
+    settings = SglangSettings(s.tensor_parallel_size, s.pipeline_parallel_size, mem_fraction, version=version,
+                              vlm_factor=vlm_factor(shape.vit, version))
     if not any(x.kind in ("full", "mla", "chunked", "sliding") for x in specs):
         # cell_size counts attention layers only, so a pure SSM model got a 0-token pool: "short by 1 B"
         raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
@@ -478,7 +559,11 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
         max_model_len_that_fits=min(s.max_model_len, pool.max_total_tokens), stages=[stage],
         vllm_command=sglang_command(model.name, s, kv, quantization, pool.mem_fraction_static), formula=formula,
         notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
-               "the command field holds the `sglang.launch_server` command for this engine"],
+               "the command field holds the `sglang.launch_server` command for this engine"]
+        + ([f"SGLang loads the vision tower with the language model and scales a default mem_fraction_static by "
+            f"{settings.vlm_factor:.4f} for it (server_args.py adjust_mem_fraction_for_vlm; 1 where multimodal "
+            "is off by default: Gemma 3, Llama 4); its ~100 MB image cache (SGLANG_VLM_CACHE_SIZE_MB) is not "
+            "modelled"] if shape.towers else []),
     )
 
 

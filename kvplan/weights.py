@@ -90,10 +90,17 @@ class WeightsEstimate:
     buffers_bytes: int = 0
     rules: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # a multimodal model's vision tower and projector, (component, bytes), apart from the language model's
+    # `total_bytes`: serving engines load them, transformers' causal LM of some families does not
+    towers: tuple[tuple[str, int], ...] = ()
 
     @property
     def params_bytes(self) -> int:
         return sum(b for _, b in self.group_bytes)
+
+    @property
+    def towers_bytes(self) -> int:
+        return sum(b for _, b in self.towers)
 
     @property
     def total_bytes(self) -> int:
@@ -286,8 +293,14 @@ def weights_bytes(shape: ArchShape, dtype: DType | str | None = None) -> Weights
         params=param_count(shape), dtype=act, quant_method=q.method if q else None,
         group_bytes=tuple((g, b) for g, b in by_group.items() if b),
         buffers_bytes=_buffer_bytes(shape, act),  # e_score_correction_bias: float32 in DeepSeek
-        rules=_rules(shape, act), notes=tuple(notes),
+        rules=_rules(shape, act), notes=tuple(notes), towers=tower_bytes(shape, act),
     )
+
+
+def tower_bytes(shape: ArchShape, act: DType) -> tuple[tuple[str, int], ...]:
+    """Vision tower and projector in the model dtype: quantized checkpoints leave them unquantized (their
+    quantization_config's ignore / modules_to_not_convert lists name them). Gemma-3-4b bf16: 833,732,064 B."""
+    return tuple((c, ceil(n * act.bits / 8)) for c, n in shape.towers)
 
 
 def _tensor_bytes(t: Tensor, act: DType, q: QuantDims | None) -> int:
@@ -403,4 +416,22 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
     if _buffers(shape):
         rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
+    if shape.towers:
+        rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
+                     "(kvplan.config_towers: the tower's modules in transformers 5.24)")
     return tuple(rules)
+
+
+def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None) -> int:
+    """What the config rule says the checkpoint stores: the resident weights, the towers, and DeepSeek's MTP
+    module as its fp8 checkpoint keeps it (the block priced like the last layer; eh_proj [H, 2H], its norms and
+    its own copy of the embeddings and the head in bf16), which the engines skip without speculative decoding.
+    DeepSeek-R1: 673,363,472,736 + 15,427,896,544 = 688,791,369,280 B. `priced`: weights_bytes(shape), if known."""
+    w = priced or weights_bytes(shape)
+    total = w.total_bytes + w.towers_bytes
+    if shape.mtp_layers:
+        h = shape.hidden
+        block = sum(_tensor_bytes(t, shape.dtype, shape.quant) for t in _layer(shape.layers[-1], h, -1,
+                                                                               shape.norm_bias))
+        total += shape.mtp_layers * (block + (2 * h * h + 3 * h) * 2 + 2 * shape.vocab * h * 2)
+    return total

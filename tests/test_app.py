@@ -277,6 +277,27 @@ def test_capacity_speed_zero_prompt_is_a_warning():
     assert "at least 1 token" in " ".join(w.value for w in at.warning)
 
 
+def test_capacity_says_where_the_weights_come_from():
+    """A vision model: the tower's split and the rule named; 'Language model only' drops the tower and the
+    command gains vLLM's flag; a model with a bundled checkpoint total shows it beside the rule."""
+    model = "google/gemma-3-27b-it"
+    at = app("app_pages/capacity.py", model=model, ctx=8192)
+    clean(at)
+    captions = " | ".join(c.value for c in at.caption)
+    assert "Weights follow kvplan's rule for the config" in captions
+    assert f"vision tower {fmt_bytes(416_866_032 * 2)}" in captions  # SigLIP's 416,866,032 parameters, bf16
+    whole = plan(model, gpu="H100-SXM", max_model_len=8192)
+    at.toggle(key="textonly").set_value(True).run()
+    clean(at)
+    text = plan(model, gpu="H100-SXM", max_model_len=8192, language_model_only=True)
+    assert metric(at, "KV pool per GPU") == fmt_bytes(text.kv_pool_bytes) != fmt_bytes(whole.kv_pool_bytes)
+    assert text.vllm_command in [c.value for c in at.code] and "--language-model-only" in text.vllm_command
+    gpt = app("app_pages/capacity.py", model="openai/gpt-oss-20b", ctx=8192)
+    clean(gpt)
+    assert f"The published checkpoint holds {fmt_bytes(13_761_264_768)}" in " | ".join(c.value for c in gpt.caption)
+    assert "--" not in " ".join(c.value for c in gpt.caption)  # the app's words, not CLI flags
+
+
 def test_capacity_unknown_gpu_in_url_is_ignored():
     at = app("app_pages/capacity.py", gpu="no-such-gpu")
     clean(at)

@@ -34,6 +34,9 @@ CHECKS = (
     ("compare?ctx=8192", ("What each strategy means", "Compare strategies", "MHA baseline", "4.00 GiB", "offload to host memory")),
     ("capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", ("Fits on 4 x H100-SXM", "Fewest GPUs that fit",
                                                                 "vllm serve meta-llama/Llama-3.1-70B")),
+    ("capacity?model=google/gemma-3-27b-it&ctx=8192", ("Split: language model", "vision tower",
+                                                       "Weights follow kvplan's rule for the config",
+                                                       "Language model only")),
     ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )

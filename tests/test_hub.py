@@ -231,7 +231,22 @@ class FakeHub:
                    "X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
         if not repo.hub_headers:
             headers = {"Content-Type": "text/html"}
+        ranged = self.byte_range(h.headers.get("Range"), len(content))
+        if ranged is not None:  # what the Hub's CDN does for `Range: bytes=0-100000` (safetensors headers)
+            start, stop = ranged
+            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{len(content)}"
+            return self.send(h, 206, headers, content[start:stop], body)
         self.send(h, 200, headers, content, body, repo.claimed_size, repo.sent_bytes)
+
+    @staticmethod
+    def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+        """`bytes=a-b` (inclusive, b clipped to the file) as a slice; None for no or another kind of range."""
+        if not header or not header.startswith("bytes=") or "," in header:
+            return None
+        first, _, last = header[6:].partition("-")
+        start = int(first)
+        stop = min(int(last) + 1, size) if last else size
+        return start, stop
 
     @staticmethod
     def send(h: BaseHTTPRequestHandler, status: int, headers: dict[str, str], content: bytes, body: bool,
@@ -403,7 +418,7 @@ def test_cli_offline_env_vars(tmp_path):
 def test_online_download_fills_the_cache_then_works_offline(fake_hub, hub_env, monkeypatch):
     config = llama_config(16)
     fake_hub.repos["acme/llama-mini"] = FakeRepo({MAIN: {"config.json": config}}, refs={"main": MAIN})
-    model = kvplan.load_model("acme/llama-mini")
+    model = kvplan.load_model("acme/llama-mini", weights="config")  # the config alone (test_checkpoint: headers)
     assert (model.source, model.num_layers) == ("hub", 16)
     assert {r.path for r in fake_hub.requests} == {"/acme/llama-mini/resolve/main/config.json"}
     assert [r.method for r in fake_hub.requests][-1] == "GET"
@@ -460,7 +475,9 @@ def test_online_only_config_json_is_requested(fake_hub):
                 "configuration_evil.py": b"raise SystemExit('ran remote code')"}}, refs={"main": MAIN})
     before = set(sys.modules)
     assert kvplan.load_model("acme/remote-code").num_layers == 16
-    assert {r.path.rsplit("/", 1)[1] for r in fake_hub.requests} == {"config.json"}
+    # the config, then the checkpoint's safetensors headers (kvplan.hub_weights): never code
+    assert {r.path.rsplit("/", 1)[1] for r in fake_hub.requests} == {"config.json", "model.safetensors",
+                                                                     "model.safetensors.index.json"}
     assert not any("evil" in name for name in set(sys.modules) - before)
 
 
@@ -518,8 +535,10 @@ def test_hub_outage_with_a_cached_copy_serves_the_cache(fake_hub, hub_env, caplo
     cache_file(hub_env, "acme/llama-mini", MAIN, llama_config(16))
     fake_hub.repos["acme/llama-mini"] = FakeRepo({}, status=503)
     start = time.monotonic()
-    assert kvplan.load_model("acme/llama-mini").num_layers == 16
-    assert time.monotonic() - start < 3 and len(fake_hub.requests) == 1
+    model = kvplan.load_model("acme/llama-mini")
+    assert model.num_layers == 16 and "not in the Hub cache and the Hub could not be reached" in model.checkpoint_note
+    config_requests = [r for r in fake_hub.requests if r.path.endswith("/config.json")]
+    assert time.monotonic() - start < 3 and len(config_requests) == 1 and len(fake_hub.requests) == 2
 
 
 

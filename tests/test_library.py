@@ -346,8 +346,10 @@ def test_wheel_ships_and_loads_the_bundled_configs(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("kvplan-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n.rsplit("/", 1)[1] for n in names
-                     if n.startswith("kvplan/model_configs/") and n.endswith(".json"))
+                     if n.startswith("kvplan/model_configs/") and n.endswith(".json") and n.count("/") == 2)
     assert shipped == sorted(p.name for p in (src / "model_configs").glob("*.json"))
+    records = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("kvplan/model_configs/checkpoints/"))
+    assert records == sorted(p.name for p in (src / "model_configs" / "checkpoints").iterdir())
     sources = {p.relative_to(src).as_posix() for p in (src / "kvplan").rglob("*.py")}
     assert sources - set(names) == set()  # a subpackage missing from pyproject's `packages` list
     data = {p.relative_to(src).as_posix() for p in (src / "kvplan" / "data").glob("*.json")}
@@ -357,11 +359,13 @@ def test_wheel_ships_and_loads_the_bundled_configs(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     probe = ("import kvplan, kvplan.library as lib; "
              "print(kvplan.__file__); print(lib.library_dir()); print(len(kvplan.bundled_ids())); "
-             f"print(kvplan.load_model({QWEN3!r}).num_layers)")
+             f"print(kvplan.load_model({QWEN3!r}).num_layers); "
+             "print(kvplan.load_model('openai/gpt-oss-20b').checkpoint_total.total_bytes)")
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(site)})
     assert run.returncode == 0, run.stderr
-    module, folder, count, layers = run.stdout.split()
+    module, folder, count, layers, record = run.stdout.split()
+    assert int(record) == 13_761_264_768  # the bundled checkpoint record, read from the installed package
     assert Path(module).is_relative_to(site)
     assert Path(folder) == site / "kvplan" / "model_configs"
     assert (int(count), int(layers)) == (len(shipped), 28)

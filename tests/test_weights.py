@@ -80,15 +80,19 @@ def meta_truth(model_id: str) -> Truth:
 
 
 def _known(model_id: str) -> bool:
+    """transformers builds this config's language model as a causal LM (Qwen2.5-VL's flat config only as a
+    vision-language model: its tower is checked in tests/test_multimodal.py)."""
     try:
         from transformers import CONFIG_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     except ImportError:
         return False
-    return _family(CONFIGS[model_id]) in CONFIG_MAPPING
+    family = _family(CONFIGS[model_id])
+    return family in CONFIG_MAPPING and family in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 KNOWN = [m for m in CONFIGS if _known(m)]
-UNKNOWN = [m for m in CONFIGS if m not in KNOWN]  # chatglm x2, phi3small: remote code only
+UNKNOWN = [m for m in CONFIGS if m not in KNOWN]  # chatglm x2, phi3small, nemotron-nas: remote code; Qwen2.5-VL
 
 
 def _refused(model_id: str) -> bool:
@@ -148,8 +152,8 @@ def test_the_truth_covers_every_family_and_both_falcons():
                         "falcon_mamba", "jamba", "qwen3_next"}
     assert {"tiiuae/falcon-7b-instruct", "tiiuae/falcon-40b-instruct", "moonshotai/Kimi-K2-Instruct",
             "google/gemma-3-4b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} <= set(KNOWN)
-    assert len(KNOWN) == 81 and sorted(UNKNOWN) == ["THUDM/chatglm3-6b", "THUDM/glm-4-9b-chat",
-                                                    "microsoft/Phi-3-small-8k-instruct",
+    assert len(KNOWN) == 85 and sorted(UNKNOWN) == ["Qwen/Qwen2.5-VL-7B-Instruct", "THUDM/chatglm3-6b",
+                                                    "THUDM/glm-4-9b-chat", "microsoft/Phi-3-small-8k-instruct",
                                                     "nvidia/Llama-3_3-Nemotron-Super-49B-v1"]
 
 

@@ -48,6 +48,7 @@ class SglangSettings:
     context_length: int | None = None
     swa_full_tokens_ratio: float = 0.8
     version: tuple[int, int, int] = DEFAULT_VERSION
+    vlm_factor: float = 1.0   # a vision-language model's default fraction is scaled by this (vlm_factor())
 
 
 # (upper bound MB, chunked_prefill_size, cuda_graph_max_bs below TP4, from TP4): T4 / 4080; A10 / 4090 / 5090;
@@ -80,6 +81,31 @@ def default_mem_fraction(total_bytes: int, s: SglangSettings) -> tuple[float, in
     return round((memory_mb - reserved_mb) / memory_mb, 3), int(reserved_mb * MiB)
 
 
+# sglang 0.5.1 srt/configs/model_config.py `multimodal_model_archs` (the vision-language ones), and the models
+# whose multimodal input is off unless --enable-multimodal (`mm_disabled_models`): no fraction change for those
+MULTIMODAL_ARCHS = frozenset({"DeepseekVL2ForCausalLM", "Gemma3ForConditionalGeneration",
+                              "Gemma3nForConditionalGeneration", "Glm4vForConditionalGeneration",
+                              "Glm4vMoeForConditionalGeneration", "Grok1VForCausalLM", "LlavaLlamaForCausalLM",
+                              "Llama4ForConditionalGeneration", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
+                              "LlavaForConditionalGeneration", "LlavaVidForCausalLM", "MiniCPMV",
+                              "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
+                              "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+                              "KimiVLForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
+                              "VILAForConditionalGeneration", "Step3VLForConditionalGeneration"})
+MM_DISABLED = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                         "Step3VLForConditionalGeneration"})
+
+
+def vlm_factor(vit: tuple[str, int, int] | None, version: tuple[int, int, int]) -> float:
+    """SGLang's `adjust_mem_fraction_for_vlm` (0.5.1 server_args.py 2297-2336), applied to a default fraction:
+    0.95 x clamp(1 - 0.1 x (layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05). Mistral-Small-3.x's Pixtral
+    (24 x 1024): x0.95; SigLIP (27 x 1152) x0.9097 where multimodal is on. Not before 0.5 (kvplan's table)."""
+    if vit is None or version[:2] < (0, 5) or vit[0] not in MULTIMODAL_ARCHS or vit[0] in MM_DISABLED:
+        return 1.0
+    ratio = vit[1] * vit[2] ** 2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def cell_size(specs: list[VllmLayerSpec]) -> int:
     """Bytes per token across this rank's attention layers (SGLang `get_cell_size_per_token`)."""
     return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
@@ -104,6 +130,7 @@ def sglang_pool(total_bytes: int, weights_bytes: int, specs: list[VllmLayerSpec]
     fraction = s.mem_fraction_static
     if fraction is None:
         fraction, reserved = default_mem_fraction(total_bytes, s)
+        fraction *= s.vlm_factor
         if fraction <= 0:  # a card under ~2.6 GiB: SGLang's reserve alone is larger (a 1 KiB card gave -3817471.0)
             raise WorkloadError(f"a GPU of {fmt_bytes(total_bytes)} is smaller than the {fmt_bytes(reserved)} SGLang "
                                 "reserves for activations and CUDA graphs: pick a larger GPU")

@@ -38,10 +38,13 @@ ENGINE_CONSTANTS = {
     # = 256 x 128,256 x 38 B. v0.10.1 is split: Qwen2-7B on an A100 (256 rows x 152,064, three runs) left
     # 0.55 GiB for activation + non-torch, where the extra alone is 0.87 GiB; the last pipeline stage of
     # Qwen3-30B-A3B on GH200s (aarch64, 1024 rows) printed 70.58 GiB of KV, which only the extra explains
-    # (70.34 with it, 73.9 without). kvplan follows the three A100 runs for 0.8-0.10 and takes 0.11 as the
-    # start of the 0.14-0.16 behaviour (validation/vllm_holdout.csv / .md).
+    # (70.34 with it, 73.9 without). kvplan follows the three A100 runs for 0.8-0.10
+    # (validation/vllm_holdout.csv / .md).
     "sampler_extra_bytes": 24,
-    "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 11), (0, 17))),
+    # v0.11.0 itself has no extra: Mistral-Small-3.2 (1024 rows x 131,072) printed 2.12 GiB of activation,
+    # the forward plus its encoder cache, where the extra would make it 4.98 GiB (llm-d-benchmark's
+    # empirical-vllm-memory-results.md); 0.12 and 0.13 are unmeasured and kept with 0.14.
+    "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 12), (0, 17))),
     # The default --gpu-memory-utilization: 0.9 through v0.19 (the calibration logs' "Desired GPU memory
     # utilization is (0.9, ...)"); vllm/config/cache.py reads Field(default=0.92) at v0.25 and v0.30. Versions
     # 0.20-0.24 were not read: kvplan keeps 0.9 for them.
@@ -148,7 +151,7 @@ class ActivationBreakdown:
 
 
 def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool, has_pp_buffers: bool,
-                    version: tuple[int, int, int]) -> ActivationBreakdown:
+                    version: tuple[int, int, int], kept: int = 0) -> ActivationBreakdown:
     """Torch peak increase of vLLM's profile run (`gpu_model_runner.profile_run`).
 
     forward: N tokens through one layer: gate+up [N, 2I] + activation [N, I] + ~5 [N, H] tensors
@@ -156,8 +159,10 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     sampler: the last-position hidden states of `rows` = min(N, max_num_seqs) requests go through the
              lm_head: logits [rows, V] in the model dtype, then float32 logits, probabilities and the
              exponential noise of random sampling (3 x 4 B) -> 1024 x 128,256 x 14 B = 1.71 GiB; the
-             [N, H] hidden states (x3) stay alive. V0 and ~v0.11 to v0.16: ~24 B more per entry.
+             [N, H] hidden states (x3) stay alive. V0 and ~v0.12 to v0.16: ~24 B more per entry.
     pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
+    kept: a multimodal model's dummy encoder outputs, alive through the forward and the sampler
+          (kvplan.engines.vllm_mm).
     """
     b, H = dims.act_bytes, dims.hidden_size
     mlp = max(3 * dims.intermediate_size, 3 * dims.moe_intermediate_size * dims.experts_per_token)
@@ -172,10 +177,11 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
             per_entry += ENGINE_CONSTANTS["sampler_extra_bytes"]
         sampler = rows * dims.vocab_size * per_entry + 3 * tokens * H * b
     buffers = 2 * tokens * H * b if has_pp_buffers else 0
-    total = max(forward, sampler) + buffers
+    total = max(forward, sampler) + buffers + kept
     formula = (f"max(forward {tokens:,} x ({mlp:,} + {width} x {H:,}) x {b} B, "
                f"sampler {rows:,} x {dims.vocab_size:,} x {per_entry} B + 3 x {tokens:,} x {H:,} x {b} B)"
-               + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else ""))
+               + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else "")
+               + (f" + encoder cache {kept:,} B" if kept else ""))
     return ActivationBreakdown(forward, sampler, buffers, total, formula)
 
 

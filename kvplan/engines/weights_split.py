@@ -16,6 +16,7 @@ from ..arch import ArchShape, QuantDims
 from ..dtypes import DType
 from ..weights import _tensor_bytes, inventory, weights_bytes
 
+TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
 ONLINE_QUANT = {
     # vLLM `--quantization fp8` on a 16-bit checkpoint: per-tensor fp8 weights for every linear layer
     "fp8": QuantDims(method="fp8", bits=8, float_weights=True, strategy="tensor"),
@@ -33,30 +34,37 @@ def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
     return dataclasses.replace(shape, quant=ONLINE_QUANT[quantization])
 
 
-def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool) -> int:
-    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`.
+def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                       towers: bool = True) -> int:
+    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
+    tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
 
     Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
     inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
     """
-    return _stage_weight_bytes(shape, dtype, tp, layers, first, last)
+    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers)
 
 
 @lru_cache(maxsize=256)
 def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int], ...], int]:
     """((layer, group, bytes) per tensor, buffer bytes): the inventory priced once per shape and dtype."""
     rows = tuple((t.layer, t.group, _tensor_bytes(t, dtype, shape.quant)) for t in inventory(shape))
-    return rows, weights_bytes(shape, dtype).buffers_bytes
+    priced = _priced(shape, dtype)
+    return rows + tuple((-1, c, b) for c, b in priced.towers), priced.buffers_bytes
 
 
 @lru_cache(maxsize=4096)
-def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool) -> int:
+def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                        towers: bool) -> int:
     total = 0
     tied_embedding = 0
     rows, buffers = _tensor_table(shape, dtype)
     for layer, group, size in rows:
         if layer >= 0:
             if layer not in layers:
+                continue
+        elif group in TOWER_GROUPS:
+            if not (towers and first):
                 continue
         elif group == "embeddings":
             if shape.tied_embeddings and last and not first:
@@ -68,3 +76,35 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
         total += size if group == "norms" else ceil(size / tp)  # norms are replicated on every rank
     total += ceil(tied_embedding / tp)
     return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
+
+
+def checkpoint_for(model, shape: ArchShape):
+    """The checkpoint summary a plan prices, or None for the config rule: none was read, or online quantization
+    (`--quantization fp8`) rewrites what the checkpoint stores, which the config rule prices."""
+    found = getattr(model, "checkpoint", None)
+    return found if found is not None and shape is model.arch else None
+
+
+def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                     towers: bool = True) -> int:
+    """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
+    found = checkpoint_for(model, shape)
+    if found is None:
+        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers)
+    skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
+    return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip)
+
+
+@lru_cache(maxsize=256)
+def whole_model(shape: ArchShape, dtype: DType) -> tuple[int, tuple[tuple[str, int], ...], int]:
+    """(language-model bytes, the towers' (component, bytes), what the rule says the checkpoint stores), priced
+    once per shape and dtype: every plan reports them, and pricing DeepSeek-V3 costs ~8 ms."""
+    from ..weights import stored_bytes_by_rule
+
+    priced = _priced(shape, dtype)
+    return priced.total_bytes, priced.towers, stored_bytes_by_rule(shape, _priced(shape, shape.dtype))
+
+
+@lru_cache(maxsize=256)
+def _priced(shape: ArchShape, dtype: DType):
+    return weights_bytes(shape, dtype)
