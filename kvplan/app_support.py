@@ -62,7 +62,10 @@ def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
     # cache_fallback=False: this server's Hub cache is shared by every visitor; only the Hub's yes for this
     # visitor's token (or none) serves a config, never a copy another visitor's token fetched
     data = fetch_config(text, token=token or False, cache_fallback=False)
-    return parse_config(data, name=text, source="hub")
+    from .library import with_checkpoint
+
+    return with_checkpoint(parse_config(data, name=text, source="hub"), text, token=token or False,
+                           cache_fallback=False)
 
 
 def load_uploaded_config(raw: bytes, filename: str) -> ModelSpec:

@@ -61,6 +61,10 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=("auto", "checkpoint", "config"), default="auto",
                    help="where the weights' bytes come from: the checkpoint's safetensors headers (a bundled record, "
                         "the model folder, or the Hub) or the config rule; auto = the checkpoint when it can be read")
+    p.add_argument("--language-model-only", action="store_true",
+                   help="vision models: serve the language model alone (vLLM --language-model-only)")
+    p.add_argument("--images-per-prompt", type=int,
+                   help="vision models: vLLM's --limit-mm-per-prompt image count (default 999; 0 = text only)")
     p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -144,7 +148,8 @@ def cmd_plan(args) -> int:
                   gpu_memory_utilization=args.gpu_memory_utilization, kv_dtype=args.kv_dtype, dtype=args.dtype,
                   quantization=args.quantization, engine_version=args.engine_version,
                   max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-                  block_size=args.block_size)
+                  block_size=args.block_size, language_model_only=args.language_model_only,
+                  images_per_prompt=args.images_per_prompt)
     if args.fewest_gpus:
         if args.tp is not None or args.num_gpus is not None or args.pp != 1:
             raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")

@@ -145,16 +145,18 @@ def load_model(
             raise ModelNotAvailableError(note.replace(": the weights", ", and weights from the checkpoint were "
                                                       "asked for: drop the overrides; the weights"))
         return dataclasses.replace(model, checkpoint_note=note)
-    return _with_checkpoint(model, source, revision, token, weights == "checkpoint")
+    return with_checkpoint(model, source, revision, token, weights == "checkpoint")
 
 
-def _with_checkpoint(model: ModelSpec, source, revision, token, required: bool) -> ModelSpec:
-    """The model with its checkpoint summary, or (weights="auto") with the one-line reason there is none."""
+def with_checkpoint(model: ModelSpec, source, revision=None, token=None, required: bool = False,
+                    cache_fallback: bool = True) -> ModelSpec:
+    """The model with its checkpoint summary, or (not `required`) with the one-line reason there is none.
+    `cache_fallback=False` (the shared web app): Hub headers only with the Hub's yes for this token."""
     from . import checkpoint
     from .errors import KVPlanError
 
     try:
-        found = _find_checkpoint(model, source, revision, token)
+        found = _find_checkpoint(model, source, revision, token, cache_fallback)
     except KVPlanError as exc:
         if required:
             raise
@@ -173,7 +175,7 @@ def _with_checkpoint(model: ModelSpec, source, revision, token, required: bool) 
     return dataclasses.replace(model, checkpoint=found)
 
 
-def _find_checkpoint(model: ModelSpec, source, revision, token):
+def _find_checkpoint(model: ModelSpec, source, revision, token, cache_fallback: bool = True):
     """A CheckpointWeights, or a sentence saying there is none to read."""
     from . import checkpoint
 
@@ -192,7 +194,8 @@ def _find_checkpoint(model: ModelSpec, source, revision, token):
     if model.source == "hub":
         from .hub_weights import fetch_checkpoint
 
-        return fetch_checkpoint(str(source).strip(), layers, revision=revision, token=token, hidden=hidden)
+        return fetch_checkpoint(str(source).strip(), layers, revision=revision, token=token, hidden=hidden,
+                                cache_fallback=cache_fallback)
     folder = Path(model.source).parent
     found = checkpoint.read_folder(folder, layers, hidden)
     return found or (f"{folder} holds no .safetensors files: the weights come from the config rule (download the "

@@ -20,7 +20,7 @@ from .engines.sglang import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.sglang import SglangSettings, sglang_pool, vlm_factor
 from .engines.vllm import (NVLS_GPUS, ActivationModel, VllmSettings, activation_peak, batch_defaults,
                            default_utilization, non_torch_bytes, parse_version, pp_layer_split)
-from .engines.vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, text_only_flags
+from .engines.vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
 from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
@@ -166,9 +166,11 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
          gpu_memory_utilization: float | None = None, kv_dtype: str = "auto", dtype: str = "auto",
          quantization: str | None = None, engine_version: str | None = None,
          max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-         block_size: int | None = None, usage_context: str = "api_server", language_model_only: bool = False) -> Plan:
+         block_size: int | None = None, usage_context: str = "api_server", language_model_only: bool = False,
+         images_per_prompt: int | None = None) -> Plan:
     """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / pp. `language_model_only`: serve a
-    multimodal model's language model alone (vLLM `--language-model-only`; no tower, no image profiling)."""
+    multimodal model's language model alone (vLLM `--language-model-only`; no tower, no image profiling);
+    `images_per_prompt`: vLLM's `--limit-mm-per-prompt '{"image": N}'` (0 is the language model alone)."""
     if isinstance(model, str):
         model = _load(model)
     if engine not in ENGINES:
@@ -179,6 +181,9 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     tp, pp = _parallel(model, num_gpus, tp, pp)
     version = None if engine == "hf" else parse_version(engine_version)   # transformers has no version knob
     util = _utilization(gpu_memory_utilization, default_utilization(version) if engine == "vllm" else 0.9)
+    if engine == "hf" and (language_model_only or images_per_prompt is not None):
+        raise WorkloadError("transformers' generate loads what its model class builds: image limits and "
+                            "language-model-only serving are vLLM settings")
     if engine == "hf":
         return checked(_plan_hf(model, device, tp * pp, util, _max_len(model, max_model_len), dtype, kv_dtype))
     if all(spec.kind == "none" for _, spec in model.specs()):  # vLLM would group zero KV layers: min() of nothing
@@ -203,8 +208,10 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return checked(_plan_sglang(model, device, settings, act, kv, quantization,
                                     None if gpu_memory_utilization is None else util,
-                                    version if engine_version else SGLANG_DEFAULT_VERSION, language_model_only))
-    return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine, bool(language_model_only)))
+                                    version if engine_version else SGLANG_DEFAULT_VERSION,
+                                    _images(images_per_prompt, language_model_only) is not None))
+    limit = _images(images_per_prompt, language_model_only)
+    return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine, limit))
 
 
 def checked(p: Plan) -> Plan:
@@ -340,14 +347,30 @@ def _max_len(model: ModelSpec, value) -> int:
     return derived
 
 
+def _images(images_per_prompt, language_model_only) -> int | None:
+    """The image limit a plan serves with: None for vLLM's default, 0 for the language model alone."""
+    if language_model_only:
+        if images_per_prompt not in (None, 0):
+            raise WorkloadError("language-model-only serving takes no images: leave out the images per prompt, or "
+                                "set it to 0")
+        return 0
+    if images_per_prompt is None:
+        return None
+    if isinstance(images_per_prompt, bool) or not isinstance(images_per_prompt, int) or not 0 <= images_per_prompt <= 999:
+        raise WorkloadError(f"images per prompt must be a whole number from 0 to 999, got {images_per_prompt!r}")
+    return images_per_prompt
+
+
 def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, engine,
-               text_only: bool = False) -> Plan:
+               limit: int | None = None) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
     version = s.version_tuple
+    text_only = limit == 0
     # a text-only start-up skips the tower's weights from 0.15 (`_mark_tower_model`); Mistral 3 did so before
     early = shape.vit is not None and shape.vit[0] in TOWERS_SKIPPED_EARLY
     towers = not (text_only and (version[:2] >= TOWERS_SKIPPED_FROM or early))
-    kept, kept_line = encoder_cache_bytes(shape, version, s.max_num_batched_tokens, int(act.bytes), text_only)
+    kept, kept_line = encoder_cache_bytes(shape, version, s.max_num_batched_tokens, int(act.bytes), text_only,
+                                          s.max_num_seqs, s.max_model_len, limit)
     splits = pp_layer_split(model.num_layers, s.pipeline_parallel_size)
     dims = _activation_dims(shape, s.tensor_parallel_size, act)
     stages, budgets = [], []
@@ -409,8 +432,8 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
         fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
-        vllm_command=vllm_command(model.name, s, kv, quantization) + (f" {text_only_flags(version)}" if text_only
-                                                                      and shape.towers else ""),
+        vllm_command=vllm_command(model.name, s, kv, quantization) + (f" {limit_flags(version, limit)}"
+                                                                      if limit is not None and shape.towers else ""),
         formula=formula, notes=notes,
     )
 
@@ -520,8 +543,8 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
                  text_only: bool = False) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
     if text_only:
-        raise WorkloadError("kvplan models language-model-only serving for vLLM (--language-model-only); SGLang "
-                            "0.5 loads the vision tower of most models whatever its flags: plan it with the tower")
+        raise WorkloadError("kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 "
+                            "loads the vision tower of most models whatever its flags: plan it with the tower")
     layers = range(model.num_layers)
     weights = gpu_weight_bytes(model, shape, act, s.tensor_parallel_size, layers, True, True) + _rope_cache(model, act)
     specs = rank_layer_specs(model, layers, s.tensor_parallel_size, kv.bits / 8, int(act.bytes))

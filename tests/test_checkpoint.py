@@ -366,3 +366,18 @@ def test_minimax_m2_replica_headers_sum_to_hf_mem(fake_hub, tmp_path):
     # per GPU, the headers carry the float32 router the rule prices in bf16: 62 x 786,688 x 2 B over 4 ranks
     # (within 0.1 %: the rule rounds each tensor's share up, the headers' rows are split whole)
     assert p.weights_bytes - rule.weights_bytes == pytest.approx(62 * 786_688 * 2 / 4, rel=1e-3)
+
+
+def test_app_hub_models_carry_their_headers(fake_hub, tiny_checkpoint, monkeypatch):
+    """The web app's Hub loader reads the headers with the visitor's token and never from the shared cache."""
+    from kvplan import app_support as sup
+
+    serve(fake_hub, "acme/tiny", tiny_checkpoint)
+    model = sup.load_hub_model("acme/tiny")
+    assert model.checkpoint.stored_bytes == stored_bytes(tiny_checkpoint)
+    lines = sup.weights_source_lines(kvplan.plan(model, gpu="L4", max_model_len=2048))
+    assert lines[0].startswith("Weights are the checkpoint's own tensors: safetensors headers of acme/tiny")
+    fake_hub.repos["acme/tiny"].status = 503  # an outage: the app serves no cached headers it cannot check
+    go_offline(monkeypatch)
+    with pytest.raises(ModelNotAvailableError):
+        sup.load_hub_model("acme/tiny")  # the config itself is refused offline first

@@ -18,7 +18,7 @@ from kvplan.config_towers import read_towers
 from kvplan.engines.vllm_mm import encoder_cache_bytes
 from kvplan.library import bundled_ids, library_dir, load_model
 from kvplan.planner import _rope_cache
-from kvplan.units import GiB
+from kvplan.units import GiB, fmt_bytes
 from kvplan.weights import stored_bytes_by_rule, weights_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,6 +104,26 @@ def test_language_model_only_command_follows_the_version():
     assert gemma_old.weights_bytes - gemma_new.weights_bytes == (416_866_032 + 6_194_304) * 2  # 0.11 loads SigLIP
     with pytest.raises(kvplan.KVPlanError, match="language-model-only serving for vLLM"):
         kvplan.plan("google/gemma-3-27b-it", engine="sglang", max_model_len=8192, language_model_only=True)
+    with pytest.raises(kvplan.KVPlanError, match="are vLLM settings"):
+        kvplan.plan("google/gemma-3-4b-it", engine="hf", gpu="H100", max_model_len=4096, images_per_prompt=1)
+    with pytest.raises(kvplan.KVPlanError, match="from 0 to 999"):
+        kvplan.plan("google/gemma-3-4b-it", max_model_len=4096, images_per_prompt=-1)
+
+
+def test_images_per_prompt_caps_the_dummy_batch(capsys):
+    """N = min(budget // item, max_num_seqs x min(limit, max_model_len // item)): 4 sequences x 2 images = 8 of
+    gemma-3's 256-embedding images, not 32; --images-per-prompt 0 is the language model alone, in the CLI too."""
+    from kvplan.cli import main
+
+    few = kvplan.plan("google/gemma-3-27b-it", max_model_len=8192, max_num_seqs=4, images_per_prompt=2)
+    assert any("8 dummy images" in n for n in few.notes)
+    assert few.vllm_command.endswith("--limit-mm-per-prompt '{\"image\": 2}'")
+    default = kvplan.plan("google/gemma-3-27b-it", max_model_len=8192, max_num_seqs=4)
+    assert default.activation_bytes - few.activation_bytes == (32 - 8) * 256 * 5376 * 2
+    assert main(["plan", "google/gemma-3-27b-it", "--max-model-len", "8192", "--images-per-prompt", "0"]) == 0
+    out = capsys.readouterr().out
+    text = kvplan.plan("google/gemma-3-27b-it", max_model_len=8192, language_model_only=True)
+    assert "--language-model-only" in out and f"weights      {fmt_bytes(text.weights_bytes):>12}" in out
 
 
 @pytest.mark.parametrize(("version", "kept"), [

@@ -28,9 +28,17 @@ TOWERS_SKIPPED_FROM = (0, 15)   # a zero limit skips loading the tower for every
 TOWERS_SKIPPED_EARLY = frozenset({"Mistral3ForConditionalGeneration"})
 
 
+DEFAULT_LIMIT = 999  # images per prompt when --limit-mm-per-prompt is not given (vllm config/multimodal.py)
+
+
 def encoder_cache_bytes(shape: ArchShape, version: tuple[int, int, int], budget_tokens: int, act_bytes: int,
-                        text_only: bool) -> tuple[int, str]:
-    """(bytes the profile run keeps, the formula or why it is not modelled) on the first pipeline stage."""
+                        text_only: bool, max_num_seqs: int = 1024, max_model_len: int = 1 << 30,
+                        limit: int | None = None) -> tuple[int, str]:
+    """(bytes the profile run keeps, the formula or why it is not modelled) on the first pipeline stage.
+
+    N = max(1, min(budget // item, max_num_seqs x max(1, min(limit, max_model_len // item))))
+    (`MultiModalBudget`: vllm 0.11 v1/worker/utils.py, 0.19 multimodal/encoder_budget.py): the second term binds
+    only with few sequences or a small --limit-mm-per-prompt."""
     if not shape.towers or text_only:
         return 0, ""
     embeds, span = shape.image_tokens
@@ -41,16 +49,18 @@ def encoder_cache_bytes(shape: ArchShape, version: tuple[int, int, int], budget_
     padded = version[:2] < PADDED_UNTIL
     item = span if padded else embeds
     budget = max(budget_tokens, item)
-    n = max(1, budget // item)
+    per_prompt = max(1, min(DEFAULT_LIMIT if limit is None else limit, max_model_len // item))
+    n = max(1, min(budget // item, max_num_seqs * per_prompt))
     width = budget if padded else embeds
     kept = n * width * shape.hidden * act_bytes
     how = "padded to the encoder budget (vLLM < 0.13)" if padded else "unpadded (vLLM >= 0.13)"
-    return kept, (f"encoder cache of the profile run: {n} dummy images (budget {budget:,} // {item:,} tokens) x "
+    return kept, (f"encoder cache of the profile run: {n} dummy images (budget {budget:,} // {item:,} tokens, at most "
+                  f"{max_num_seqs:,} sequences x {per_prompt:,} per prompt) x "
                   f"{width:,} x {shape.hidden:,} x {act_bytes} B = {kept:,} B, {how}")
 
 
-def text_only_flags(version: tuple[int, int, int]) -> str:
-    """The vllm serve flag(s) that serve the language model alone at this version."""
-    if version[:2] >= LANGUAGE_MODEL_ONLY_FLAG:
+def limit_flags(version: tuple[int, int, int], limit: int) -> str:
+    """The vllm serve flag for at most `limit` images per prompt; 0 serves the language model alone."""
+    if limit == 0 and version[:2] >= LANGUAGE_MODEL_ONLY_FLAG:
         return "--language-model-only"
-    return "--limit-mm-per-prompt '{\"image\": 0}'"
+    return f"--limit-mm-per-prompt '{{\"image\": {limit}}}'"
