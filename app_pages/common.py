@@ -122,11 +122,27 @@ def clean_url() -> list[str]:
         value = whole_number(raw, low, high)
         if value is None:
             del st.query_params[key]
+            _forget_initial(key)
             notes.append(f"The link's {what} ({raw[:24]!r}) is not a whole number from {low:,} to {high:,}, so "
                          f"the default {default:,} is used.")
         elif str(value) != raw:
             st.query_params[key] = str(value)
     return notes
+
+
+def _forget_initial(key: str) -> None:
+    """Drop `key` from the query string Streamlit seeds bound widgets with on a page's first run as well
+    (streamlit 1.5x runtime/state/query_params.py `_initial_query_params`, read by session_state.py
+    `_handle_query_param_binding`): deleting it from st.query_params alone leaves 'inf' there, and number_input's
+    deserializer raises OverflowError on it. A private structure: if Streamlit changes it, the page's last
+    guard (run_page) still turns the failure into one sentence."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    try:
+        ctx.session_state._state.query_params._initial_query_params.pop(key, None)
+    except AttributeError:
+        pass
 
 
 def whole_number(raw: str, low: int, high: int) -> int | None:

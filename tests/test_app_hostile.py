@@ -117,3 +117,28 @@ def test_unforeseen_error_is_one_sentence_and_logged(page, monkeypatch, caplog):
                           "try other settings, and please report it.")
     assert str(ROOT) not in json.dumps([e.value for e in at.error])
     assert "boom in" in caplog.text
+
+
+MALFORMED_QUANT = [  # issue #14 item 3: each reached the Capacity and Learn pages as a traceback once
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": "int4", "targets": ["Linear"]}}},
+    {"quant_method": "gptq", "bits": 4, "group_size": 128, "modules_to_not_convert": 5},
+    {"quant_method": "fp8", "weight_block_size": 5},
+    {"quant_method": "awq", "bits": 4, "modules_to_not_convert": ["model.layers." + "9" * 5000 + ".mlp"]},
+]
+
+
+@pytest.mark.parametrize("quant", MALFORMED_QUANT, ids=["scheme-string", "skip-5", "block-5", "huge-index"])
+@pytest.mark.parametrize("page", ["app_pages/capacity.py", "app_pages/learn.py"])
+def test_malformed_quantization_config_on_capacity_and_learn(page, quant):
+    """A malformed quantization_config uploaded: the page says what it cannot read, in a sentence, or plans
+    without it; never the last guard's 'could not be shown' and never a traceback."""
+    raw = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text())
+    at = upload(app(), "config.json", json.dumps({**raw, "quantization_config": quant}).encode())
+    at.switch_page(page).run()
+    clean(at)
+    shown = errors(at)
+    assert "could not be shown" not in shown and "Traceback" not in shown and str(ROOT) not in shown
+    if page.endswith("capacity.py"):  # the plan prices the quantized weights: it says what it cannot read
+        assert "quantization" in shown and shown.count(". ") <= 1, shown
+    else:  # Learn explains the cache with the model's KV figures, which no quantization_config changes
+        assert len(at.markdown) > 3 and not at.error

@@ -30,6 +30,7 @@ CHECKS = (
     ("", ("Charts", "Estimate", "KV cache (GiB", "1.00 GiB", "1,073,741,824", "Layer groups", "Formula, with the config")),
     ("?model=google/gemma-2-9b&ctx=32768", ("6,341,787,816", "sliding")),
     ("?ctx=0", ("seq_len must be between 1",)),
+    ("?ctx=inf&kv=x", ("is not a whole number", "Layer groups")),
     ("?src=Hub&hub=not%20an%20id", ("is not a Hub id",)),
     ("compare?ctx=8192", ("What each strategy means", "Compare strategies", "MHA baseline", "4.00 GiB", "offload to host memory")),
     ("capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", ("Fits on 4 x H100-SXM", "Fewest GPUs that fit",
