@@ -193,8 +193,22 @@ _RULES["qwen2_5_vl_vision"] = (frozenset({"qwen2_5_vl"}), _qwen25_vision,
 _RULES["clip_vision_model"] = (frozenset({"llava"}), _clip,  # CLIPVisionConfig's defaults
                                {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                 "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32})
-# wrappers whose published vision_config names no model_type: the class their config builds
-_DEFAULT_TOWER = {"qwen2_5_vl": "qwen2_5_vl_vision"}
+# the tower a wrapper's config builds when its vision_config names no model_type (sub_configs_defaults in each
+# configuration_<wrapper>.py of transformers 5.24)
+_DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava": "clip_vision_model",
+                  "llama4": "llama4_vision_model", "gemma4": "gemma4_vision", "qwen2_5_vl": "qwen2_5_vl_vision",
+                  "qwen3_5": "qwen3_5_vision", "qwen3_5_moe": "qwen3_5_moe_vision"}
+# published Qwen configs name the wrapper's own type in vision_config; transformers renames it
+# (configuration_qwen3_5.py: `if self.vision_config.get("model_type") == "qwen3_5": ... = "qwen3_5_vision"`)
+_RENAMED = frozenset({"qwen2_5_vl", "qwen3_5", "qwen3_5_moe"})
+
+
+def tower_kind(vision: Mapping[str, Any], model_type: str | None) -> str:
+    """The tower model_type transformers builds for this vision_config inside a `model_type` wrapper."""
+    kind = vision.get("model_type")
+    if not kind or not isinstance(kind, str):
+        return _DEFAULT_TOWER.get(model_type or "", "")
+    return f"{kind}_vision" if kind == model_type and kind in _RENAMED else kind
 
 
 def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: int) -> Towers | str | None:
@@ -204,7 +218,7 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
              and data.get(k)]
     if not isinstance(vision, Mapping) or not vision:
         return f"its {other[0]} tower is not counted by kvplan's rule" if other else None
-    kind = str(vision.get("model_type") or _DEFAULT_TOWER.get(model_type or "", ""))
+    kind = tower_kind(vision, model_type)
     rule = _RULES.get(kind)
     if rule is None or model_type not in rule[0]:
         return (f"its vision tower ({kind or 'no model_type'} in {model_type}) is not counted by kvplan's rule")
@@ -243,8 +257,8 @@ def vit_size(data: Mapping[str, Any]) -> tuple[str, int, int] | None:
     archs = data.get("architectures")
     if not isinstance(vision, Mapping) or not vision or not isinstance(archs, list) or not archs:
         return None
-    kind = str(vision.get("model_type") or _DEFAULT_TOWER.get(str(data.get("model_type")), ""))
-    defaults = _RULES.get(kind, (None, None, {}))[2]
+    wrapper = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    defaults = _RULES.get(tower_kind(vision, wrapper), (None, None, {}))[2]
     layers = vision.get("num_hidden_layers", vision.get("depth", defaults.get("num_hidden_layers",
                                                                               defaults.get("depth", 24))))
     hidden = vision.get("hidden_size", defaults.get("hidden_size", 1024))
