@@ -36,6 +36,8 @@ with common.guard("Capacity"):
 
 fits, sentence = sup.verdict(plan)
 (st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
+for warning in (w for w in plan.warnings if w not in model.warnings):  # this plan's own: context, towers
+    st.warning(warning, icon=":material/warning:")
 common.metrics(sup.plan_metrics(plan))
 
 left, right = st.columns(2)
@@ -57,6 +59,8 @@ if fewest is not None:
             f"{fewest.pipeline_parallel_size}, {fewest.kv_cache_tokens:,} KV tokens, "
             f"{fewest.max_concurrency:,.2f} concurrent {fewest.max_model_len:,}-token requests",
             icon=":material/dns:")
+    for note in (n for n in fewest.notes if n.startswith("fewest GPUs") or " span " in n):
+        st.caption(f":material/hub: {note[0].upper()}{note[1:]}")
 else:
     st.warning(problem, icon=":material/warning:")
 

@@ -318,21 +318,9 @@ def plan_csv(plan) -> str:
     return out.getvalue()
 
 
-def sglang_command(plan) -> str:
-    """The SGLang launch line matching a plan (SGLang's own flag names)."""
-    parts = [f"python -m sglang.launch_server --model-path {plan.model}", f"--tp {plan.tensor_parallel_size}"]
-    if plan.pipeline_parallel_size > 1:
-        parts.append(f"--pp-size {plan.pipeline_parallel_size}")
-    parts.append(f"--context-length {plan.max_model_len}")
-    parts.append(f"--mem-fraction-static {plan.gpu_memory_utilization}")
-    if plan.kv_cache_dtype.startswith("float8"):
-        parts.append("--kv-cache-dtype fp8_e4m3" if plan.kv_cache_dtype == "float8_e4m3" else
-                     "--kv-cache-dtype fp8_e5m2")
-    return " ".join(parts)
-
-
 def serve_command(plan) -> str:
-    return sglang_command(plan) if plan.engine == "sglang" else plan.vllm_command
+    """The plan's own command (vLLM's `vllm serve`, SGLang's launch_server): the CLI prints the same line."""
+    return plan.vllm_command
 
 
 # ---------------------------------------------------------------------------------------------- speed

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .config_context import sglang_limit, vllm_limit
 from .config_read import (  # noqa: F401  (re-exported: the boundary's names, one import for consumers)
     FAMILY_DEFAULTS, HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MAX_LAYERS, TEXT_CONFIG_KEYS,
     TEXT_MODEL_TYPES, DTYPE_KEYS, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
@@ -55,6 +56,8 @@ class ArchDims:
     rotary_fraction: float = 1.0    # partial_rotary_factor / rotary_pct (Qwen3-Next 0.25, Phi-2 0.4)
     rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
     rope_linear_factor: float = 1.0  # rope_scaling {"rope_type": "linear", "factor": 8} of the (global) RoPE
+    vllm_limit: object = None       # kvplan.config_context.ContextLimit: the longest max_model_len vLLM accepts
+    sglang_limit: object = None     # ... and SGLang
     invalid: tuple[str, ...] = ()   # "max_position_embeddings 'abc'": set but unusable, so None above
 
     @property
@@ -213,6 +216,7 @@ def _dims(r: ConfigReader) -> ArchDims:
         rotary_dim=soft(("rotary_dim",)),
         rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
         rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, rope_linear_factor=_linear_rope(r),
+        vllm_limit=vllm_limit(r.get, r.model_type), sglang_limit=sglang_limit(r.get),
         invalid=tuple(invalid),
     )
 

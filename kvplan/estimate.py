@@ -263,6 +263,10 @@ def _placement(plan: CachePlan, sized: list[tuple[_Group, LayerBytes]], storage:
 
 def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
     notes = [_dtype_note(plan)] if plan.dtype_assumed else []
+    limit = model.dims.max_position_embeddings if model.dims is not None else None
+    if limit and plan.seq_len > limit:  # exact bytes all the same: the cache holds whatever it is given
+        notes.append(f"seq_len {plan.seq_len:,} is past the model's max_position_embeddings of {limit:,}: positions "
+                     "beyond it were never trained (vLLM and SGLang refuse such a length unless told otherwise)")
     if plan.cache == "dynamic" or plan.cache == "static":
         return notes
     if plan.cache in ("offloaded", "offloaded_static"):

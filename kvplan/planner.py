@@ -25,6 +25,7 @@ from .engines.vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .engines.vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                               rank_layer_specs)
 from .engines.weights_split import gpu_weight_bytes, with_online_quant
+from .config_context import SGLANG_ENV, VLLM_ENV, ContextLimit
 from .plan_weights import tower_warning, weights_provenance
 from .errors import PlanInvariantError, WorkloadError
 from .estimate import MAX_TOKENS
@@ -115,11 +116,34 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
         model = _load(model)
     result = _plan(model, **settings).model_copy(update=weights_provenance(model, settings.get("quantization"),
                                                                            settings.get("dtype", "auto")))
-    warnings = list(model.warnings) + tower_warning(model, result)
+    past = context_warning(model, result)
+    if past is not None:
+        result = result.model_copy(update={"vllm_command": f"{past[1]}=1 {result.vllm_command}"
+                                           if past[1] else result.vllm_command})
+    warnings = list(model.warnings) + tower_warning(model, result) + ([past[0]] if past else [])
     if not warnings:
         return result
     return result.model_copy(update={"verified": False, "warnings": warnings,
                                      "notes": [f"not verified: {w}" for w in warnings] + result.notes})
+
+
+def context_warning(model: ModelSpec, p: Plan) -> tuple[str, str | None] | None:
+    """(warning, the engine's override variable) when max_model_len is past what the engine derives from the
+    config (kvplan.config_context); None within it. vLLM and SGLang refuse such a length unless the variable is
+    set; transformers' generate runs it, past the positions the model was trained on."""
+    dims = model.dims
+    if dims is None:
+        return None
+    limit = {"vllm": dims.vllm_limit, "sglang": dims.sglang_limit}.get(p.engine)
+    if p.engine == "hf" and dims.max_position_embeddings:
+        limit = ContextLimit(dims.max_position_embeddings, "max_position_embeddings")
+    if limit is None or p.max_model_len <= limit.tokens:
+        return None
+    env = {"vllm": VLLM_ENV, "sglang": SGLANG_ENV}.get(p.engine)
+    refusal = (f"{_ENGINE_NAMES[p.engine]} refuses it unless {env}=1 (in the command), and positions past the "
+               "limit give wrong outputs" if env else "positions past it were never trained and give wrong outputs")
+    return (f"max_model_len {p.max_model_len:,} is past {model.name}'s context limit of {limit.tokens:,} tokens "
+            f"({limit.key}): {refusal}; plan {limit.tokens:,} or fewer", env)
 
 
 def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
@@ -570,25 +594,51 @@ def sglang_command(name: str, s: VllmSettings, kv: DType, quantization, mem_frac
     return " ".join(parts)
 
 
-def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, **kwargs) -> Plan:
-    """The fewest GPUs that fit. Tensor parallelism is tried first (TP 1, 2, 4, 8: one node, no pipeline
-    bubbles); pipeline stages of TP-8 nodes only when no single-node TP fits, so a 70B model gets TP 2
-    rather than TP 1 x PP 2 at equal count, and Llama-3.1-405B gets 8 x PP n rather than PP 43."""
+GPUS_PER_NODE = 8  # an HGX / DGX node: tensor parallelism stays inside one, pipeline stages may cross nodes
+TP_SIZES = (1, 2, 4, 8)
+
+
+def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int = GPUS_PER_NODE,
+                **kwargs) -> Plan:
+    """The fewest GPUs that fit, over every TP x PP with TP inside one node (TP 1, 2, 4, 8: TP across nodes
+    would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
+    max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
+    DeepSeek-V3 on H100s: 12, where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
+    replicated on every TP rank). A layout over one node says so in its notes."""
     if isinstance(model, str):
         model = _load(model)
+    per_node = _pos("gpus_per_node", gpus_per_node)
     last_error = None
-    candidates = [(tp, 1) for tp in (1, 2, 4, 8, 16) if tp <= max_gpus]
-    candidates += [(tp, pp) for pp in range(2, max_gpus + 1) for tp in (8, 16) if tp * pp <= max_gpus]
-    for tp, pp in sorted(candidates, key=lambda c: (c[1] > 1, c[0] * c[1])):
-        try:
-            candidate = plan(model, tp=tp, pp=pp, **kwargs)
-        except WorkloadError as exc:
-            last_error = exc
-            continue
-        if candidate.fits:
-            return candidate
+    for count in range(1, _pos("max_gpus", max_gpus) + 1):
+        fitting = []
+        for tp in (t for t in TP_SIZES if t <= per_node and count % t == 0):
+            try:
+                candidate = plan(model, tp=tp, pp=count // tp, **kwargs)
+            except WorkloadError as exc:
+                last_error = exc
+                continue
+            if candidate.fits:
+                fitting.append(candidate)
+        if fitting:
+            best = max(fitting, key=lambda p: (p.max_concurrency, p.kv_cache_tokens, -p.pipeline_parallel_size))
+            return best.model_copy(update={"notes": best.notes + _node_notes(best, per_node, fitting)})
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
                         + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
+
+
+def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
+    """Why this layout among those of its size, and whether it spans nodes."""
+    notes = []
+    if len(fitting) > 1:
+        others = ", ".join(f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}: "
+                           f"{p.max_concurrency:,.2f}x" for p in fitting if p is not best)
+        notes.append(f"fewest GPUs: {best.num_gpus}; of the layouts that fit there, TP {best.tensor_parallel_size} x "
+                     f"PP {best.pipeline_parallel_size} holds the most requests ({best.max_concurrency:,.2f}x; {others})")
+    if best.num_gpus > per_node:
+        nodes = -(-best.num_gpus // per_node)
+        notes.append(f"{best.num_gpus} GPUs span {nodes} nodes of {per_node}: the {best.pipeline_parallel_size} "
+                     "pipeline stages pass activations between nodes (TP stays inside each node)")
+    return notes
 
 
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:

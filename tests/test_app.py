@@ -298,6 +298,19 @@ def test_capacity_says_where_the_weights_come_from():
     assert "--" not in " ".join(c.value for c in gpt.caption)  # the app's words, not CLI flags
 
 
+def test_capacity_shows_the_plans_own_warnings():
+    """A context past the model's limit (Llama-2-7b at 32,768: 4,096) is a warning on the page, and the command
+    carries the variable vLLM needs; the fewest-GPU box says when its layout spans nodes."""
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-2-7b-hf", ctx=32768)
+    clean(at)
+    assert any("past meta-llama/Llama-2-7b-hf's context limit of 4,096" in w.value for w in at.warning)
+    assert any(c.value.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve") for c in at.code)
+    big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctx=131072)
+    clean(big)
+    assert big.info[0].value.startswith("10 x L4: TP 2 x PP 5")
+    assert any("span 2 nodes of 8" in c.value for c in big.caption)
+
+
 def test_capacity_unknown_gpu_in_url_is_ignored():
     at = app("app_pages/capacity.py", gpu="no-such-gpu")
     clean(at)

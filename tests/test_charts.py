@@ -169,7 +169,8 @@ def test_plan_exports_and_verdict(llama8b):
 def test_sglang_command():
     p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-SXM", max_model_len=8192, kv_dtype="fp8")
     command = sup.serve_command(p)
-    assert command.startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp 1")
+    assert command == p.vllm_command  # the app shows the CLI's line (it used to build its own, with --tp)
+    assert command.startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 1")
     assert "--context-length 8192" in command and "--kv-cache-dtype fp8_e4m3" in command
 
 

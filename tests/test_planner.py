@@ -6,6 +6,7 @@ answer (fits false, a shortfall), never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import kvplan
 
 from kvplan.cli import main
 from kvplan.engines import weights_split
@@ -271,6 +274,33 @@ def test_fewest_gpus_finds_the_smallest_fitting_layout():
     assert not plan("meta-llama/Llama-3.1-70B", gpu="H100-80GB", tp=1, max_model_len=8192).fits
 
 
+def test_fewest_gpus_is_the_true_minimum_over_tp_and_pp():
+    """Issue #12: the search tried TP 16 before any PP and never PP with TP < 8. Over every TP x PP with TP in a
+    node: Qwen2.5-72B on L4s needs 10 (TP 2 x PP 5: TP 16 was 16 GPUs); at 12 the best layout holds more."""
+    p = fewest_gpus("Qwen/Qwen2.5-72B", gpu="L4")
+    assert (p.num_gpus, p.tensor_parallel_size, p.pipeline_parallel_size) == (10, 2, 5) and p.fits
+    for tp, pp in ((1, 9), (3, 3)):  # nothing smaller fits (TP 3 does not divide the heads, 9 x 1 is too small)
+        with contextlib.suppress(WorkloadError):
+            assert not plan("Qwen/Qwen2.5-72B", gpu="L4", tp=tp, pp=pp).fits
+    assert not any(plan("Qwen/Qwen2.5-72B", gpu="L4", tp=tp, pp=8 // tp).fits for tp in (1, 2, 4, 8))
+    assert any("span 2 nodes of 8" in n for n in p.notes)
+
+
+def test_fewest_gpus_picks_the_layout_with_the_most_room():
+    """DeepSeek-V3 on H100s at its 163,840 tokens: the fewest is 11 (TP 1 x PP 11; the issue counted 12 over
+    even layouts). At 16 GPUs TP 8 x PP 2 holds about twice TP 16's requests, as the MLA latent is replicated on
+    every TP rank; TP 16 crosses two nodes, so the search never proposes it."""
+    p = fewest_gpus("deepseek-ai/DeepSeek-V3", gpu="H100")
+    assert (p.num_gpus, p.tensor_parallel_size, p.pipeline_parallel_size) == (11, 1, 11)
+    assert not any(plan("deepseek-ai/DeepSeek-V3", gpu="H100", tp=tp, pp=10 // tp).fits for tp in (1, 2))
+    wide = plan("deepseek-ai/DeepSeek-V3", gpu="H100", tp=16)
+    deep = plan("deepseek-ai/DeepSeek-V3", gpu="H100", tp=8, pp=2)
+    assert deep.max_concurrency > 1.9 * wide.max_concurrency
+    big = fewest_gpus("meta-llama/Llama-3.1-405B", gpu="L4")
+    assert (big.num_gpus, big.tensor_parallel_size) == (48, 8)
+    assert any("TP 8 x PP 6 holds the most requests" in n for n in big.notes)
+
+
 def test_fewest_gpus_gives_up_with_a_one_line_error():
     with pytest.raises(WorkloadError) as info:
         fewest_gpus("meta-llama/Llama-3.1-405B", gpu="L4", max_gpus=2, max_model_len=8192)
@@ -374,3 +404,34 @@ def test_every_vllm_block_size_plans(block):
     """The sizes `vllm serve --block-size` accepts are planned with that block (tokens come in whole blocks)."""
     p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192, block_size=block)
     assert p.block_size == block and p.kv_cache_tokens == p.num_blocks * block
+
+
+# ------------------------------------------------------------------------------------- context limits
+
+
+def test_context_limit_is_a_warning_and_the_override_in_the_command(capsys):
+    """Issue #12: Llama-2-7b at 32,768 (its limit 4,096) was a silent FITS and a command vLLM refuses ("User-
+    specified max_model_len ... greater than the derived max_model_len"). Now: the warning in every face, and
+    the variable that lets the engine start in the command."""
+    p = plan("meta-llama/Llama-2-7b-hf", max_model_len=32768)
+    assert not p.verified and any("past meta-llama/Llama-2-7b-hf's context limit of 4,096" in w for w in p.warnings)
+    assert p.vllm_command.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve")
+    s = plan("google/gemma-2-27b", engine="sglang", max_model_len=131072)
+    assert s.vllm_command.startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m sglang.launch_server")
+    inside = plan("meta-llama/Llama-2-7b-hf", max_model_len=4096)
+    assert inside.verified and inside.vllm_command.startswith("vllm serve")
+    code, out, _ = _cli(capsys, "meta-llama/Llama-2-7b-hf", "--max-model-len", "32768")
+    assert code == 0 and "WARNING: max_model_len 32,768 is past" in out
+    est = kvplan.estimate("meta-llama/Llama-2-7b-hf", 32768)
+    assert any("past the model's max_position_embeddings of 4,096" in n for n in est.notes)
+
+
+def test_context_limits_as_the_engines_derive_them():
+    """vLLM multiplies by the RoPE factor except for su / longrope / llama3 and Gemma 3 (yarn: the original
+    length x factor); SGLang takes its first key x the factor unless rope_scaling has the original length."""
+    dims = kvplan.load_model("deepseek-ai/DeepSeek-V3").dims
+    assert dims.vllm_limit.tokens == 4096 * 40 == 163840 and "original_max_position_embeddings" in dims.vllm_limit.key
+    assert kvplan.load_model("meta-llama/Llama-3.1-8B").dims.vllm_limit.tokens == 131072  # llama3: no factor
+    gemma = kvplan.load_model("google/gemma-3-27b-it").dims
+    assert (gemma.vllm_limit.tokens, gemma.sglang_limit.tokens) == (131072, 131072 * 8)
+    assert kvplan.load_model("meta-llama/Llama-2-7b-hf").dims.sglang_limit.tokens == 4096
