@@ -22,15 +22,18 @@ num_gpus = c3.number_input("GPUs", **common.bounds("n"), step=1, key="n", bind=U
 tp = c4.selectbox("TP", ("auto", "1", "2", "4", "8", "16"), key="tp", bind=URL, help="auto: GPUs / PP")
 pp = c5.number_input("PP", **common.bounds("pp"), step=1, key="pp", bind=URL)
 kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
-u1, u2 = st.columns([3, 1])
+u0, u1, u2 = st.columns([1, 2.2, 1])
+own = u0.toggle("Engine's default", value=True, key="utildefault", bind=URL,
+                help="the fraction the engine picks itself: vLLM 0.9; SGLang from the card's memory and TP")
 util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0.9, step=0.01, key="util",
-                 bind=URL, help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
+                 bind=URL, disabled=own,
+                 help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
 u2.metric("Max model length", f"{ctx:,}", help="the sidebar's context")
 
 towers = bool(model.arch is not None and model.arch.towers)
 text_only = u2.toggle("Language model only", key="textonly", bind=URL, disabled=not towers or engine != "vllm",
                       help="serve a vision model without its vision tower and image inputs (vLLM)") if towers else False
-inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, util, ctx, kv_dtype, bool(text_only))
+inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, None if own else util, ctx, kv_dtype, bool(text_only))
 with common.guard("Capacity"):
     plan = sup.run_plan(model, inputs)
 
@@ -68,7 +71,8 @@ st.markdown("#### Speed (roofline)")
 s1, _ = st.columns([1, 3])
 prompt = s1.number_input("Prompt tokens for TTFT", **common.bounds("ttft_prompt"), step=256,
                          key="ttft_prompt", bind=URL)
-result, problem = common.message(sup.speed, model, plan, prompt, batch)
+result, problem = common.message(sup.speed, model, plan, prompt, batch) if plan.fits else (
+    None, "the speed estimate is for plans that fit: change the settings above until this one does")
 if result is not None:
     common.metrics(sup.speed_metrics(result))
     st.caption(" · ".join(result.notes) + f" · decode at {plan.max_model_len:,} tokens of context, batch {batch:,}")

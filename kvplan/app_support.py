@@ -227,7 +227,7 @@ class PlanInputs:
     num_gpus: int = 1
     tp: str = "auto"           # "auto": num_gpus / pp
     pp: int = 1
-    utilization: float = 0.9
+    utilization: float | None = None  # None: the engine's own default (vLLM 0.9, SGLang's by card and TP)
     max_model_len: int = 8192
     kv_dtype: str = "auto"
     language_model_only: bool = False   # a multimodal model served without its vision tower (vLLM)
@@ -392,7 +392,7 @@ def speed(model: ModelSpec, plan, prompt_len: int, batch: int = 1):
                     kv_bytes_per_token=per_token, prompt_len=min(prompt_len, plan.max_model_len),
                     context_len=plan.max_model_len, batch=batch, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,
                     flops=gpu_flops(gpu, plan.dtype), bandwidth=float(gpu.bandwidth_bytes_per_s),
-                    tp=plan.tensor_parallel_size)
+                    tp=plan.tensor_parallel_size, moe=mc.active_params < mc.total_params)
 
 
 def speed_metrics(s) -> list[Metric]:

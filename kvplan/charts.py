@@ -19,7 +19,7 @@ from .units import GiB, KiB, MiB, fmt_bytes, fmt_int
 KIND_COLORS = {"full": "#2563eb", "sliding": "#f59e0b", "chunked": "#10b981", "mla": "#8b5cf6",
                "state": "#a16207", "none": "#9ca3af"}
 PART_COLORS = {"weights": "#475569", "activation peak": "#f59e0b", "non-torch overhead": "#a855f7",
-               "KV pool": "#2563eb", "held back (1 - utilization)": "#e5e7eb"}
+               "KV pool": "#2563eb", "held back (1 - utilization)": "#e5e7eb", "rest of the card": "#e5e7eb"}
 GPU_LINE_COLORS = ("#dc2626", "#059669", "#7c3aed", "#ea580c", "#0891b2", "#be185d")
 FONT = dict(family="Inter, Liberation Sans, Arial, sans-serif", size=13)
 MAX_CHART_TOKENS = 1 << 24   # the context axis stops at 16M tokens (or the chosen context, if larger)
@@ -200,12 +200,14 @@ def strategies_figure(rows) -> go.Figure:
 
 
 def memory_stack_frame(plan) -> pd.DataFrame:
-    """Per-GPU budget of the binding stage: weights, activation peak, non-torch overhead, KV pool and the share
-    the utilization setting holds back. A negative pool (does not fit) is drawn as 0; the verdict says by how much."""
-    held = plan.gpu_memory_bytes - int(plan.gpu_memory_utilization * plan.gpu_memory_bytes)
-    parts = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
-             ("non-torch overhead", plan.non_torch_bytes), ("KV pool", max(plan.kv_pool_bytes, 0)),
-             ("held back (1 - utilization)", held)]
+    """Per-GPU budget of the binding stage: weights, activation peak, non-torch overhead, KV pool and the rest of
+    the card (vLLM: the 1 - utilization share; SGLang, whose activation figure already is its 1 - fraction
+    reserve: the CUDA context and load extras), so the stack adds up to the card. A pool the weights overflow is
+    drawn as 0; the verdict says by how much."""
+    used = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
+            ("non-torch overhead", plan.non_torch_bytes), ("KV pool", max(plan.kv_pool_bytes, 0))]
+    rest = max(0, plan.gpu_memory_bytes - sum(v for _, v in used))
+    parts = used + [("held back (1 - utilization)" if plan.engine == "vllm" else "rest of the card", rest)]
     return pd.DataFrame([{"part": k, "bytes": v, "gib": v / GiB, "size": fmt_bytes(v)} for k, v in parts])
 
 

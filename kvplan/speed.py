@@ -34,7 +34,7 @@ class SpeedEstimate:
 
 def roofline(*, active_params: int, weight_bytes: int, kv_bytes_per_token: int, prompt_len: int, context_len: int,
              batch: int, attn_flops_per_token_pair: int, flops: float, bandwidth: float, tp: int = 1,
-             assumptions: SpeedAssumptions = SpeedAssumptions()) -> SpeedEstimate:
+             assumptions: SpeedAssumptions = SpeedAssumptions(), moe: bool = False) -> SpeedEstimate:
     """All sizes are whole-model (not per rank); `kv_bytes_per_token` is per sequence for all layers.
 
     Example: Llama-3.1-8B bf16 on one H100 (3.35 TB/s, mbu 0.7), batch 1, 8k context: decode reads
@@ -52,5 +52,6 @@ def roofline(*, active_params: int, weight_bytes: int, kv_bytes_per_token: int, 
     notes = (f"prefill at {assumptions.mfu:.0%} of peak FLOP/s, decode at {assumptions.mbu:.0%} of peak bandwidth",
              "tensor-parallel scaling assumed ideal (all-reduce time not counted)" if tp > 1 else
              "single GPU",
-             "MoE: only the routed experts' weights are read per token at batch 1; larger batches touch more")
+             *(("MoE: only the routed experts' weights are read per token at batch 1; larger batches touch more",)
+               if moe else ()))
     return SpeedEstimate(ttft, tpot, 1 / tpot, batch / tpot, float(prefill), step_bytes, assumptions, notes)

@@ -252,6 +252,16 @@ def test_capacity_does_not_fit():
     assert "Does not fit on 1 x H100-SXM" in errors(at)
 
 
+def test_capacity_sglang_equals_the_cli():
+    """Issue #12: the app always sent 0.9 to SGLang where the CLI lets SGLang pick mem_fraction_static
+    (gemma-3-27b on 8 x H100: 1,176,277 vs 1,309,202 tokens). Both now take the engine's own default."""
+    at = app("app_pages/capacity.py", model="google/gemma-3-27b-it", engine="sglang", n=8, ctx=8192)
+    clean(at)
+    p = plan("google/gemma-3-27b-it", engine="sglang", gpu="H100-SXM", num_gpus=8, max_model_len=8192)
+    assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
+    assert p.vllm_command in [c.value for c in at.code]
+
+
 def test_capacity_sglang():
     at = app("app_pages/capacity.py", engine="sglang")
     clean(at)
@@ -263,7 +273,7 @@ def test_capacity_sglang():
     (dict(n=3), "which TP 3 does not divide"),
     (dict(n=2, tp="4"), "not the 2 asked for"),
     (dict(pp=0), "pipeline parallel size must be"),
-    (dict(util=0.0), "gpu_memory_utilization must be in (0, 1]"),
+    (dict(utildefault="false", util=0.0), "gpu_memory_utilization must be in (0, 1]"),
 ])
 def test_capacity_bad_settings(params, expected):
     at = app("app_pages/capacity.py", **params)

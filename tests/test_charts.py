@@ -111,6 +111,23 @@ def test_memory_stack_frame_adds_up_to_the_gpu(llama8b):
     assert [t.name for t in fig.data][:5] == list(frame["part"])
 
 
+def test_sglang_stack_counts_its_reserve_once():
+    """Issue #12: SGLang's activation figure is its (1 - mem_fraction_static) reserve, and the chart added a
+    (1 - utilization) share on top: an 86.7 GiB stack on a 79.26 GiB card. Now the stack is the card."""
+    p = plan("google/gemma-3-27b-it", engine="sglang", gpu="H100-SXM", tp=8, max_model_len=8192)
+    parts = dict(zip(*[charts.memory_stack_frame(p)[c] for c in ("part", "bytes")]))
+    assert sum(parts.values()) == p.gpu_memory_bytes and "held back (1 - utilization)" not in parts
+    assert parts["rest of the card"] < 1 * GiB  # the CUDA context and load extras, not a second reserve
+
+
+def test_speed_notes_mention_moe_only_for_moe(llama8b):
+    dense = sup.speed(llama8b, plan(llama8b, gpu="H100-SXM", max_model_len=8192), 2048, 1)
+    assert not any("MoE" in n for n in dense.notes)
+    moe_model = kvplan.load_model("Qwen/Qwen3-30B-A3B")
+    moe = sup.speed(moe_model, plan(moe_model, gpu="H100-SXM", max_model_len=8192), 2048, 1)
+    assert any(n.startswith("MoE: only the routed experts") for n in moe.notes)
+
+
 def test_memory_stack_frame_clips_a_negative_pool():
     p = plan("meta-llama/Llama-3.1-405B", gpu="H100-SXM", max_model_len=8192)
     assert not p.fits and p.kv_pool_bytes == 0 and p.shortfall_bytes > p.weights_bytes - p.gpu_memory_bytes
