@@ -41,6 +41,10 @@ fits, sentence = sup.verdict(plan)
 (st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
 for warning in (w for w in plan.warnings if w not in model.warnings):  # this plan's own: context, towers
     st.warning(warning, icon=":material/warning:")
+if not fits:
+    nearest, _ = common.message(sup.run_fixes, model, inputs)
+    for fix in nearest or ():
+        st.info(f"To fit: {fix}", icon=":material/lightbulb:")
 common.metrics(sup.plan_metrics(plan))
 
 left, right = st.columns(2)

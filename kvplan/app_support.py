@@ -248,6 +248,13 @@ def run_plan(model: ModelSpec, p: PlanInputs):
     return plan(model, **p.plan_kwargs())
 
 
+def run_fixes(model: ModelSpec, p: PlanInputs) -> list[str]:
+    """The nearest changes that fit, in the app's words (the CLI adds its flags)."""
+    from .planner import fixes
+
+    return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, **p.plan_kwargs())]
+
+
 def run_fewest(model: ModelSpec, p: PlanInputs):
     from .planner import fewest_gpus
 

@@ -25,7 +25,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.")
+    parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.",
+                     epilog=f"exit codes: 0 done; {EXIT_USAGE} bad input (one line on stderr); {EXIT_DOES_NOT_FIT} "
+                            "`kvplan plan`: the deployment does not fit (the plan and the nearest fixes that do "
+                            "are printed)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
     _add_plan(sub.add_parser("plan", help="what fits on which GPUs with vLLM, SGLang or transformers"))
@@ -140,8 +143,12 @@ def format_estimate(est) -> str:
     return "\n".join(lines)
 
 
+EXIT_USAGE = 2
+EXIT_DOES_NOT_FIT = 3
+
+
 def cmd_plan(args) -> int:
-    from .planner import fewest_gpus, plan
+    from .planner import fewest_gpus, fixes, plan
 
     model = _load(args)
     kwargs = dict(engine=args.engine, gpu=args.gpu, max_model_len=args.max_model_len,
@@ -156,8 +163,13 @@ def cmd_plan(args) -> int:
         result = fewest_gpus(model, **kwargs)
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
-    print(json.dumps(result.model_dump(mode="json"), indent=1) if args.json else format_plan(result))
-    return 0
+    nearest = [] if result.fits else fixes(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    if args.json:
+        print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest]},
+                         indent=1))
+    else:
+        print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest))
+    return 0 if result.fits else EXIT_DOES_NOT_FIT
 
 
 def format_plan(p) -> str:

@@ -641,6 +641,50 @@ def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     return notes
 
 
+def fixes(model: ModelSpec | str, **settings) -> list[tuple[str, str]]:
+    """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
+    CLI flag that makes it). More GPUs (the fewest, any layout), an fp8 KV cache, online fp8 weights (vLLM,
+    unquantized checkpoints), the longest context that fits. Mixtral-8x7B on one H100: 2 GPUs, or fp8 weights.
+    Not part of plan(): fewest_gpus plans many layouts that do not fit."""
+    if isinstance(model, str):
+        model = _load(model)
+    p = plan(model, **settings)
+    if p.fits:
+        return []
+    base = {k: v for k, v in settings.items() if k not in ("num_gpus", "tp", "pp")}
+    out = []
+    try:
+        more = fewest_gpus(model, **base)
+        out.append((f"{more.num_gpus} x {more.gpu} (TP {more.tensor_parallel_size} x PP "
+                    f"{more.pipeline_parallel_size}) fits: {more.max_concurrency:,.2f} requests of "
+                    f"{more.max_model_len:,} tokens", f"--tp {more.tensor_parallel_size} --pp {more.pipeline_parallel_size}"))
+    except WorkloadError:
+        pass
+    trials = []
+    if p.kv_cache_dtype not in ("float8_e4m3", "float8_e5m2") and p.engine != "hf":
+        trials.append(("an fp8 KV cache", {"kv_dtype": "fp8"}, "--kv-dtype fp8"))
+    if p.engine == "vllm" and model.arch is not None and model.arch.quant is None and not settings.get("quantization"):
+        trials.append(("weights quantized to fp8 at load", {"quantization": "fp8"}, "--quantization fp8"))
+    for what, change, flag in trials:
+        with _suppress_workload():
+            tried = plan(model, **{**settings, **change})
+            if tried.fits:
+                out.append((f"{what} fits on these GPUs: {tried.max_concurrency:,.2f} requests of "
+                            f"{tried.max_model_len:,} tokens", flag))
+    if p.max_model_len_that_fits > 0:
+        out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
+                    f"--max-model-len {p.max_model_len_that_fits}"))
+    return out
+
+
+class _suppress_workload:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        return kind is not None and issubclass(kind, WorkloadError)
+
+
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
     """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length)."""
     specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,

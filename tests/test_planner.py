@@ -205,12 +205,27 @@ def test_request_longer_than_the_pool_reports_the_length_that_fits():
 
 
 def test_cli_does_not_fit_text_and_json(capsys):
+    """A plan that does not fit exits 3 (kvplan --help) and prints the nearest fixes, each one planned."""
     code, out, err = _cli(capsys, "meta-llama/Llama-3.1-405B", "--gpu", "L4")
-    assert code == 0 and err == ""
+    assert code == 3 and err == ""
     assert "DOES NOT FIT (short by" in out.splitlines()[0]
     code, out, _ = _cli(capsys, "meta-llama/Llama-3.1-405B", "--gpu", "L4", "--json")
     data = json.loads(out)
-    assert code == 0 and data["fits"] is False and data["shortfall_bytes"] > 0
+    assert code == 3 and data["fits"] is False and data["shortfall_bytes"] > 0
+    assert data["fixes"][0].startswith(f"{fewest_gpus('meta-llama/Llama-3.1-405B', gpu='L4').num_gpus} x L4")
+
+
+def test_does_not_fit_suggests_what_does():
+    """Issue #12: Mixtral-8x7B on one H100 was "short by 21.60 GiB" and nothing more. Each fix is a plan that fits."""
+    from kvplan.planner import fixes
+
+    found = fixes("mistralai/Mixtral-8x7B-v0.1", gpu="H100-SXM", max_model_len=8192)
+    assert found[0][0].startswith("2 x H100-SXM") and ("weights quantized to fp8" in found[1][0]
+                                                        and found[1][1] == "--quantization fp8")
+    assert plan("mistralai/Mixtral-8x7B-v0.1", gpu="H100-SXM", max_model_len=8192, quantization="fp8").fits
+    code = main(["plan", "mistralai/Mixtral-8x7B-v0.1", "--max-model-len", "8192", *found[0][1].split()])
+    assert code == 0  # the flags printed beside a fix make that plan
+    assert fixes("meta-llama/Llama-3.1-8B", gpu="H100-SXM", max_model_len=8192) == []  # it fits: nothing to fix
 
 
 # ------------------------------------------------------------------------------------- bad input: CLI
@@ -254,7 +269,7 @@ def test_cli_unknown_model_exits_2(capsys, monkeypatch):
 
 def test_cli_subprocess_no_traceback():
     for argv, want in ((["meta-llama/Llama-3.1-8B", "--gpu-memory-utilization", "0"], 2),
-                       (["meta-llama/Llama-3.1-405B", "--gpu", "L4", "--max-model-len", "4096"], 0)):
+                       (["meta-llama/Llama-3.1-405B", "--gpu", "L4", "--max-model-len", "4096"], 3)):
         run = subprocess.run([sys.executable, "-m", "kvplan", "plan", *argv], capture_output=True, text=True,
                              cwd=REPO, timeout=120)
         assert run.returncode == want, run.stderr
