@@ -7,7 +7,9 @@ command out. `fewest_gpus()` searches the smallest TP x PP that fits.
 
 from __future__ import annotations
 
+import shlex
 from functools import cache, lru_cache
+from pathlib import Path
 from math import ceil
 
 from pydantic import BaseModel, ConfigDict
@@ -144,6 +146,21 @@ def context_warning(model: ModelSpec, p: Plan) -> tuple[str, str | None] | None:
                "limit give wrong outputs" if env else "positions past it were never trained and give wrong outputs")
     return (f"max_model_len {p.max_model_len:,} is past {model.name}'s context limit of {limit.tokens:,} tokens "
             f"({limit.key}): {refusal}; plan {limit.tokens:,} or fewer", env)
+
+
+MODEL_PLACEHOLDER = "<path-to-model>"
+
+
+def model_argument(model: ModelSpec) -> str:
+    """What a serve command names: the Hub id (bundled ids are Hub ids), the folder of the config.json given as a
+    path (vLLM, SGLang and from_pretrained take the model folder), or a placeholder to fill for a config given as
+    data (an app upload): `vllm serve uploaded config` named nothing vLLM can find. Quote it for a shell."""
+    if model.source in ("bundled", "hub"):
+        return model.name
+    path = Path(model.source)
+    if model.source in ("dict", "") or path.name != "config.json":  # a loose JSON file: its folder is no model
+        return MODEL_PLACEHOLDER
+    return str(path.parent)
 
 
 def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
@@ -417,7 +434,7 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
         fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
-        vllm_command=vllm_command(model.name, s, kv, quantization) + (f" {limit_flags(version, limit)}"
+        vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization) + (f" {limit_flags(version, limit)}"
                                                                       if limit is not None and shape.towers else ""),
         formula=formula, notes=notes,
     )
@@ -565,7 +582,8 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
         shortfall_bytes=0 if fits else max(1, ceil(s.max_model_len * _sglang_token_cost(pool, specs, settings)
                                                    - pool.rest_bytes)),
         max_model_len_that_fits=min(s.max_model_len, pool.max_total_tokens), stages=[stage],
-        vllm_command=sglang_command(model.name, s, kv, quantization, pool.mem_fraction_static), formula=formula,
+        vllm_command=sglang_command(shlex.quote(model_argument(model)), s, kv, quantization, pool.mem_fraction_static),
+        formula=formula,
         notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
                "the command field holds the `sglang.launch_server` command for this engine"]
         + ([f"SGLang loads the vision tower with the language model and scales a default mem_fraction_static by "
@@ -725,7 +743,7 @@ def _plan_hf(model: ModelSpec, device: GPU, num_gpus: int, util: float, max_len:
     stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=p.weights_bytes,
                         activation_bytes=max(0, transient), non_torch_bytes=CUDA_CONTEXT_BYTES, kv_pool_bytes=pool,
                         kv_bytes_per_token=per_token, num_blocks=0)
-    command = (f"AutoModelForCausalLM.from_pretrained({model.name!r}, dtype=torch.{act.name}, device_map='cuda')"
+    command = (f"AutoModelForCausalLM.from_pretrained({model_argument(model)!r}, dtype=torch.{act.name}, device_map='cuda')"
                f".generate(input_ids, max_new_tokens=N)  # prompt + N <= {max_len}")
     return Plan(
         model=model.name, engine="hf", engine_version="transformers 5.24", gpu=device.name,

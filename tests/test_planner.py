@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -450,3 +451,42 @@ def test_context_limits_as_the_engines_derive_them():
     gemma = kvplan.load_model("google/gemma-3-27b-it").dims
     assert (gemma.vllm_limit.tokens, gemma.sglang_limit.tokens) == (131072, 131072 * 8)
     assert kvplan.load_model("meta-llama/Llama-2-7b-hf").dims.sglang_limit.tokens == 4096
+
+
+# ------------------------------------------------------------------------------------- commands that run
+
+
+ENGINE_FLAGS = json.loads((REPO / "kvplan" / "data" / "engine_flags.json").read_text())
+
+
+def _flags(command: str) -> tuple[list[str], list[str]]:
+    """(the words a shell splits the command into, its --flags)."""
+    words = shlex.split(command)
+    return words, [w for w in words if w.startswith("--")]
+
+
+@pytest.mark.parametrize("engine, version", [("vllm", "0.11.0"), ("vllm", "0.19.0"), ("sglang", "0.5.1")])
+def test_commands_parse_and_use_only_real_flags(tmp_path, engine, version):
+    """Issue #12: `vllm serve uploaded config ...` (two words) and the folder name for a path. Every command
+    kvplan prints splits as a shell would split it, names the Hub id, the folder given or a placeholder, and uses
+    only flags the engine release has (kvplan/data/engine_flags.json, read from its wheel by
+    tools/gen_engine_flags.py)."""
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((REPO / "model_configs" / "google__gemma-3-4b-it.json").read_bytes())
+    sources = {"hub id": ("google/gemma-3-4b-it", "google/gemma-3-4b-it"),
+               "path": (folder / "config.json", str(folder)),
+               "upload": (json.loads((folder / "config.json").read_text()), "<path-to-model>")}
+    known = set(ENGINE_FLAGS[engine][version])
+    extra = {"vllm": dict(engine_version=version), "sglang": {}}[engine]
+    for label, (source, named) in sources.items():
+        model = kvplan.load_model(source, name="uploaded config" if label == "upload" else None)
+        for kwargs in (dict(max_model_len=32768), dict(max_model_len=4096, kv_dtype="fp8", tp=2),
+                       dict(max_model_len=4096, pp=2), dict(max_model_len=4096, images_per_prompt=2),
+                       dict(max_model_len=4096, language_model_only=True), dict(max_model_len=4096, quantization="fp8")):
+            if engine == "sglang" and ("images_per_prompt" in kwargs or "language_model_only" in kwargs):
+                continue  # kvplan models image limits for vLLM only (a WorkloadError for SGLang)
+            p = plan(model, engine=engine, **kwargs, **extra)
+            words, flags = _flags(p.vllm_command)
+            assert named in words, (label, p.vllm_command)
+            assert set(flags) <= known, (engine, version, set(flags) - known)

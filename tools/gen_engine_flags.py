@@ -1,0 +1,46 @@
+"""Write kvplan/data/engine_flags.json: the command-line flags each engine release accepts, read from its wheel.
+
+    pip download vllm==0.19.0 --no-deps -d DIR && unzip DIR/vllm-*.whl 'vllm/engine/arg_utils.py' -d SRC
+    python tools/gen_engine_flags.py vllm 0.19.0 SRC [sglang 0.5.1 SRC2 ...]
+
+vLLM builds `vllm serve`'s flags from the fields of `EngineArgs` (vllm/engine/arg_utils.py: each field
+`tensor_parallel_size` is `--tensor-parallel-size`); SGLang 0.5.x lists its own in `ServerArgs.add_cli_args`
+(sglang/srt/server_args.py: `parser.add_argument("--tensor-parallel-size", "--tp-size", ...)`). tests/test_planner.py
+checks that every flag a kvplan command prints is in the set for the version it plans.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "kvplan" / "data" / "engine_flags.json"
+
+
+def vllm_flags(src: Path) -> list[str]:
+    text = (src / "vllm" / "engine" / "arg_utils.py").read_text()
+    start = text.index("class EngineArgs")
+    end = text.index("\nclass ", start + 10)
+    fields = re.findall(r"^    ([a-z_][a-z0-9_]*)\s*:", text[start:end], re.M)
+    return sorted({"--" + f.replace("_", "-") for f in fields} | {"--model"})
+
+
+def sglang_flags(src: Path) -> list[str]:
+    text = (src / "sglang" / "srt" / "server_args.py").read_text()
+    return sorted(set(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text)))
+
+
+def main(argv: list[str]) -> int:
+    data = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    for engine, version, src in zip(argv[::3], argv[1::3], argv[2::3]):
+        flags = vllm_flags(Path(src)) if engine == "vllm" else sglang_flags(Path(src))
+        data.setdefault(engine, {})[version] = flags
+        print(f"{engine} {version}: {len(flags)} flags")
+    OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
