@@ -72,7 +72,7 @@ def guard(what: str = "kvplan"):
     try:
         yield
     except KVPlanError as exc:
-        st.error(f"{what}: {exc}", icon=":material/error:")
+        st.error(f"{what}: {sup.app_words(str(exc))}", icon=":material/error:")
         st.stop()
     except (ValueError, TypeError, KeyError, OverflowError, ArithmeticError, RecursionError) as exc:
         log.exception("unexpected error in %s", what)
@@ -86,7 +86,7 @@ def message(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs), None
     except KVPlanError as exc:
-        return None, str(exc)
+        return None, sup.app_words(str(exc))
     except (ValueError, TypeError, KeyError, OverflowError, ArithmeticError, RecursionError) as exc:
         log.exception("unexpected error")
         return None, f"kvplan could not handle this input ({exc.__class__.__name__}: {exc})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from math import ceil
 from pathlib import Path
@@ -180,6 +181,26 @@ def estimate_csv(est: Estimate) -> str:
     return out.getvalue()
 
 
+# kvplan's errors say what to do in the CLI's terms; the pages say it in their own (issue #12: "add --cache
+# quantized" on the Estimate page). Specific phrases first, then any `--flag value` as the setting's name.
+_APP_WORDS = (
+    ("add --cache quantized", "choose the quantized cache"), ("use --cache dynamic or static",
+                                                               "choose the dynamic or static cache"),
+    ("use --cache dynamic", "choose the dynamic cache"), ("--cache quantized", "the quantized cache"),
+    ("pass --kv-dtype int4", "choose KV dtype int4"), ("--engine hf", "transformers' generate"),
+    ("pass the config.json path", "upload the config.json"), ("--max-model-len N", "a max model length"),
+)
+_FLAG = re.compile(r"`?--([a-z][a-z0-9-]*)`?(?: ([A-Za-z0-9_.]+))?")
+
+
+def app_words(text: str) -> str:
+    """A kvplan message with its CLI flags put in the app's words: `--kv-dtype fp8` -> the "kv dtype" setting fp8."""
+    for flag, words in _APP_WORDS:
+        text = text.replace(flag, words)
+    return _FLAG.sub(lambda m: f'the "{m.group(1).replace("-", " ")}" setting' + (
+        f" {m.group(2)}" if m.group(2) and m.group(2) != "N" else ""), text)
+
+
 def file_stem(name: str) -> str:
     """'meta-llama/Llama-3.1-8B' -> 'meta-llama--Llama-3.1-8B' for download names."""
     return "".join(c if c.isalnum() or c in "-._" else "-" for c in name.replace("/", "--"))[:100] or "model"
@@ -198,7 +219,7 @@ def strategy_table(rows, raw_bytes: bool = True) -> pd.DataFrame:
                     "bytes on GPU": r.device_bytes,
                     "saving vs model": f"{r.saving_pct:+.1f} %" if r.applies else "",
                     "exact": "yes" if r.exact else "per-element",
-                    "how it was computed": r.how, "note": r.note})
+                    "how it was computed": app_words(r.how), "note": app_words(r.note)})
     frame = arrow_safe(pd.DataFrame(out))
     return frame if raw_bytes else frame.drop(columns="bytes on GPU")
 

@@ -142,3 +142,17 @@ def test_malformed_quantization_config_on_capacity_and_learn(page, quant):
         assert "quantization" in shown and shown.count(". ") <= 1, shown
     else:  # Learn explains the cache with the model's KV figures, which no quantization_config changes
         assert len(at.markdown) > 3 and not at.error
+
+
+def test_pages_speak_in_their_own_words():
+    """Issue #12: "add --cache quantized" on the Estimate page and "use --cache dynamic or static" in Compare's
+    table. kvplan's messages name CLI flags; the pages name their own settings."""
+    at = open_page(PAGES[0], kv="int4", cache="dynamic")
+    clean(at)
+    assert "choose the quantized cache" in errors(at) and "--" not in errors(at)
+    compare = open_page("app_pages/compare.py", model="google/gemma-2-9b", ctx=8192)
+    clean(compare)
+    cells = [str(v) for table in compare.table for v in table.value.to_numpy().ravel()]
+    assert cells and not any("--" in c for c in cells)
+    assert sup.app_words("leave out --tp and pass --head-dim N") == ('leave out the "tp" setting and pass the '
+                                                                     '"head dim" setting')
