@@ -13,7 +13,7 @@ from kvplan.gpus import GPU, custom_gpu, list_gpus, load_catalog, parse_custom_g
 from kvplan.units import GB, GiB, MiB
 
 CATALOG_JSON = Path(__file__).resolve().parents[1] / "kvplan" / "data" / "gpus.json"
-CALIBRATION_CSV = Path("/work/shared/reference/measured/vllm_runs_calibration.csv")
+CALIBRATION_CSV = Path(__file__).resolve().parents[1] / "validation" / "measured" / "vllm_runs_calibration.csv"
 MEMORY_KINDS = {"device_query_bytes", "device_query_mib", "torch_mib", "vllm_gib", "assumed", "estimated"}
 
 RAW = json.loads(CATALOG_JSON.read_text())["gpus"]

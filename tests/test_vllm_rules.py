@@ -24,7 +24,7 @@ from kvplan.planner import max_concurrency_at, plan
 from validation import vllm_calibration
 
 GiB = 2**30
-CALIBRATION_CSV = Path(__file__).resolve().parents[2] / "shared/reference/measured/vllm_runs_calibration.csv"
+CALIBRATION_CSV = Path(__file__).resolve().parents[1] / "validation" / "measured" / "vllm_runs_calibration.csv"
 
 
 def _groups_for(name: str, tp: int = 1, kv_bytes: float = 2, block: int = 16):

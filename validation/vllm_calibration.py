@@ -1,4 +1,5 @@
-"""Compare kvplan's vLLM profile with real vLLM start-ups (../shared/reference/measured/).
+"""Compare kvplan's vLLM profile with real vLLM start-ups (validation/measured/, copied from the project's
+shared reference set ../shared/reference/measured/).
 
 Runs every row of vllm_runs_calibration.csv with its settings through `kvplan.planner.plan` and prints, per
 row and in summary, the error of weights, activation, non-torch, KV pool and KV tokens. Writes the table to
@@ -21,7 +22,8 @@ sys.path.insert(0, str(HERE.parent))
 from kvplan.library import load_model  # noqa: E402
 from kvplan.planner import plan  # noqa: E402
 
-DEFAULT_CSV = HERE.parent.parent / "shared" / "reference" / "measured" / "vllm_runs_calibration.csv"
+# a copy of ../shared/reference/measured/vllm_runs_calibration.csv (its README beside it), so a fresh clone runs
+DEFAULT_CSV = HERE / "measured" / "vllm_runs_calibration.csv"
 GiB = 2**30
 
 # Instruct checkpoints share their base model's architecture; kvplan bundles the base config.
