@@ -42,7 +42,7 @@ fits, sentence = sup.verdict(plan)
 for warning in (w for w in plan.warnings if w not in model.warnings):  # this plan's own: context, towers
     st.warning(warning, icon=":material/warning:")
 if not fits:
-    nearest, _ = common.message(sup.run_fixes, model, inputs)
+    nearest, _ = common.message(sup.run_fixes, model, inputs, plan)
     for fix in nearest or ():
         st.info(f"To fit: {fix}", icon=":material/lightbulb:")
 common.metrics(sup.plan_metrics(plan))

@@ -269,11 +269,11 @@ def run_plan(model: ModelSpec, p: PlanInputs):
     return plan(model, **p.plan_kwargs())
 
 
-def run_fixes(model: ModelSpec, p: PlanInputs) -> list[str]:
-    """The nearest changes that fit, in the app's words (the CLI adds its flags)."""
+def run_fixes(model: ModelSpec, p: PlanInputs, current=None) -> list[str]:
+    """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan."""
     from .planner import fixes
 
-    return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, **p.plan_kwargs())]
+    return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, current, **p.plan_kwargs())]
 
 
 def run_fewest(model: ModelSpec, p: PlanInputs):

@@ -17,6 +17,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from math import ceil
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -114,7 +115,7 @@ class CheckpointWeights:
     def has(self, component: str) -> bool:
         return any(r.component == component for r in self.rows)
 
-    @property
+    @cached_property
     def keeps_f32(self) -> bool:
         """True when float32 tensors sit among 16-bit floats: the model keeps those in float32 on purpose
         (MiniMax-M2's router and e_score_correction_bias: vllm 0.19 minimax_m2.py builds the gate with
@@ -133,7 +134,7 @@ class CheckpointWeights:
         first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
         split across TP ranks but norms."""
         total = tied_copy = 0
-        keep = self.keeps_f32
+        keep, copy_head = self.keeps_f32, tied and last and not first and not self.has("lm_head")
         for r in self.rows:
             if r.component in skip:
                 continue
@@ -142,7 +143,7 @@ class CheckpointWeights:
                 if r.layer not in layers:
                     continue
             elif r.component == "embeddings" or r.component in TOWERS:
-                if r.component == "embeddings" and tied and last and not first and not self.has("lm_head"):
+                if r.component == "embeddings" and copy_head:
                     tied_copy += size
                 if not first:
                     continue
@@ -244,15 +245,20 @@ def read_header(path: Path) -> dict[str, Any]:
     return header
 
 
+def index_shards(index: Path, label: str) -> list[str]:
+    """The shard files a model.safetensors.index.json names, sorted, or the ConfigError `label` names."""
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+        return sorted({str(v) for v in data["weight_map"].values()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError(f"{label} is not a valid safetensors index (no weight_map): re-download it") from None
+
+
 def shard_names(folder: Path) -> list[str] | None:
     """The files the checkpoint consists of: the index's shards, else every *.safetensors (None: there are none)."""
     index = folder / INDEX_FILE
     if index.is_file():
-        try:
-            data = json.loads(index.read_text(encoding="utf-8"))
-            names = sorted({str(v) for v in data["weight_map"].values()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"{index} is not a valid safetensors index (no weight_map): re-download it") from None
+        names = index_shards(index, str(index))
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             raise ConfigError(f"{folder} lacks {len(missing)} of the {len(names)} shards its index names (first: "

@@ -163,7 +163,7 @@ def cmd_plan(args) -> int:
         result = fewest_gpus(model, **kwargs)
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
-    nearest = [] if result.fits else fixes(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    nearest = [] if result.fits else fixes(model, result, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
     if args.json:
         print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest]},
                          indent=1))

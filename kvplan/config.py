@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .config_context import sglang_limit, vllm_limit
+from .config_context import linear_rope_factor, sglang_limit, vllm_limit
 from .config_read import (  # noqa: F401  (re-exported: the boundary's names, one import for consumers)
     FAMILY_DEFAULTS, HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MAX_LAYERS, TEXT_CONFIG_KEYS,
     TEXT_MODEL_TYPES, DTYPE_KEYS, ConfigReader, Overrides, check_flag, check_int, config_dtype, text_config,
@@ -215,24 +215,10 @@ def _dims(r: ConfigReader) -> ArchDims:
         tie_word_embeddings=tie if isinstance(tie, bool) else True,
         rotary_dim=soft(("rotary_dim",)),
         rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
-        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, rope_linear_factor=_linear_rope(r),
+        rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, rope_linear_factor=linear_rope_factor(r.get),
         vllm_limit=vllm_limit(r.get, r.model_type), sglang_limit=sglang_limit(r.get),
         invalid=tuple(invalid),
     )
-
-
-def _linear_rope(r: ConfigReader) -> float:
-    """The factor of a linear RoPE scaling (Gemma 3 4b-27b: 8.0), 1.0 for none or another kind. transformers 5
-    may nest it per layer kind ({"full_attention": {...}}): the full-attention one is the scaled one."""
-    for key in ("rope_scaling", "rope_parameters"):
-        value = r.get(key)
-        if isinstance(value, Mapping) and isinstance(value.get("full_attention"), Mapping):
-            value = value["full_attention"]
-        if isinstance(value, Mapping) and (value.get("rope_type") or value.get("type")) == "linear":
-            factor = value.get("factor")
-            if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= 1024:
-                return float(factor)
-    return 1.0
 
 
 def _short_value(value: Any) -> str:

@@ -36,14 +36,27 @@ def _length(value: Any) -> int | None:
     return int(value)
 
 
-def _rope(get) -> Mapping[str, Any] | None:
+def rope_parameters(get) -> Mapping[str, Any] | None:
+    """The config's RoPE scaling: rope_scaling, or transformers 5's rope_parameters, which may nest one per layer
+    kind ({"full_attention": {...}, "sliding_attention": {...}}): then the full-attention one, the scaled one."""
     for key in ("rope_scaling", "rope_parameters"):
         value = get(key)
         if isinstance(value, Mapping) and value and all(isinstance(v, Mapping) for v in value.values()):
-            value = next(iter(value.values()))  # transformers 5: one per layer kind, the same scaling
+            value = value.get("full_attention") or next(iter(value.values()))
         if isinstance(value, Mapping) and value:
             return value
     return None
+
+
+def linear_rope_factor(get) -> float:
+    """The factor of a linear RoPE scaling (Gemma 3 4b-27b: 8.0; vLLM caches that many times the positions), 1.0
+    for none or another kind."""
+    rope = rope_parameters(get)
+    if rope is not None and (rope.get("rope_type") or rope.get("type")) == "linear":
+        factor = rope.get("factor")
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= 1024:
+            return float(factor)
+    return 1.0
 
 
 def _factor(rope: Mapping[str, Any]) -> float:
@@ -59,7 +72,7 @@ def vllm_limit(get, model_type: str) -> ContextLimit | None:
     tokens, key = min(found)
     if (n := _length(get("model_max_length"))) is not None:
         tokens, key = n, "model_max_length"
-    rope = _rope(get)
+    rope = rope_parameters(get)
     if rope is not None and "gemma3" not in model_type:
         kind = rope.get("rope_type") or rope.get("type")
         if kind not in ("su", "longrope", "llama3"):
@@ -72,7 +85,7 @@ def vllm_limit(get, model_type: str) -> ContextLimit | None:
 
 
 def sglang_limit(get) -> ContextLimit | None:
-    rope = _rope(get)
+    rope = rope_parameters(get)
     factor = 1.0
     if rope is not None and "original_max_position_embeddings" not in rope and rope.get("rope_type") != "llama3":
         factor = _factor(rope)

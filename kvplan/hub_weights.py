@@ -8,10 +8,10 @@ holds, as huggingface_hub lays them out. Each failure is one kvplan sentence tha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from .checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, header_tensors, read_header, summarise
+from .checkpoint import (INDEX_FILE, SINGLE_FILE, CheckpointWeights, header_tensors, index_shards, read_header,
+                         summarise)
 from .errors import ConfigError, KVPlanError, ModelNotAvailableError
 from .hub import _check_env, _check_token, _explain, _is_outage, _with_deadline, is_offline, quiet_hub_logs
 
@@ -78,14 +78,8 @@ def _from_cache(repo_id: str, revision: str | None, num_layers: int, offline: bo
 
     why = "HF_HUB_OFFLINE is set" if offline else "the Hub could not be reached"
     index = try_to_load_from_cache(repo_id, INDEX_FILE, revision=revision)
-    if isinstance(index, str):
-        try:
-            names = sorted({str(v) for v in json.loads(Path(index).read_text(encoding="utf-8"))["weight_map"].values()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"the cached {INDEX_FILE} of {repo_id} is not valid: delete it from the Hub "
-                              "cache and download it again") from None
-    else:
-        names = [SINGLE_FILE]
+    names = index_shards(Path(index), f"the cached {INDEX_FILE} of {repo_id}") if isinstance(index, str) \
+        else [SINGLE_FILE]
     paths = [try_to_load_from_cache(repo_id, name, revision=revision) for name in names]
     if not all(isinstance(p, str) for p in paths):
         raise ModelNotAvailableError(f"the safetensors shards of {repo_id} are not in the Hub cache and {why}: the "

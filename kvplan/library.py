@@ -139,12 +139,10 @@ def load_model(
     if weights == "config" or (isinstance(source, Mapping) and weights == "auto"):
         return model
     if overrides is not None and any(v is not None for v in dataclasses.astuple(overrides)):
-        note = ("the overrides change the model's sizes, so its checkpoint's bytes do not apply: the weights come "
-                "from the config rule")
+        why = "the overrides change the model's sizes, so its checkpoint's bytes do not apply"
         if weights == "checkpoint":
-            raise ModelNotAvailableError(note.replace(": the weights", ", and weights from the checkpoint were "
-                                                      "asked for: drop the overrides; the weights"))
-        return dataclasses.replace(model, checkpoint_note=note)
+            raise ModelNotAvailableError(f"{why}, and weights from the checkpoint were asked for: drop the overrides")
+        return dataclasses.replace(model, checkpoint_note=f"{why}: the weights come from the config rule")
     return with_checkpoint(model, source, revision, token, weights == "checkpoint")
 
 

@@ -5,23 +5,22 @@ adds these fields to every Plan)."""
 from __future__ import annotations
 
 from .checkpoint import COMPONENTS
-from .dtypes import BFLOAT16, FLOAT32, resolve_dtype
+from .dtypes import DType
 from .engines.weights_split import checkpoint_for, whole_model, with_online_quant
 from .model import ModelSpec
 
 
-def weights_provenance(model: ModelSpec, quantization: str | None, dtype: str | None) -> dict:
+def weights_provenance(model: ModelSpec, quantization: str | None, act: DType) -> dict:
     """Plan fields saying where the weights came from: the checkpoint's headers or the config rule, both whole-model
     figures where both exist (Llama-3.1-8B bf16: 16,060,522,496 B each), the split by component (a multimodal
-    model's tower and projector), and what the checkpoint stores beside what the rule says it stores."""
+    model's tower and projector), and what the checkpoint stores beside what the rule says it stores. `act`: the
+    dtype the plan serves the model in."""
     shape = model.arch
-    act = model.dtype if dtype in (None, "auto") else resolve_dtype(dtype)
-    act = BFLOAT16 if act == FLOAT32 and dtype in (None, "auto") else act   # what _model_dtype serves
     language, towers, stored = whole_model(shape, act) if shape is not None else (None, (), None)
     rule = language + sum(b for _, b in towers) if language is not None else None
     parts = {"language_model": language, **dict(towers)} if towers else {}
     found = checkpoint_for(model, with_online_quant(shape, quantization)) if shape is not None else None
-    total = getattr(model, "checkpoint_total", None)
+    total = model.checkpoint_total
     out = {"weights_rule_bytes": rule, "rule_stored_bytes": stored, "weights_components": parts}
     if model.checkpoint is not None or total is not None:
         out["checkpoint_stored_bytes"] = model.checkpoint.stored_bytes if total is None else total.total_bytes
@@ -40,10 +39,10 @@ def weights_provenance(model: ModelSpec, quantization: str | None, dtype: str | 
                                   f"{found.stored_bytes:,} B stored"}
 
 
-def tower_warning(model: ModelSpec, p) -> list[str]:
+def tower_warning(model: ModelSpec, weights_source: str, engine: str) -> list[str]:
     """A multimodal model whose tower the rule cannot count, planned without its checkpoint: the weights are low."""
     missing = model.arch.towers_missing if model.arch is not None else None
-    if missing and p.weights_source != "checkpoint" and p.engine != "hf":
+    if missing and weights_source != "checkpoint" and engine != "hf":
         return [f"{model.name}: {missing}, so the weights leave it out and the KV pool is high by its size: pass "
                 "the checkpoint folder (or the Hub id online) for its exact bytes"]
     return []

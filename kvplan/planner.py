@@ -8,6 +8,7 @@ command out. `fewest_gpus()` searches the smallest TP x PP that fits.
 from __future__ import annotations
 
 import shlex
+from contextlib import suppress
 from functools import cache, lru_cache
 from pathlib import Path
 from math import ceil
@@ -116,17 +117,17 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     `warnings` and at the head of `notes`."""
     if isinstance(model, str):
         model = _load(model)
-    result = _plan(model, **settings).model_copy(update=weights_provenance(model, settings.get("quantization"),
-                                                                           settings.get("dtype", "auto")))
+    result = _plan(model, **settings)
+    update = weights_provenance(model, settings.get("quantization"), resolve_dtype(result.dtype))
     past = context_warning(model, result)
-    if past is not None:
-        result = result.model_copy(update={"vllm_command": f"{past[1]}=1 {result.vllm_command}"
-                                           if past[1] else result.vllm_command})
-    warnings = list(model.warnings) + tower_warning(model, result) + ([past[0]] if past else [])
-    if not warnings:
-        return result
-    return result.model_copy(update={"verified": False, "warnings": warnings,
-                                     "notes": [f"not verified: {w}" for w in warnings] + result.notes})
+    if past is not None and past[1]:
+        update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
+    warnings = list(model.warnings) + tower_warning(model, update["weights_source"], result.engine) + (
+        [past[0]] if past else [])
+    if warnings:
+        update.update(verified=False, warnings=warnings,
+                      notes=[f"not verified: {w}" for w in warnings] + result.notes)
+    return result.model_copy(update=update)
 
 
 def context_warning(model: ModelSpec, p: Plan) -> tuple[str, str | None] | None:
@@ -207,12 +208,11 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if engine == "vllm" and block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
+    limit = _images(images_per_prompt, language_model_only)
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         return checked(_plan_sglang(model, device, settings, act, kv, quantization,
                                     None if gpu_memory_utilization is None else util,
-                                    version if engine_version else SGLANG_DEFAULT_VERSION,
-                                    _images(images_per_prompt, language_model_only) is not None))
-    limit = _images(images_per_prompt, language_model_only)
+                                    version if engine_version else SGLANG_DEFAULT_VERSION, limit))
     return checked(_plan_vllm(model, device, settings, act, kv, quantization, engine, limit))
 
 
@@ -434,8 +434,8 @@ def _plan_vllm(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quant
         non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
         fits=fits, shortfall_bytes=max(0, need - pool), max_model_len_that_fits=fit_len, stages=stages,
-        vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization) + (f" {limit_flags(version, limit)}"
-                                                                      if limit is not None and shape.towers else ""),
+        vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization)
+        + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes,
     )
 
@@ -542,9 +542,9 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization) -> str:
 
 def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization,
                  mem_fraction: float | None = None, version: tuple[int, int, int] = SGLANG_DEFAULT_VERSION,
-                 text_only: bool = False) -> Plan:
+                 image_limit: int | None = None) -> Plan:
     shape = with_online_quant(_shape(model), quantization)
-    if text_only:
+    if image_limit is not None:
         raise WorkloadError("kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 "
                             "loads the vision tower of most models whatever its flags: plan it with the tower")
     layers = range(model.num_layers)
@@ -582,7 +582,8 @@ def _plan_sglang(model, device: GPU, s: VllmSettings, act: DType, kv: DType, qua
         shortfall_bytes=0 if fits else max(1, ceil(s.max_model_len * _sglang_token_cost(pool, specs, settings)
                                                    - pool.rest_bytes)),
         max_model_len_that_fits=min(s.max_model_len, pool.max_total_tokens), stages=[stage],
-        vllm_command=sglang_command(shlex.quote(model_argument(model)), s, kv, quantization, pool.mem_fraction_static),
+        vllm_command=sglang_command(shlex.quote(model_argument(model)), s, kv, quantization,
+                                    pool.mem_fraction_static),
         formula=formula,
         notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
                "the command field holds the `sglang.launch_server` command for this engine"]
@@ -621,7 +622,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
     """The fewest GPUs that fit, over every TP x PP with TP inside one node (TP 1, 2, 4, 8: TP across nodes
     would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
     max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
-    DeepSeek-V3 on H100s: 12, where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
+    DeepSeek-V3 on H100s: 11 (TP 1 x PP 11), where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
     replicated on every TP rank). A layout over one node says so in its notes."""
     if isinstance(model, str):
         model = _load(model)
@@ -659,14 +660,15 @@ def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     return notes
 
 
-def fixes(model: ModelSpec | str, **settings) -> list[tuple[str, str]]:
+def fixes(model: ModelSpec | str, current: Plan | None = None, **settings) -> list[tuple[str, str]]:
     """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
     CLI flag that makes it). More GPUs (the fewest, any layout), an fp8 KV cache, online fp8 weights (vLLM,
     unquantized checkpoints), the longest context that fits. Mixtral-8x7B on one H100: 2 GPUs, or fp8 weights.
-    Not part of plan(): fewest_gpus plans many layouts that do not fit."""
+    Not part of plan(): fewest_gpus plans many layouts that do not fit. `current`: the plan of these settings,
+    when the caller has it already."""
     if isinstance(model, str):
         model = _load(model)
-    p = plan(model, **settings)
+    p = current or plan(model, **settings)
     if p.fits:
         return []
     base = {k: v for k, v in settings.items() if k not in ("num_gpus", "tp", "pp")}
@@ -675,7 +677,8 @@ def fixes(model: ModelSpec | str, **settings) -> list[tuple[str, str]]:
         more = fewest_gpus(model, **base)
         out.append((f"{more.num_gpus} x {more.gpu} (TP {more.tensor_parallel_size} x PP "
                     f"{more.pipeline_parallel_size}) fits: {more.max_concurrency:,.2f} requests of "
-                    f"{more.max_model_len:,} tokens", f"--tp {more.tensor_parallel_size} --pp {more.pipeline_parallel_size}"))
+                    f"{more.max_model_len:,} tokens",
+                    f"--tp {more.tensor_parallel_size} --pp {more.pipeline_parallel_size}"))
     except WorkloadError:
         pass
     trials = []
@@ -684,7 +687,7 @@ def fixes(model: ModelSpec | str, **settings) -> list[tuple[str, str]]:
     if p.engine == "vllm" and model.arch is not None and model.arch.quant is None and not settings.get("quantization"):
         trials.append(("weights quantized to fp8 at load", {"quantization": "fp8"}, "--quantization fp8"))
     for what, change, flag in trials:
-        with _suppress_workload():
+        with suppress(WorkloadError):
             tried = plan(model, **{**settings, **change})
             if tried.fits:
                 out.append((f"{what} fits on these GPUs: {tried.max_concurrency:,.2f} requests of "
@@ -693,14 +696,6 @@ def fixes(model: ModelSpec | str, **settings) -> list[tuple[str, str]]:
         out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
                     f"--max-model-len {p.max_model_len_that_fits}"))
     return out
-
-
-class _suppress_workload:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        return kind is not None and issubclass(kind, WorkloadError)
 
 
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
@@ -743,7 +738,8 @@ def _plan_hf(model: ModelSpec, device: GPU, num_gpus: int, util: float, max_len:
     stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=p.weights_bytes,
                         activation_bytes=max(0, transient), non_torch_bytes=CUDA_CONTEXT_BYTES, kv_pool_bytes=pool,
                         kv_bytes_per_token=per_token, num_blocks=0)
-    command = (f"AutoModelForCausalLM.from_pretrained({model_argument(model)!r}, dtype=torch.{act.name}, device_map='cuda')"
+    command = (f"AutoModelForCausalLM.from_pretrained({model_argument(model)!r}, dtype=torch.{act.name}, "
+               "device_map='cuda')"
                f".generate(input_ids, max_new_tokens=N)  # prompt + N <= {max_len}")
     return Plan(
         model=model.name, engine="hf", engine_version="transformers 5.24", gpu=device.name,

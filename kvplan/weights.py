@@ -260,16 +260,19 @@ def _idle_experts(shape: ArchShape) -> int:
     return idle
 
 
-def _mtp(shape: ArchShape) -> int:
-    """DeepSeek-V3 MTP module: enorm, hnorm, eh_proj [H, 2H], one decoder block like the last, a final norm.
+def _mtp_module(shape: ArchShape) -> list[Tensor]:
+    """One DeepSeek-V3 MTP module: one decoder block like the last, eh_proj [H, 2H] (left unquantized in the fp8
+    checkpoint) and enorm, hnorm and a final norm."""
+    h = shape.hidden
+    return _layer(shape.layers[-1], h, -1, shape.norm_bias) + [Tensor("other", 2 * h * h), Tensor("norms", 3 * h)]
 
-    DeepSeek-V3: 11,610,067,968 (the checkpoint also repeats embed_tokens and the head: +1,853,358,080).
-    """
+
+def _mtp(shape: ArchShape) -> int:
+    """DeepSeek-V3 MTP parameters: 11,610,067,968 (the checkpoint also repeats embed_tokens and the head:
+    +1,853,358,080)."""
     if not shape.mtp_layers:
         return 0
-    h = shape.hidden
-    block = sum(t.numel * t.copies for t in _layer(shape.layers[-1], h, -1, shape.norm_bias))
-    return shape.mtp_layers * (block + 2 * h * h + 3 * h)
+    return shape.mtp_layers * sum(t.numel * t.copies for t in _mtp_module(shape))
 
 
 # ---------------------------------------------------------------- bytes
@@ -428,10 +431,6 @@ def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None
     its own copy of the embeddings and the head in bf16), which the engines skip without speculative decoding.
     DeepSeek-R1: 673,363,472,736 + 15,427,896,544 = 688,791,369,280 B. `priced`: weights_bytes(shape), if known."""
     w = priced or weights_bytes(shape)
-    total = w.total_bytes + w.towers_bytes
-    if shape.mtp_layers:
-        h = shape.hidden
-        block = sum(_tensor_bytes(t, shape.dtype, shape.quant) for t in _layer(shape.layers[-1], h, -1,
-                                                                               shape.norm_bias))
-        total += shape.mtp_layers * (block + (2 * h * h + 3 * h) * 2 + 2 * shape.vocab * h * 2)
-    return total
+    module = _mtp_module(shape) + [Tensor("embeddings", 2 * shape.vocab * shape.hidden)] if shape.mtp_layers else []
+    return w.total_bytes + w.towers_bytes + shape.mtp_layers * sum(_tensor_bytes(t, shape.dtype, shape.quant)
+                                                                   for t in module)

@@ -267,7 +267,7 @@ def hf_peak_for(model, est: Estimate, *, attn_implementation: str | None = None,
     from ..weights import weights_bytes as price
 
     s = activation_shape(model)
-    if weights_bytes is None and getattr(model, "checkpoint", None) is not None:  # what from_pretrained loads
+    if weights_bytes is None and model.checkpoint is not None:  # what from_pretrained loads
         weights_bytes = model.checkpoint.resident_bytes(est.activation_dtype) + buffer_bytes(model)
     elif weights_bytes is None:
         weights_bytes = price(model.require_arch(), est.activation_dtype).total_bytes + buffer_bytes(model)

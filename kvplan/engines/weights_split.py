@@ -81,8 +81,7 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
 def checkpoint_for(model, shape: ArchShape):
     """The checkpoint summary a plan prices, or None for the config rule: none was read, or online quantization
     (`--quantization fp8`) rewrites what the checkpoint stores, which the config rule prices."""
-    found = getattr(model, "checkpoint", None)
-    return found if found is not None and shape is model.arch else None
+    return model.checkpoint if model.checkpoint is not None and shape is model.arch else None
 
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
