@@ -24,7 +24,8 @@ pp = c5.number_input("PP", **common.bounds("pp"), step=1, key="pp", bind=URL)
 kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
 u0, u1, u2 = st.columns([1, 2.2, 1])
 own = u0.toggle("Engine's default", value=True, key="utildefault", bind=URL,
-                help="the fraction the engine picks itself: vLLM 0.9; SGLang from the card's memory and TP")
+                help="the fraction the engine picks itself: vLLM 0.92 (0.9 before 0.20); SGLang from the card's "
+                     "memory and TP")
 util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0.9, step=0.01, key="util",
                  bind=URL, disabled=own,
                  help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
@@ -33,7 +34,30 @@ u2.metric("Max model length", f"{ctx:,}", help="the sidebar's context")
 towers = bool(model.arch is not None and model.arch.towers)
 text_only = u2.toggle("Language model only", key="textonly", bind=URL, disabled=not towers or engine != "vllm",
                       help="serve a vision model without its vision tower and image inputs (vLLM)") if towers else False
-inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, None if own else util, ctx, kv_dtype, bool(text_only))
+with st.expander("Engine options: version, data and expert parallelism, drafting, adapters"):
+    e1, e2, e3, e4 = st.columns([1.2, 0.8, 1, 1])
+    version = e1.selectbox("Engine version", sup.ENGINE_VERSIONS[engine], key=f"ver_{engine}", bind=URL,
+                           help="the release whose memory accounting to follow; the first is the latest kvplan read")
+    dp = e2.number_input("Data parallel", **common.bounds("dp"), step=1, key="dp", bind=URL,
+                         help="vLLM: engine copies, each with its own KV pool; SGLang: attention ranks inside TP")
+    ep = e3.toggle("Expert parallel", key="ep", bind=URL, help="mixture-of-experts models: whole experts per GPU")
+    eager = e4.toggle("No CUDA graphs", key="eager", bind=URL, disabled=engine != "vllm",
+                      help="vLLM in eager mode: no graphs, so no graph memory taken from the KV budget")
+    s1, s2, s3, s4, s5 = st.columns([1.3, 1.6, 0.8, 0.8, 0.8])
+    spec = s1.selectbox("Speculative decoding", tuple(sup.SPECULATIVE), key="spec", bind=URL)
+    drafts = common.model_options()
+    draft = s2.selectbox("Draft", drafts, index=drafts.index(sup.DEFAULT_DRAFT) if sup.DEFAULT_DRAFT in drafts else 0,
+                         key="draft", bind=URL, disabled=sup.SPECULATIVE[spec] in (None, "mtp"),
+                         help="the EAGLE-3 head or the small model that drafts")
+    spec_k = s3.number_input("Draft tokens", **common.bounds("spect"), step=1, key="spect", bind=URL)
+    loras = s4.number_input("LoRA slots", **common.bounds("loras"), step=1, key="loras", bind=URL,
+                            help="adapters held at once (0: no LoRA)")
+    rank = s5.number_input("LoRA rank", **common.bounds("lorarank"), step=8, key="lorarank", bind=URL)
+    nvls = st.toggle("NVLink SHARP", value=True, key="nvls", bind=URL, disabled=engine != "vllm",
+                     help="NCCL's NVLS buffers on NVSwitch GPUs (H100 / H200 / B200): off on other systems")
+inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, None if own else util, ctx, kv_dtype, bool(text_only),
+                        version, int(dp), bool(ep), sup.SPECULATIVE[spec], draft, int(spec_k), int(loras),
+                        int(rank), bool(eager), bool(nvls))
 with common.guard("Capacity"):
     plan = sup.run_plan(model, inputs)
 

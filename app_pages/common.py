@@ -102,6 +102,8 @@ INT_PARAMS = {
     "window": ("sliding window", 0, 10**12, 4096), "sinks": ("attention sinks", 0, 1 << 20, 4),
     "n": ("GPU count", 0, 1024, 1), "pp": ("pipeline stages", 0, 256, 1),
     "ttft_prompt": ("prompt length for the speed estimate", 0, 10**12, 2048),
+    "dp": ("data-parallel size", 1, 64, 1), "spect": ("draft tokens", 1, 64, 1),
+    "loras": ("LoRA slots", 0, 1024, 0), "lorarank": ("LoRA rank", 1, 4096, 16),
 }
 
 

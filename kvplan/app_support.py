@@ -248,15 +248,33 @@ class PlanInputs:
     num_gpus: int = 1
     tp: str = "auto"           # "auto": num_gpus / pp
     pp: int = 1
-    utilization: float | None = None  # None: the engine's own default (vLLM 0.9, SGLang's by card and TP)
+    utilization: float | None = None  # None: the engine's own default (vLLM 0.92, SGLang's by card and TP)
     max_model_len: int = 8192
     kv_dtype: str = "auto"
     language_model_only: bool = False   # a multimodal model served without its vision tower (vLLM)
+    version: str | None = None          # None: the latest release kvplan read
+    dp: int = 1                         # vLLM: engine replicas; SGLang: DP-attention ranks inside TP
+    expert_parallel: bool = False
+    speculative: str | None = None      # "mtp", "eagle3", "draft_model"
+    draft: str | None = None            # the EAGLE-3 head or draft model (a bundled id)
+    speculative_tokens: int = 1
+    loras: int = 0                      # LoRA adapter slots; 0: no LoRA
+    lora_rank: int = 16
+    eager: bool = False                 # vLLM without CUDA graphs
+    nvls: bool = True                   # vLLM: NCCL's NVLink SHARP buffers where the GPU has them
 
     def kwargs(self) -> dict[str, Any]:
-        extra = {"language_model_only": True} if self.language_model_only and self.engine == "vllm" else {}
+        extra: dict[str, Any] = {"language_model_only": True} if self.language_model_only and self.engine == "vllm" else {}
+        if self.speculative:
+            extra["speculative"] = {"method": self.speculative, "num_speculative_tokens": self.speculative_tokens,
+                                    **({"model": self.draft} if self.draft and self.speculative != "mtp" else {})}
+        if self.loras:
+            extra["lora"] = {"max_loras": self.loras, "max_lora_rank": self.lora_rank}
+        if self.engine == "vllm":
+            extra.update(enforce_eager=self.eager or None, nvls=None if self.nvls else False)
         return dict(engine=self.engine, gpu=self.gpu, max_model_len=self.max_model_len,
-                    gpu_memory_utilization=self.utilization, kv_dtype=self.kv_dtype, **extra)
+                    gpu_memory_utilization=self.utilization, kv_dtype=self.kv_dtype, engine_version=self.version,
+                    dp=self.dp if self.dp > 1 else None, expert_parallel=self.expert_parallel or None, **extra)
 
     def plan_kwargs(self) -> dict[str, Any]:
         tp = None if self.tp == "auto" else int(self.tp)
@@ -282,9 +300,18 @@ def run_fewest(model: ModelSpec, p: PlanInputs):
     return fewest_gpus(model, max_gpus=64, **p.kwargs())
 
 
+# The releases whose accounting differs, newest first (kvplan.engines.vllm._version_notes, sglang_pool)
+ENGINE_VERSIONS = {"vllm": ("0.33.0", "0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0",
+                            "0.10.1", "0.7.3"),
+                   "sglang": ("0.5.23", "0.5.3", "0.5.1", "0.4.6")}
+DEFAULT_DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+SPECULATIVE = {"none": None, "MTP layers of the checkpoint": "mtp", "EAGLE-3 head": "eagle3",
+               "Draft model": "draft_model"}
+
+
 def verdict(plan) -> tuple[bool, str]:
     """(fits, one sentence) for the Capacity page's banner."""
-    where = f"{plan.num_gpus} x {plan.gpu} (TP {plan.tensor_parallel_size} x PP {plan.pipeline_parallel_size})"
+    where = f"{plan.num_gpus} x {plan.gpu} ({layout(plan)})"
     if plan.fits:
         return True, (f"Fits on {where}: {fmt_int(plan.kv_cache_tokens)} KV tokens, "
                       f"{plan.max_concurrency:,.2f} concurrent {fmt_int(plan.max_model_len)}-token requests")
@@ -294,19 +321,25 @@ def verdict(plan) -> tuple[bool, str]:
                    f"{fmt_bytes(plan.shortfall_bytes)}{longest}")
 
 
+def layout(plan) -> str:
+    """TP x PP, and x DP where the engine runs copies (vLLM); expert parallelism when on."""
+    text = f"TP {plan.tensor_parallel_size} x PP {plan.pipeline_parallel_size}"
+    text += f" x DP {plan.data_parallel_size}" if plan.data_parallel_size > 1 else ""
+    return text + (f", experts over {plan.expert_parallel_size}" if plan.expert_parallel_size > 1 else "")
+
+
 def plan_metrics(plan) -> list[Metric]:
     return [
         Metric("KV pool per GPU", fmt_bytes(plan.kv_pool_bytes), "what the engine hands the KV cache"),
         Metric("KV cache tokens", fmt_int(plan.kv_cache_tokens), "vLLM's 'GPU KV cache size: N tokens'"),
         Metric("Max concurrency", f"{plan.max_concurrency:,.2f}x",
                f"requests of {fmt_int(plan.max_model_len)} tokens the pool holds at once"),
-        Metric("GPUs", f"{plan.num_gpus} (TP {plan.tensor_parallel_size} x PP {plan.pipeline_parallel_size})"),
+        Metric("GPUs", f"{plan.num_gpus} ({layout(plan)})"),
     ]
 
 
 def plan_table(plan) -> pd.DataFrame:
-    rows = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
-            ("non-torch overhead", plan.non_torch_bytes), ("KV pool", plan.kv_pool_bytes)]
+    rows = plan.budget_lines()
     return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 

@@ -2,7 +2,7 @@
 
 Plain frozen dataclasses, no Hugging Face field names: `kvplan.config_dims.parse_dims` builds an `ArchShape`
 from a config.json (and `kvplan.config_quant.parse_quant` its `QuantDims`), `kvplan.weights` prices it,
-`kvplan.engines.hf` sizes activations from it.
+`kvplan.engines.hf_peak` sizes activations from it.
 """
 
 from __future__ import annotations
@@ -153,6 +153,7 @@ class ArchShape:
     image_tokens: tuple[int, int] = (0, 0)  # (embeddings, placeholder span) of the largest image; 0: not known
     vit: tuple[str, int, int] | None = None  # (architecture, tower layers, tower hidden) as SGLang reads them
     quant: QuantDims | None = None
+    draft_vocab: int = 0  # an EAGLE-3 head's draft_vocab_size (its lm_head rows); 0 for other models
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:

@@ -204,8 +204,7 @@ def memory_stack_frame(plan) -> pd.DataFrame:
     the card (vLLM: the 1 - utilization share; SGLang, whose activation figure already is its 1 - fraction
     reserve: the CUDA context and load extras), so the stack adds up to the card. A pool the weights overflow is
     drawn as 0; the verdict says by how much."""
-    used = [("weights", plan.weights_bytes), ("activation peak", plan.activation_bytes),
-            ("non-torch overhead", plan.non_torch_bytes), ("KV pool", max(plan.kv_pool_bytes, 0))]
+    used = [(name, max(value, 0)) for name, value in plan.budget_lines()]
     rest = max(0, plan.gpu_memory_bytes - sum(v for _, v in used))
     parts = used + [("held back (1 - utilization)" if plan.engine == "vllm" else "rest of the card", rest)]
     return pd.DataFrame([{"part": k, "bytes": v, "gib": v / GiB, "size": fmt_bytes(v)} for k, v in parts])
@@ -224,8 +223,8 @@ def memory_stack_figure(frame: pd.DataFrame, plan) -> go.Figure:
 
 
 def concurrency_frame(plan, model: ModelSpec, contexts: Iterable[int]) -> pd.DataFrame:
-    """Requests of each context length the plan's KV pool holds at once (`kvplan.planner.max_concurrency_at`)."""
-    from .planner import max_concurrency_at
+    """Requests of each context length the plan's KV pool holds at once (`kvplan.engines.vllm.max_concurrency_at`)."""
+    from .engines.vllm import max_concurrency_at
 
     rows = [{"context": n, "max_concurrency": max_concurrency_at(plan, n, model)} for n in contexts]
     return pd.DataFrame(rows, columns=["context", "max_concurrency"])

@@ -74,6 +74,8 @@ class WeightRow:
     castable: bool
     tensors: int
     bytes: int
+    expert: bool = False   # a routed expert's tensor (`.experts.`, not `shared_experts`): spread over the MoE ranks
+    attention: bool = False  # an attention tensor (`self_attn.`): split over the attention TP ranks
 
     def resident(self, model_dtype: DType, keep_f32: bool = False) -> int:
         """Bytes once loaded: castable floats in the model dtype, everything else as stored (`keep_f32`: float32
@@ -128,11 +130,13 @@ class CheckpointWeights:
         return sum(r.resident(model_dtype, keep) for r in self.rows if r.component not in skip)
 
     def stage_bytes(self, model_dtype: DType, tp: int, layers: range, first: bool, last: bool, tied: bool,
-                    skip: frozenset[str] = frozenset({"mtp"})) -> int:
+                    skip: frozenset[str] = frozenset({"mtp"}), moe_ranks: int | None = None,
+                    attn_ranks: int | None = None) -> int:
         """One GPU's share: TP rank of the pipeline stage owning `layers` (vLLM's layout, as
         kvplan.engines.weights_split prices the config rule): layers to their stage, embeddings and towers to the
         first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
-        split across TP ranks but norms."""
+        split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
+        across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None)."""
         total = tied_copy = 0
         keep, copy_head = self.keeps_f32, tied and last and not first and not self.has("lm_head")
         for r in self.rows:
@@ -149,7 +153,8 @@ class CheckpointWeights:
                     continue
             elif not last:  # lm_head, the final norm
                 continue
-            total += size if r.replicated else ceil(size / tp)
+            ranks = (moe_ranks or tp) if r.expert else (attn_ranks or tp) if r.attention else tp
+            total += size if r.replicated else ceil(size / ranks)
         return total + ceil(tied_copy / tp)
 
 
@@ -180,18 +185,27 @@ def _replicated(name: str, shape: tuple[int, ...], hidden: int | None) -> bool:
     return hidden is None or size == hidden or size <= 512
 
 
+# a routed expert's tensor: DeepSeek / Qwen MoE `mlp.experts.3.gate_proj.weight`, gpt-oss `mlp.experts.gate_up_proj`,
+# Mixtral `block_sparse_moe.experts.0.w1.weight`; not Qwen's or DeepSeek's `shared_experts` / `shared_expert`
+_EXPERT = re.compile(r"(?<![a-z_])experts\.")
+_ATTENTION = re.compile(r"\.(self_attn|attention|attn)\.")
+
+
 def summarise(tensors: Iterable[tuple[str, str, tuple[int, ...], int]], num_layers: int,
               hidden: int | None = None) -> tuple[WeightRow, ...]:
-    """(name, dtype, shape, stored bytes) per tensor -> rows summed by (component, layer, replicated, dtype)."""
+    """(name, dtype, shape, stored bytes) per tensor -> rows summed by (component, layer, replicated, dtype,
+    castable, routed expert)."""
     sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     for name, dtype, shape, nbytes in tensors:
         component, layer = component_of(name, num_layers)
         replicated = _replicated(name, shape, hidden)
         castable = dtype in FLOAT_DTYPES and not _AS_STORED.search(name.rsplit(".", 1)[-1])
-        cell = sums[(component, layer, replicated, dtype, castable)]
+        cell = sums[(component, layer, replicated, dtype, castable, bool(_EXPERT.search(name)),
+                     bool(_ATTENTION.search(name)))]
         cell[0] += 1
         cell[1] += nbytes
-    return tuple(WeightRow(*key, tensors=n, bytes=b) for key, (n, b) in sorted(sums.items()))
+    return tuple(WeightRow(*key[:5], tensors=n, bytes=b, expert=key[5], attention=key[6])
+                 for key, (n, b) in sorted(sums.items()))
 
 
 def header_tensors(header: Mapping[str, Any], label: str) -> list[tuple[str, str, tuple[int, ...], int]]:
@@ -297,8 +311,8 @@ class CheckpointTotal:
 def record_json(weights: CheckpointWeights) -> dict[str, Any]:
     """The bundled record: the header summary, no weights."""
     return {"source": weights.source, "files": weights.files, "stored_bytes": weights.stored_bytes,
-            "rows": [[r.component, r.layer, r.replicated, r.dtype, r.castable, r.tensors, r.bytes]
-                     for r in weights.rows]}
+            "rows": [[r.component, r.layer, r.replicated, r.dtype, r.castable, r.tensors, r.bytes, r.expert,
+                      r.attention] for r in weights.rows]}
 
 
 def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | CheckpointTotal:
@@ -309,8 +323,9 @@ def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | Chec
         except (KeyError, TypeError, ValueError):
             raise ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository") from None
     try:
-        rows = tuple(WeightRow(str(c), int(l), bool(rep), str(d), bool(cast), int(n), int(b))
-                     for c, l, rep, d, cast, n, b in data["rows"])
+        rows = tuple(WeightRow(str(c), int(l), bool(rep), str(d), bool(cast), int(n), int(b),
+                               bool(rest[0]) if rest else False, bool(rest[1]) if len(rest) > 1 else False)
+                     for c, l, rep, d, cast, n, b, *rest in data["rows"])
         weights = CheckpointWeights(source=str(data["source"]), rows=rows, files=int(data["files"]))
     except (KeyError, TypeError, ValueError):
         raise ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository") from None

@@ -46,18 +46,41 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("vllm", "sglang", "hf"), default="vllm",
                    help="vllm, sglang or hf (transformers generate, one GPU); default vllm")
     p.add_argument("--gpu", default="H100-80GB", help="GPU name (kvplan gpus) or custom:24GiB:1000GB/s")
-    p.add_argument("--num-gpus", type=int, help="GPUs in all (TP x PP)")
-    p.add_argument("--tp", type=int, help="tensor parallel size (default: --num-gpus / --pp)")
+    p.add_argument("--num-gpus", type=int, help="GPUs in all (vLLM: TP x PP x DP; SGLang: TP x PP)")
+    p.add_argument("--tp", type=int, help="tensor parallel size (default: --num-gpus / (--pp x --dp))")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallel size; default 1")
-    p.add_argument("--max-model-len", type=int, help="default: the config's max_position_embeddings")
-    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of GPU memory vLLM may use; default 0.9")
+    p.add_argument("--dp", type=int, help="data parallel size (vLLM: engine replicas; SGLang: DP-attention ranks "
+                   "inside TP); default 1")
+    p.add_argument("--enable-expert-parallel", action="store_true",
+                   help="MoE: whole experts per rank (vLLM --enable-expert-parallel; SGLang --ep-size = TP)")
+    p.add_argument("--max-model-len", type=_length, help="default: the config's context length; -1 or auto: the "
+                   "longest that fits (vLLM)")
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="fraction of GPU memory vLLM may use; default 0.92 (0.9 before vLLM 0.20)")
+    p.add_argument("--kv-cache-memory-bytes", type=int, help="vLLM: the KV pool itself, in bytes (skips the "
+                   "utilization budget)")
+    p.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (no graph estimate)")
+    p.add_argument("--no-nvls", action="store_true", help="vLLM TP > 1: NCCL without NVLink SHARP buffers "
+                   "(NCCL_NVLS_ENABLE=0, or no NVSwitch), ~1.6 GiB less non-torch memory on H100 / H200 / B200")
+    p.add_argument("--cudagraph-estimate", choices=("on", "off"),
+                   help="vLLM: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default: on from vLLM 0.20)")
+    p.add_argument("--speculative", metavar="METHOD", choices=("mtp", "eagle3", "eagle", "draft_model"),
+                   help="speculative decoding: mtp (the checkpoint's MTP layers), eagle3 / eagle (a head named by "
+                        "--draft-model), draft_model (a whole model named by --draft-model)")
+    p.add_argument("--draft-model", help="the EAGLE head or draft model: bundled id, config path or Hub id")
+    p.add_argument("--num-speculative-tokens", type=int, default=None, help="tokens drafted per step; default 1 "
+                   "(3 with an EAGLE head)")
+    p.add_argument("--max-loras", type=int, help="LoRA: adapter slots (vLLM --max-loras, default 1; SGLang "
+                   "--max-loras-per-batch, default 8)")
+    p.add_argument("--max-lora-rank", type=int, help="LoRA: largest adapter rank; default 16")
     p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16",
                                                             "fp32"), help="KV cache dtype; default auto")
     p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16",
                                                          "fp32"), help="model dtype; default the config's")
     p.add_argument("--quantization", help="online weight quantization (fp8)")
-    p.add_argument("--engine-version", help="engine version whose accounting to use (default: vLLM 0.19.0, "
-                   "SGLang 0.5.0; SGLang before 0.5 picks mem_fraction_static by TP size)")
+    p.add_argument("--engine-version", help="engine version whose accounting to use (default: the latest releases "
+                   "kvplan read, vLLM 0.33.0 and SGLang 0.5.23; vLLM from 0.6; SGLang before 0.5 picks "
+                   "mem_fraction_static by TP size)")
     p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA on Hopper and newer)")
@@ -147,6 +170,32 @@ EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
 
 
+def _length(text: str) -> int | str:
+    """--max-model-len: a token count, or -1 / auto for the longest that fits."""
+    if text.strip().lower() in ("auto", "-1"):
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count: write a whole number, or auto") from None
+
+
+def _speculative(args) -> dict | None:
+    if args.speculative is None:
+        if args.draft_model or args.num_speculative_tokens is not None:
+            raise KVPlanError("--draft-model and --num-speculative-tokens go with --speculative METHOD: add it")
+        return None
+    default = 3 if args.speculative.startswith("eagle") else 1
+    out = {"method": args.speculative, "num_speculative_tokens": args.num_speculative_tokens or default}
+    return {**out, "model": args.draft_model} if args.draft_model else out
+
+
+def _lora(args) -> dict | None:
+    if args.max_loras is None and args.max_lora_rank is None:
+        return None
+    return {k: v for k, v in (("max_loras", args.max_loras), ("max_lora_rank", args.max_lora_rank)) if v is not None}
+
+
 def cmd_plan(args) -> int:
     from .planner import fewest_gpus, fixes, plan
 
@@ -156,7 +205,11 @@ def cmd_plan(args) -> int:
                   quantization=args.quantization, engine_version=args.engine_version,
                   max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                   block_size=args.block_size, language_model_only=args.language_model_only,
-                  images_per_prompt=args.images_per_prompt)
+                  images_per_prompt=args.images_per_prompt, dp=args.dp,
+                  expert_parallel=args.enable_expert_parallel or None, enforce_eager=args.enforce_eager or None,
+                  cudagraph_estimate=None if args.cudagraph_estimate is None else args.cudagraph_estimate == "on",
+                  kv_cache_memory_bytes=args.kv_cache_memory_bytes, speculative=_speculative(args),
+                  lora=_lora(args), nvls=False if args.no_nvls else None)
     if args.fewest_gpus:
         if args.tp is not None or args.num_gpus is not None or args.pp != 1:
             raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")
@@ -174,20 +227,31 @@ def cmd_plan(args) -> int:
 
 def format_plan(p) -> str:
     verdict = "FITS" if p.fits else f"DOES NOT FIT (short by {fmt_bytes(p.shortfall_bytes)})"
+    dp = f" x DP {p.data_parallel_size}" if p.data_parallel_size > 1 else ""
+    ep = f", experts over {p.expert_parallel_size}" if p.expert_parallel_size > 1 else ""
     lines = [f"{p.model} on {p.num_gpus} x {p.gpu} ({fmt_bytes(p.gpu_memory_bytes)} each), {p.engine} "
-             f"{p.engine_version}, TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}, "
+             f"{p.engine_version}, TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}{dp}{ep}, "
              f"max_model_len {fmt_int(p.max_model_len)}: {verdict}", *_warning_lines(p.warnings), "",
              "per GPU:",
-             f"  weights      {fmt_bytes(p.weights_bytes):>12}  (from the {p.weights_source})",
-             f"  activation   {fmt_bytes(p.activation_bytes):>12}",
-             f"  non-torch    {fmt_bytes(p.non_torch_bytes):>12}",
-             f"  KV pool      {fmt_bytes(p.kv_pool_bytes):>12}  ({fmt_int(p.kv_bytes_per_token)} B per token)",
-             "",
+             *_budget_lines(p), "",
              *_capacity_lines(p)]
     if not p.fits:
         lines.append(f"longest request that fits: {fmt_int(p.max_model_len_that_fits)} tokens")
     lines += ["", p.vllm_command, "", *p.formula, *weights_lines(p), *("note: " + n for n in p.notes)]
     return "\n".join(lines)
+
+
+_BUDGET_LABELS = {"activation peak": "activation", "non-torch overhead": "non-torch"}
+
+
+def _budget_lines(p) -> list[str]:
+    """One line per figure of the per-GPU budget (Plan.budget_lines: the extras too), the widest label setting the
+    column."""
+    rows = [(_BUDGET_LABELS.get(name, name), value) for name, value in p.budget_lines()]
+    width = max(12, *(len(name) for name, _ in rows))
+    tail = {"weights": f"  (from the {p.weights_source})",
+            "KV pool": f"  ({fmt_int(p.kv_bytes_per_token)} B per token)"}
+    return [f"  {name:<{width}} {fmt_bytes(value):>12}{tail.get(name, '')}" for name, value in rows]
 
 
 def weights_lines(p) -> list[str]:

@@ -124,7 +124,18 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         if isinstance(towers, Towers) else (),
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
+        draft_vocab=_draft_vocab(data),
     )
+
+
+def _draft_vocab(data: Mapping[str, Any]) -> int:
+    """An EAGLE-3 head's own output vocabulary (`draft_vocab_size`, with a d2t map back to the target's):
+    yuhuili's head for Llama-3.1-8B predicts 32,000 of its 128,256 tokens; 0 for any other model."""
+    arch = data.get("architectures")
+    value = data.get("draft_vocab_size")
+    if not (isinstance(arch, list) and any(isinstance(a, str) and "Eagle" in a for a in arch)):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _dtype(text: Mapping[str, Any], quant: QuantDims | None, notes: list[str]) -> DType:

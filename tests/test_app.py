@@ -109,7 +109,7 @@ def test_edge_workloads_give_a_message(page, key, value, expected):
     if page.endswith("capacity.py") and key == "batch":  # batch only feeds the speed estimate there
         assert "batch" in " ".join(w.value for w in at.warning)
     elif page.endswith("capacity.py"):  # the context is the max model length there
-        # 10**15 tokens is past kvplan's 2**40 ceiling for any length (planner._pos): refused, not "Does not fit"
+        # 10**15 tokens is past kvplan's 2**40 ceiling for any length (plan_inputs.positive): refused, not "Does not fit"
         assert ("max_model_len must be a positive" if value == 0 else "max_model_len must be between 1 and") in text
     else:
         assert expected in text
@@ -244,6 +244,33 @@ def test_capacity_numbers_equal_the_planner():
     speed = sup.speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
     assert metric(at, "TTFT") == sup.fmt_seconds(speed.ttft_s)
     assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
+
+
+def test_capacity_engine_options_equal_the_planner():
+    """Issue #11 in the app: the version, DP / EP, drafting and LoRA reach the plan, and the budget table shows
+    each extra line (the CUDA-graph estimate, the draft's weights, the adapter slots)."""
+    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", gpu="H200", n=8, ctx=32768,
+             spec="MTP layers of the checkpoint", loras=0)
+    clean(at)
+    p = plan("deepseek-ai/DeepSeek-V3", gpu="H200", num_gpus=8, max_model_len=32768,
+             speculative={"method": "mtp", "num_speculative_tokens": 1})
+    assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
+    table = at.dataframe[0].value
+    assert list(table["per GPU"]) == [k for k, _ in p.budget_lines()]
+    assert "draft model weights" in set(table["per GPU"]) and "CUDA graphs (estimate)" in set(table["per GPU"])
+    assert p.vllm_command in [c.value for c in at.code]
+    lora = app("app_pages/capacity.py", model=LLAMA, ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
+    clean(lora)
+    q = plan(LLAMA, gpu="H100-SXM", max_model_len=8192, engine_version="0.19.0",
+             lora={"max_loras": 4, "max_lora_rank": 16})
+    assert metric(lora, "KV pool per GPU") == fmt_bytes(q.kv_pool_bytes)
+    assert "LoRA adapter slots" in set(lora.dataframe[0].value["per GPU"])
+    dep = app("app_pages/capacity.py", model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", ctx=32768)
+    clean(dep)
+    r = plan("Qwen/Qwen3-30B-A3B", gpu="H100-SXM", num_gpus=2, dp=2, expert_parallel=True, max_model_len=32768)
+    assert metric(dep, "KV pool per GPU") == fmt_bytes(r.kv_pool_bytes)
+    wrong = app("app_pages/capacity.py", model=LLAMA, ctx=8192, spec="MTP layers of the checkpoint")
+    assert "declares no MTP layers" in errors(wrong) and "--" not in errors(wrong)
 
 
 def test_capacity_does_not_fit():

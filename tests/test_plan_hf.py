@@ -3,7 +3,7 @@
 import pytest
 
 from kvplan import estimate, load_model
-from kvplan.engines.hf import CUDA_CONTEXT_BYTES, hf_peak_for
+from kvplan.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
 from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planner import plan

@@ -29,8 +29,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, words", [
     # a 1 KiB card printed FITS with --mem-fraction-static -3817471.0
-    ((LLAMA, "--engine", "sglang", "--gpu", "custom:1KiB"), "a GPU of 1.00 KiB is smaller than the 3.64 GiB SGLang"),
-    ((LLAMA, "--engine", "sglang", "--gpu", "custom:80MiB"), "is smaller than the 3.64 GiB SGLang reserves"),
+    ((LLAMA, "--engine", "sglang", "--gpu", "custom:1KiB"), "a GPU of 1.00 KiB is smaller than the 3.97 GiB SGLang"),
+    ((LLAMA, "--engine", "sglang", "--gpu", "custom:80MiB"), "is smaller than the 3.97 GiB SGLang reserves"),
     # cell_size counts attention layers only: a pure SSM got a 0-token pool and "short by 1 B"
     (("state-spaces/mamba-2.8b-hf", "--engine", "sglang", "--max-model-len", "4096"), "has no attention layers"),
     ((LLAMA, "--engine", "sglang", "--block-size", "7"), "SGLang has no block_size setting"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -55,8 +56,12 @@ def test_cli_json_has_the_contract_keys(capsys):
     assert data["fits"] is True
     assert data["kv_bytes_per_token"] == 131_072
     assert data["kv_cache_tokens"] == data["num_blocks"] * 16
-    assert data["kv_pool_bytes"] == (int(0.9 * data["gpu_memory_bytes"]) - data["weights_bytes"]
-                                     - data["activation_bytes"] - data["non_torch_bytes"])
+    # vLLM 0.33 by default: 0.92 of the card, and its CUDA-graph estimate is one more line of the budget
+    assert data["engine_version"] == "0.33.0" and data["gpu_memory_utilization"] == 0.92
+    assert list(data["extra"]) == ["CUDA graphs (estimate)"]
+    assert data["kv_pool_bytes"] == (math.ceil(0.92 * data["gpu_memory_bytes"]) - data["weights_bytes"]
+                                     - data["activation_bytes"] - data["non_torch_bytes"]
+                                     - data["extra"]["CUDA graphs (estimate)"])
     assert Plan.model_validate(data).model == "meta-llama/Llama-3.1-8B"
 
 
@@ -239,7 +244,8 @@ CLI_BAD = [
     ("--pp", "0"),
     ("--num-gpus", "4", "--tp", "2"),
     ("--max-model-len", "0"),
-    ("--max-model-len", "-1"),
+    ("--max-model-len", "-2"),
+    ("--max-model-len", "eight"),
     ("--gpu-memory-utilization", "0"),
     ("--gpu-memory-utilization", "1.5"),
     ("--gpu-memory-utilization", "-0.2"),
@@ -465,7 +471,8 @@ def _flags(command: str) -> tuple[list[str], list[str]]:
     return words, [w for w in words if w.startswith("--")]
 
 
-@pytest.mark.parametrize("engine, version", [("vllm", "0.11.0"), ("vllm", "0.19.0"), ("sglang", "0.5.1")])
+@pytest.mark.parametrize("engine, version", [("vllm", "0.11.0"), ("vllm", "0.19.0"), ("vllm", "0.33.0"),
+                                             ("sglang", "0.5.1"), ("sglang", "0.5.23")])
 def test_commands_parse_and_use_only_real_flags(tmp_path, engine, version):
     """Issue #12: `vllm serve uploaded config ...` (two words) and the folder name for a path. Every command
     kvplan prints splits as a shell would split it, names the Hub id, the folder given or a placeholder, and uses
@@ -478,7 +485,7 @@ def test_commands_parse_and_use_only_real_flags(tmp_path, engine, version):
                "path": (folder / "config.json", str(folder)),
                "upload": (json.loads((folder / "config.json").read_text()), "<path-to-model>")}
     known = set(ENGINE_FLAGS[engine][version])
-    extra = {"vllm": dict(engine_version=version), "sglang": {}}[engine]
+    extra = dict(engine_version=version)
     for label, (source, named) in sources.items():
         model = kvplan.load_model(source, name="uploaded config" if label == "upload" else None)
         for kwargs in (dict(max_model_len=32768), dict(max_model_len=4096, kv_dtype="fp8", tp=2),
@@ -490,3 +497,26 @@ def test_commands_parse_and_use_only_real_flags(tmp_path, engine, version):
             words, flags = _flags(p.vllm_command)
             assert named in words, (label, p.vllm_command)
             assert set(flags) <= known, (engine, version, set(flags) - known)
+
+
+@pytest.mark.parametrize("engine, version", [("vllm", "0.33.0"), ("sglang", "0.5.23")])
+def test_parallel_drafting_and_lora_commands_use_real_flags(engine, version):
+    """DP / EP, speculative decoding and LoRA as each release spells them (vLLM --data-parallel-size
+    --enable-expert-parallel --speculative-config --enable-lora; SGLang --dp-size --enable-dp-attention --ep-size
+    --speculative-algorithm --enable-lora --max-loras-per-batch), plus vLLM's eager and pool flags."""
+    known = set(ENGINE_FLAGS[engine][version])
+    cases = [("Qwen/Qwen3-30B-A3B", dict(tp=2, dp=2, expert_parallel=True)),
+             ("deepseek-ai/DeepSeek-V3", dict(tp=8, speculative={"method": "mtp", "num_speculative_tokens": 1})),
+             ("meta-llama/Llama-3.1-8B", dict(speculative={"method": "eagle3", "num_speculative_tokens": 3,
+                                                           "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"})),
+             ("meta-llama/Llama-3.1-8B", dict(lora={"max_loras": 4, "max_lora_rank": 16}))]
+    if engine == "vllm":
+        cases += [("meta-llama/Llama-3.1-8B", dict(enforce_eager=True, kv_cache_memory_bytes=20 * 2**30)),
+                  ("meta-llama/Llama-3.1-70B", dict(tp=4, nvls=False, cudagraph_estimate=False))]
+    for model, kwargs in cases:
+        if engine == "sglang" and "dp" in kwargs:
+            kwargs = {**kwargs, "tp": 4, "dp": 2}      # SGLang's DP attention splits the TP group
+        p = plan(model, engine=engine, gpu="H200", max_model_len=8192, engine_version=version, **kwargs)
+        words, flags = _flags(p.vllm_command)
+        assert set(flags) <= known, (model, kwargs, set(flags) - known)
+

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.engines.sglang import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, SglangSettings, batch_defaults, cell_size,
-                                   default_mem_fraction, sglang_pool)
+from kvplan.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V053, V0523, SglangSettings, batch_defaults,
+                                       cell_size, default_mem_fraction, prefill_graph_sizes, sglang_pool)
 from kvplan.engines.vllm_kv import rank_layer_specs
 from kvplan.errors import KVPlanError
 from kvplan.gpus import resolve_gpu
@@ -78,11 +78,11 @@ def test_default_mem_fraction_static(gpu, tp, chunk, graph_bs):
     81,090 -> 0.834."""
     total = resolve_gpu(gpu).memory_bytes
     memory_mb = total / MiB
-    assert batch_defaults(memory_mb, tp) == (chunk, graph_bs)
+    assert batch_defaults(memory_mb, tp, V053) == (chunk, graph_bs)
     reserved_mb = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
     if memory_mb > 60 * 1024:
         reserved_mb = max(reserved_mb, 10 * 1024)
-    fraction, reserved = default_mem_fraction(total, SglangSettings(tensor_parallel_size=tp))
+    fraction, reserved = default_mem_fraction(total, SglangSettings(tensor_parallel_size=tp, version=V053))
     assert reserved == int(reserved_mb * MiB)
     assert fraction == round((memory_mb - reserved_mb) / memory_mb, 3)
     if gpu == "H100-80GB" and tp == 1:
@@ -99,11 +99,11 @@ def test_sglang_before_0_5_picks_the_fraction_by_tp(tp, fraction):
         assert got == fraction
     p = plan("Qwen/Qwen2.5-32B", engine="sglang", gpu="L4", tp=4, max_model_len=8192, engine_version="0.4.3")
     assert p.gpu_memory_utilization == 0.85 and p.engine_version == "0.4.3"
-    assert plan("Qwen/Qwen2.5-32B", engine="sglang", gpu="L4", tp=4, max_model_len=8192).engine_version == "0.5.0"
+    assert plan("Qwen/Qwen2.5-32B", engine="sglang", gpu="L4", tp=4, max_model_len=8192).engine_version == "0.5.23"
 
 
 def test_plan_uses_the_default_fraction_and_the_budget():
-    p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192)
+    p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192, engine_version="0.5.3")
     total = p.gpu_memory_bytes
     fraction = round((total / MiB - 13_440) / (total / MiB), 3)             # 0.834
     assert p.gpu_memory_utilization == fraction
@@ -197,7 +197,7 @@ def test_plan_for_a_sliding_hybrid_and_its_shortfall():
     p = plan("google/gemma-2-9b", engine="sglang", gpu="H100-80GB", max_model_len=8192)
     cell = 21 * 8 * 512 * 2
     assert p.kv_cache_tokens == int(p.kv_pool_bytes / (cell + 0.8 * cell))
-    short = plan("google/gemma-2-9b", engine="sglang", gpu="L4", max_model_len=8192)
+    short = plan("google/gemma-2-9b", engine="sglang", gpu="L4", max_model_len=8192, engine_version="0.5.3")
     assert not short.fits
     assert short.shortfall_bytes == pytest.approx(8192 * (cell + 0.8 * cell) - short.kv_pool_bytes, abs=1)
 
@@ -232,3 +232,59 @@ def test_published_sglang_start_ups(tmp_path):
         printed, predicted = results[run_id]["tokens"]
         assert predicted == pytest.approx(printed, rel=0.02), run_id
     assert "| max_total_num_tokens |" in (tmp_path / "sglang_calibration.md").read_text()
+
+
+# ------------------------------------------------------------------------------------- 0.5.23 and 0.5.1
+
+
+def test_sglang_0_5_23_reserves_the_prefill_graphs():
+    """0.5.23 arg_groups/memory_hook.py reserve_for_graph_mb: 2 x max_bs + 8 MB per prefill graph size (58 up to
+    8,192 tokens); H100 TP1: 512 + 12,288 + 128 + 512 + 464 = 13,904 MB of 81,090 -> 0.829; MLA models 1.5 GB."""
+    assert len(prefill_graph_sizes(8192)) == 58 and prefill_graph_sizes(8192)[-1] == 8192
+    total = resolve_gpu("H100-80GB").memory_bytes
+    fraction, reserved = default_mem_fraction(total, SglangSettings(version=V0523))
+    assert reserved == int(13_904 * MiB) and fraction == round((total / MiB - 13_904) / (total / MiB), 3) == 0.829
+    mla, _ = default_mem_fraction(total, SglangSettings(version=V0523, mla=True))
+    assert mla == round((total / MiB - (13_440 + 1536)) / (total / MiB), 3)
+    p = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192)
+    assert p.engine_version == "0.5.23" and p.gpu_memory_utilization == 0.829
+    # the 20-35 GB tier changed: 4,096-token chunks and 48 decode graphs below TP4 (160 from it)
+    assert batch_defaults(resolve_gpu("L4").memory_bytes / MiB, 1, V0523) == (4096, 48)
+    assert batch_defaults(resolve_gpu("L4").memory_bytes / MiB, 4, V0523) == (4096, 160)
+
+
+def test_sglang_0_5_1_reserves_by_memory_class():
+    """0.5.1 server_args.py:351-395: (9.5 + TP x PP / 2) GB under 90 GB: H100 TP1 10,240 MB -> 0.874."""
+    total = resolve_gpu("H100-80GB").memory_bytes
+    fraction, reserved = default_mem_fraction(total, SglangSettings(version=(0, 5, 1)))
+    assert reserved == 10_240 * MiB and fraction == 0.874
+    tp4, _ = default_mem_fraction(resolve_gpu("L4").memory_bytes, SglangSettings(tensor_parallel_size=4,
+                                                                                 version=(0, 5, 1)))
+    assert tp4 == round((resolve_gpu("L4").memory_bytes / MiB - 3.2 * 1024) / (resolve_gpu("L4").memory_bytes / MiB), 3)
+
+
+def test_sglang_dp_attention_splits_attention_and_keeps_a_pool_per_rank():
+    """--tp 8 --dp 8 --enable-dp-attention: attention TP 1 on each of the 8 GPUs, so every rank holds all
+    attention weights and all KV heads (MHA) of its own requests; experts stay split over the 8."""
+    base = plan("Qwen/Qwen3-30B-A3B", engine="sglang", gpu="H100-80GB", tp=8, max_model_len=8192)
+    dp = plan("Qwen/Qwen3-30B-A3B", engine="sglang", gpu="H100-80GB", tp=8, dp=8, max_model_len=8192)
+    assert dp.num_gpus == 8 and base.kv_bytes_per_token == 48 * 2 * 1 * 128 * 2     # 4 KV heads over TP 8: 1 each
+    assert dp.kv_bytes_per_token == 48 * 2 * 4 * 128 * 2                            # all 4 on every rank
+    assert dp.weights_bytes > base.weights_bytes                                     # attention replicated
+    assert "--dp-size 8 --enable-dp-attention" in dp.vllm_command
+    with pytest.raises(KVPlanError, match="must divide TP"):
+        plan("Qwen/Qwen3-30B-A3B", engine="sglang", gpu="H100-80GB", tp=4, dp=3, max_model_len=8192)
+
+
+def test_sglang_mtp_and_lora_take_memory_before_the_pool():
+    base = plan("deepseek-ai/DeepSeek-V3", engine="sglang", gpu="H200", tp=8, max_model_len=8192)
+    mtp = plan("deepseek-ai/DeepSeek-V3", engine="sglang", gpu="H200", tp=8, max_model_len=8192,
+               speculative={"method": "mtp", "num_speculative_tokens": 1})
+    assert mtp.kv_bytes_per_token == base.kv_bytes_per_token * 62 // 61 == 71_424
+    drafted = mtp.extra["draft model weights"]
+    assert mtp.kv_pool_bytes == base.kv_pool_bytes - drafted
+    assert mtp.max_num_seqs == 48 and "--speculative-algorithm NEXTN" in mtp.vllm_command
+    lora = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100-80GB", max_model_len=8192,
+                lora={"max_lora_rank": 16})
+    # 8 slots (max_loras_per_batch) x 32 layers x 16 x 81,920 elements x 2 B, no embed / lm_head
+    assert lora.extra == {"LoRA memory pool": 8 * 32 * 16 * 81_920 * 2}

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
 
 import kvplan  # noqa: E402
-from kvplan.engines.hf import hf_peak_for  # noqa: E402
+from kvplan.engines.hf_peak import hf_peak_for  # noqa: E402
 from validation import report as vreport  # noqa: E402
 from validation.harness import main as harness_main  # noqa: E402
 from validation.harness import run_suite  # noqa: E402
@@ -447,7 +447,7 @@ def test_gpu_suite_models_build_and_weigh_as_predicted_on_meta():
     from validation.runner import predict
     from validation.suites import gpu_cases
 
-    from kvplan.engines.hf import EAGER_ONLY
+    from kvplan.engines.hf_peak import EAGER_ONLY
 
     seen = set()
     for case in gpu_cases():

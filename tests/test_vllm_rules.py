@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.engines.vllm import ENGINE_CONSTANTS, non_torch_bytes, parse_version, pp_layer_split
+from kvplan.engines.vllm_profile import ENGINE_CONSTANTS, non_torch_bytes, parse_version, pp_layer_split
 from kvplan.engines.vllm_kv import (VllmLayerSpec, cdiv, kv_groups, max_usage_bytes, pool_capacity,
                                     rank_layer_specs)
 from kvplan.errors import WorkloadError
 from kvplan.library import load_model
-from kvplan.planner import max_concurrency_at, plan
+from kvplan.engines.vllm import max_concurrency_at
+from kvplan.planner import plan
 from validation import vllm_calibration
 
 GiB = 2**30
@@ -57,7 +58,7 @@ def test_full_attention_concurrency_counts_513_blocks_for_8193_tokens():
 
 def test_plan_concurrency_uses_block_rounded_requests():
     for length, blocks in ((8192, 512), (8193, 513)):
-        p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=length)
+        p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=length, engine_version="0.19.0")
         assert p.block_size == 16
         assert p.num_blocks == p.kv_pool_bytes // (32 * 16 * 4096)
         assert p.kv_cache_tokens == p.num_blocks * 16
@@ -156,7 +157,7 @@ def _report_kv_cache_config(num_blocks, groups_usage, layers_per_group, page, bl
 
 def test_gemma2_9b_hybrid_concurrency_hand_derived():
     # L40S: < 70 GiB, so max_num_batched_tokens 2048. 21 sliding + 21 full layers -> 2 groups of 21.
-    p = plan("google/gemma-2-9b", gpu="L40S", max_model_len=8192)
+    p = plan("google/gemma-2-9b", gpu="L40S", max_model_len=8192, engine_version="0.19.0")
     assert p.max_num_batched_tokens == 2048
     page = 16 * 8 * (256 + 256) * 2                     # 131,072 B per layer per block
     num_blocks = p.kv_pool_bytes // (page * 21)          # one block id = one page in each of 21 tensors
@@ -173,7 +174,7 @@ def test_gemma2_9b_hybrid_concurrency_hand_derived():
 
 def test_gpt_oss_20b_hybrid_concurrency_hand_derived():
     # H100: max_num_batched_tokens 8192, max_model_len 131,072 (config); 12 sliding (W 128) + 12 full layers.
-    p = plan("openai/gpt-oss-20b", gpu="H100-80GB")
+    p = plan("openai/gpt-oss-20b", gpu="H100-80GB", engine_version="0.19.0")
     assert (p.max_model_len, p.max_num_batched_tokens, p.dtype) == (131_072, 8192, "bfloat16")
     page = 16 * 8 * (64 + 64) * 2                        # 32,768 B
     num_blocks = p.kv_pool_bytes // (page * 12)
@@ -188,7 +189,8 @@ def test_gpt_oss_20b_hybrid_concurrency_hand_derived():
 
 def test_llama4_scout_chunked_groups_hand_derived():
     # 36 chunked + 12 full: 36 >= 1.5 x 12, so groups of 12 -> 3 chunked groups + 1 full group.
-    p = plan("meta-llama/Llama-4-Scout-17B-16E-Instruct", gpu="H200", tp=4, max_model_len=131_072)
+    p = plan("meta-llama/Llama-4-Scout-17B-16E-Instruct", gpu="H200", tp=4, max_model_len=131_072,
+             engine_version="0.19.0")
     page = 16 * 2 * (128 + 128) * 2                      # 8 KV heads / TP4 = 2 heads per rank
     num_blocks = p.kv_pool_bytes // (page * 12)
     chunked = cdiv(min(8192 + 8192, 131_072), 16) * page  # 1,024 pages
@@ -225,7 +227,7 @@ def test_max_concurrency_at_other_lengths():
 
 
 def test_fp8_kv_halves_bytes_and_doubles_tokens_as_measured():
-    common = dict(gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95)
+    common = dict(gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95, engine_version="0.19.0")
     fp16 = plan("meta-llama/Llama-3.1-8B", dtype="float16", **common)
     fp8 = plan("meta-llama/Llama-3.1-8B", dtype="bfloat16", kv_dtype="fp8", **common)
     assert fp16.kv_bytes_per_token == 131_072 and fp8.kv_bytes_per_token == 65_536
@@ -258,16 +260,25 @@ def test_utilization_outside_0_1_is_a_one_line_workload_error(util):
 def test_utilization_one_is_allowed_and_scales_the_pool():
     full = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=1.0)
     base = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192)
-    assert full.gpu_memory_utilization == 1.0 and base.gpu_memory_utilization == 0.9
+    assert full.gpu_memory_utilization == 1.0 and base.gpu_memory_utilization == 0.92   # vLLM 0.20+'s default
     memory = full.gpu_memory_bytes
-    assert full.kv_pool_bytes - base.kv_pool_bytes == int(1.0 * memory) - int(0.9 * memory)
+    assert full.kv_pool_bytes - base.kv_pool_bytes == math.ceil(1.0 * memory) - math.ceil(0.92 * memory)
     assert "--gpu-memory-utilization 1.0" in full.vllm_command
 
 
 def test_pool_is_utilization_times_memory_minus_the_rest():
-    p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95)
-    assert p.kv_pool_bytes == (int(0.95 * p.gpu_memory_bytes) - p.weights_bytes - p.activation_bytes
-                               - p.non_torch_bytes)
+    # vllm 0.19 gpu_worker.py:417-421: ceil(utilization x memory) - non-KV memory; 0.33 subtracts its CUDA-graph
+    # estimate too (one line of the budget, `extra`)
+    old = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95,
+               engine_version="0.19.0")
+    assert old.extra == {}
+    assert old.kv_pool_bytes == (math.ceil(0.95 * old.gpu_memory_bytes) - old.weights_bytes - old.activation_bytes
+                                 - old.non_torch_bytes)
+    new = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95)
+    graphs = new.extra["CUDA graphs (estimate)"]
+    assert graphs == 860 * 2**20     # max(132, 260) + 50 x 6 + 50 x 6 MiB: vLLM 0.19 logged "0.84 GiB total"
+    assert new.kv_pool_bytes == (math.ceil(0.95 * new.gpu_memory_bytes) - new.weights_bytes - new.activation_bytes
+                                 - new.non_torch_bytes - graphs)
 
 
 # ------------------------------------------------------------------------------------- engine constants
@@ -291,7 +302,8 @@ def test_pp_layer_split_matches_vllm_get_pp_indices():
 
 
 def test_pp_stages_all_get_the_smallest_stage_blocks():
-    p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", pp=2, max_model_len=8192, gpu_memory_utilization=0.95)
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", pp=2, max_model_len=8192, gpu_memory_utilization=0.95,
+             engine_version="0.19.0")
     assert p.num_blocks == min(s.num_blocks for s in p.stages)
     assert "--pipeline-parallel-size 2" in p.vllm_command
     assert p.kv_cache_tokens == pytest.approx(1_075_312, rel=5e-3)   # measured v0.19.0 PP2
@@ -302,7 +314,7 @@ def test_version_parsing():
     assert parse_version("0.17") == (0, 17, 0)
     assert parse_version("0.19.0rc1") == (0, 19, 0)
     assert parse_version("0.8.5.post1") == (0, 8, 5)
-    assert parse_version(None) == (0, 19, 0)
+    assert parse_version(None) == (0, 33, 0)   # the latest release kvplan read
     for bad in ("banana", ".1", "x0.19", "9" * 20):
         with pytest.raises(WorkloadError):
             parse_version(bad)

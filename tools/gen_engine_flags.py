@@ -28,8 +28,23 @@ def vllm_flags(src: Path) -> list[str]:
 
 
 def sglang_flags(src: Path) -> list[str]:
-    text = (src / "sglang" / "srt" / "server_args.py").read_text()
-    return sorted(set(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text)))
+    """0.5.x before the arg groups: every quoted "--flag" of server_args.py. 0.5.23 derives most flags from the
+    dataclass fields of srt/arg_groups/fields/*.py (`tp_size: A[int, Arg(aliases=["--tensor-parallel-size"])]`
+    is --tp-size, arg_utils.py `_field_to_cli_name`), the aliases and the hand-registered ones quoted."""
+    srt = src / "sglang" / "srt"
+    texts = [(srt / "server_args.py").read_text()]
+    groups = srt / "arg_groups"
+    flags: set[str] = set()
+    if groups.is_dir():
+        for path in sorted(groups.rglob("*.py")):
+            text = path.read_text()
+            texts.append(text)
+            if path.parent.name == "fields":
+                flags |= {"--" + name.replace("_", "-")
+                          for name in re.findall(r"^    ([a-z_][a-z0-9_]*): A\[", text, re.M)}
+    for text in texts:
+        flags |= set(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text))
+    return sorted(flags)
 
 
 def main(argv: list[str]) -> int:

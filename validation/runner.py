@@ -9,7 +9,7 @@ Predicted vs measured, per case:
 - KV bytes after prefill and after decode: `Estimate.prefill_peak_bytes` / `kv_cache_bytes` against the unique
   storage bytes the walk finds (exact on every device); on CUDA also `memory_allocated` deltas (the caching
   allocator rounds every block to 512 bytes; right after the prefill the last position's logits are in flight).
-- peak: `kvplan.engines.hf.hf_peak_for` against `max_memory_allocated` (CUDA, reset between phases) or the
+- peak: `kvplan.engines.hf_peak.hf_peak_for` against `max_memory_allocated` (CUDA, reset between phases) or the
   CPU allocator's events (torch profiler).
 An out-of-memory error (real on CUDA, simulated with --memory-limit on CPU) is a result, set against the fit
 kvplan predicted.
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 import kvplan
-from kvplan.engines.hf import CUDA_CONTEXT_BYTES, hf_peak_for
+from kvplan.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
 from kvplan.errors import KVPlanError
 
 from .measure import CpuPeak, CudaMemory, allocator_bytes, free_memory, module_bytes, tensor_bytes, walk_cache

@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from kvplan.engines.sglang import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
+from kvplan.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
 from kvplan.engines.vllm_kv import rank_layer_specs  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
 from kvplan.library import load_model  # noqa: E402

@@ -1,155 +1,172 @@
-"""SGLang's KV pool (`model_runner_kv_cache_mixin.py`, ~v0.5): a static fraction of the GPU for weights + KV.
-
-    before          = free memory before the weights load      (SGLang's "total_gpu_memory")
-    after           = before - weights - load extras           ("Load weight end. avail mem")
-    rest            = after - before x (1 - mem_fraction_static) = before x fraction - weights - extras
-    max_total_tokens = rest // cell_size, rounded down to whole pages
-    cell_size       = KV heads per rank x (head_dim + v_head_dim) x layers x dtype bytes   (MLA: (R + rope) x layers)
-
-mem_fraction_static when not given (`ServerArgs._handle_gpu_memory_settings`, read in sglang's server_args.py):
-chunked_prefill_size and cuda_graph_max_bs by the card's memory (SGLang reads nvidia-smi's total, 0.3-0.6 GiB
-above the runtime total kvplan's catalogue holds: the fraction can differ in its third decimal), then
-reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024 MB, at least
-10 GB on cards over 60 GB, and fraction = round((memory - reserved) / memory, 3). SGLang before 0.5 used a table
-by TP size instead: 0.88 (TP1), 0.87 (TP2), 0.85 (TP4), 0.81 (TP8), 0.79 (TP16): the published 0.4.x logs in
-validation/sglang_calibration.csv print 0.88 at TP1 and 0.85 at TP4.
-"""
+"""SGLang's plan, end to end: settings in, the per-GPU budget (a static fraction of the card for weights + KV,
+the rest SGLang's reserve for activations and CUDA graphs), max_total_num_tokens, the verdict and the
+`sglang.launch_server` command out. The pool's arithmetic and SGLang's defaults are in `sglang_pool`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from math import ceil
 
+from ..dtypes import DType
 from ..errors import WorkloadError
-from ..units import GiB, MiB, fmt_bytes
-from .vllm_kv import VllmLayerSpec
-
-# SGLang sizes the pool from free memory, not from the card's size. Before the weights, the CUDA context, NCCL
-# and the custom all-reduce already hold some: "Load weight begin. avail mem=78.81 GB" on an H100 of
-# 79.19 GiB (0.38), 21.63 on an L4 of 21.95 at TP4 (0.32), 23.08 on an RTX 4090 of 23.64 at TP4 (0.56;
-# validation/sglang_calibration.csv). kvplan takes the H100 figure.
-PRELOAD_BYTES = int(0.38 * GiB)
-# Loading takes more than the parameters and RoPE tables: "mem usage" minus them is 0.10 GiB for
-# Llama-3.1-8B, 0.13 for Qwen2.5-7B, 0.20 for Qwen3-14B at TP4 and 0.28 for a Qwen2.5-32B at TP4.
-LOAD_EXTRA_BYTES = int(0.15 * GiB)
-
-
-DEFAULT_VERSION = (0, 5, 0)
-OLD_TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))  # before 0.5: by TP size
+from ..gpus import GPU
+from ..model import ModelSpec
+from ..plan_inputs import model_argument
+from ..plan_result import Plan, StageMemory
+from ..units import MiB, fmt_bytes
+from . import lora as lora_rules
+from . import spec_decode
+from .lora import LoraSettings
+from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523, SglangSettings, batch_defaults, sglang_pool,
+                          vlm_factor)
+from .spec_decode import Speculative
+from .vllm_kv import bytes_per_token, rank_layer_specs
+from .weights_split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
 
 
-@dataclass(frozen=True)
-class SglangSettings:
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    mem_fraction_static: float | None = None
-    page_size: int = 1
-    chunked_prefill_size: int | None = None   # default by GPU memory (batch_defaults)
-    cuda_graph_max_bs: int | None = None      # default by GPU memory and TP (batch_defaults)
-    context_length: int | None = None
-    swa_full_tokens_ratio: float = 0.8
-    version: tuple[int, int, int] = DEFAULT_VERSION
-    vlm_factor: float = 1.0   # a vision-language model's default fraction is scaled by this (vlm_factor())
+def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction: float | None, max_len: int,
+                act: DType, kv: DType, quantization: str | None, version: tuple[int, int, int],
+                image_limit: int | None, dp: int = 1, expert_parallel: bool = False,
+                speculative: Speculative | None = None, lora: LoraSettings | None = None) -> Plan:
+    """SGLang's start-up for these settings (checked by kvplan.plan_inputs). `mem_fraction` None: SGLang's own
+    default for this card, TP and version (an explicit 0.9 is the user's --mem-fraction-static). `dp`: DP
+    attention ranks inside the TP group (--dp N --enable-dp-attention): attention and its KV heads split over
+    TP / N, each rank with its own pool; experts stay split over all TP ranks (--ep-size TP moves whole experts,
+    the same bytes per rank)."""
+    shape = with_online_quant(model.require_arch(), quantization)
+    if image_limit is not None:
+        raise WorkloadError("kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 "
+                            "loads the vision tower of most models whatever its flags: plan it with the tower")
+    if tp % dp:
+        raise WorkloadError(f"SGLang's DP attention splits the TP group: DP {dp} must divide TP {tp}")
+    if expert_parallel and not any(hasattr(layer.ffn, "experts") for layer in shape.layers):
+        raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    if speculative is not None:
+        speculative = spec_decode.check(model, speculative)
+        if speculative.method == "eagle":
+            raise WorkloadError("kvplan sizes SGLang's EAGLE-3, MTP (NEXTN) and draft-model (STANDALONE) drafting: "
+                                "use eagle3, mtp or draft_model")
+    if lora is not None and (why := lora_rules.unsupported(shape)):
+        raise WorkloadError(f"{why}: plan {model.name} without LoRA")
+    attn_tp = tp // dp
+    layers = range(model.num_layers)
+    weights = (gpu_weight_bytes(model, shape, act, tp, layers, True, True, attn_ranks=attn_tp)
+               + rope_cache_bytes(model, act))
+    specs = rank_layer_specs(model, layers, attn_tp, kv.bits / 8, int(act.bytes))
+    extra = _extra_lines(model, shape, act, kv, tp, attn_tp, speculative, lora)
+    if speculative is not None:
+        specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
+    settings = SglangSettings(tp, pp, mem_fraction, version=version, vlm_factor=vlm_factor(shape.vit, version),
+                              dp_attention=dp, mla=model.is_mla, speculative=speculative is not None)
+    if not any(x.kind in ("full", "mla", "chunked", "sliding") for x in specs):
+        # cell_size counts attention layers only, so a pure SSM model got a 0-token pool: "short by 1 B"
+        raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
+                            "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
+    pool = sglang_pool(device.memory_bytes, weights, specs, settings, max_len, sum(extra.values()))
+    chunk = batch_defaults(device.memory_bytes / MiB, tp, version)[0] // dp
+    per_token = bytes_per_token(specs)
+    fits = pool.max_total_tokens >= max_len
+    concurrency = pool.max_total_tokens / max_len
+    reserved = int(device.memory_bytes * (1 - pool.mem_fraction_static))
+    stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=weights, activation_bytes=reserved,
+                        non_torch_bytes=0, kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token,
+                        num_blocks=pool.max_total_tokens)
+    formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = (free before loading "
+               f"{fmt_bytes(device.memory_bytes)} - context {fmt_bytes(PRELOAD_BYTES)}) x "
+               f"{pool.mem_fraction_static:.3f} - weights {fmt_bytes(weights)} - load extras "
+               f"{fmt_bytes(LOAD_EXTRA_BYTES)} = {fmt_bytes(pool.rest_bytes)}",
+               f"max_total_num_tokens = {pool.rest_bytes:,} // {pool.cell_bytes:,} B per token = "
+               f"{pool.max_total_tokens:,}"]
+    if extra:
+        formula.insert(1, "taken before the pool is sized: " + ", ".join(f"{k} {fmt_bytes(v)}"
+                                                                          for k, v in extra.items()))
+    return Plan(
+        model=model.name, engine="sglang", engine_version=".".join(map(str, version)), gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=tp * pp, extra=extra,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=1,
+        expert_parallel_size=tp if expert_parallel else 1,
+        max_model_len=max_len, gpu_memory_utilization=round(pool.mem_fraction_static, 4), dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=1, max_num_batched_tokens=chunk,
+        max_num_seqs=pool.max_running_requests, weights_bytes=weights, activation_bytes=reserved, non_torch_bytes=0,
+        kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
+        num_blocks=pool.max_total_tokens, max_concurrency=round(concurrency, 4), fits=fits,
+        shortfall_bytes=0 if fits else max(1, ceil(max_len * _sglang_token_cost(pool, specs, settings)
+                                                   - pool.rest_bytes)),
+        max_model_len_that_fits=min(max_len, pool.max_total_tokens), stages=[stage],
+        vllm_command=sglang_command(shlex.quote(model_argument(model)), tp, pp, max_len, kv, quantization,
+                                    pool.mem_fraction_static, dp, expert_parallel, speculative, lora),
+        formula=formula,
+        notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
+               "the command field holds the `sglang.launch_server` command for this engine"]
+        + _notes(model, dp, tp, speculative, lora, version)
+        + ([f"SGLang loads the vision tower with the language model and scales a default mem_fraction_static by "
+            f"{settings.vlm_factor:.4f} for it (server_args.py adjust_mem_fraction_for_vlm; 1 where multimodal "
+            "is off by default: Gemma 3, Llama 4); its ~100 MB image cache (SGLANG_VLM_CACHE_SIZE_MB) is not "
+            "modelled"] if shape.towers else []),
+    )
 
 
-# (upper bound MB, chunked_prefill_size, cuda_graph_max_bs below TP4, from TP4): T4 / 4080; A10 / 4090 / 5090;
-# A100-40GB / L40; H100 / A100-80GB; H200 / H20; B200 / MI300 above.
-_TIERS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
-          (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (None, 16384, 512, 512))
+def _sglang_token_cost(pool, specs, settings: SglangSettings) -> float:
+    """Pool bytes one more full-attention token costs: the cell, or for SWA hybrids full + ratio x SWA cell."""
+    full = sum(x.bytes_per_token for x in specs if x.kind in ("full", "mla", "chunked"))
+    swa = sum(x.bytes_per_token for x in specs if x.kind == "sliding")
+    return full + settings.swa_full_tokens_ratio * swa if full and swa else pool.cell_bytes
 
 
-def batch_defaults(memory_mb: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks for a card of `memory_mb`."""
-    for limit, chunk, small_tp, big_tp in _TIERS:
-        if limit is None or memory_mb < limit:
-            return chunk, small_tp if tp < 4 else big_tp
-    raise AssertionError("unreachable")
+def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora) -> dict[str, int]:
+    """What 0.5.23 holds before it reads the free memory the pool is sized from (model_runner.py): the drafter's
+    weights (MTP and EAGLE-3 load their own embed_tokens / lm_head copies before sharing the target's), the LoRA
+    memory pool (srt/lora/mem_pool.py, allocated before KV profiling)."""
+    out = {}
+    if speculative is not None:
+        drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp)
+        if speculative.method == "mtp":   # the duplicate embed_tokens and shared_head, freed after the budget
+            drafted += 2 * -(-shape.vocab * shape.hidden // tp) * int(act.bytes)
+        out["draft model weights"] = drafted
+    if lora is not None:
+        out["LoRA memory pool"] = lora_rules.lora_bytes(shape, int(act.bytes), attn_tp, tp, lora)[0]
+    return out
 
 
-def default_mem_fraction(total_bytes: int, s: SglangSettings) -> tuple[float, int]:
-    """(mem_fraction_static, reserved bytes) as SGLang derives them when not given."""
-    if s.version[:2] < (0, 5):
-        tp = s.tensor_parallel_size
-        fraction = next(f for size, f in OLD_TP_FRACTIONS if tp >= size)
-        return fraction, int(total_bytes * (1 - fraction))
-    memory_mb = total_bytes / MiB
-    chunk, graph_bs = batch_defaults(memory_mb, s.tensor_parallel_size)
-    chunk = s.chunked_prefill_size or chunk
-    graph_bs = s.cuda_graph_max_bs or graph_bs
-    reserved_mb = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + s.tensor_parallel_size * s.pipeline_parallel_size / 8 * 1024
-    if memory_mb > 60 * 1024:
-        reserved_mb = max(reserved_mb, 10 * 1024)
-    return round((memory_mb - reserved_mb) / memory_mb, 3), int(reserved_mb * MiB)
+def _notes(model, dp: int, tp: int, speculative, lora, version) -> list[str]:
+    notes = []
+    if dp > 1:
+        notes.append(f"DP attention: {dp} ranks of attention TP {tp // dp}, each with its own pool (the figures are "
+                     f"one rank's); requests spread over the {dp} ranks")
+    if speculative is not None:
+        notes.append(f"speculative decoding ({speculative.method}): the draft's KV layers join the cell, its pool "
+                     "holds as many tokens as the target's (0.5.23 model_runner; SGLang sizes it as target x (1 + "
+                     "draft layers / target layers), exact where the draft's layers match the target's); "
+                     "max_running_requests 48 unless set")
+    if lora is not None:
+        notes.append(f"LoRA: {lora.max_loras} adapter slots (--max-loras-per-batch) of rank {lora.max_lora_rank} "
+                     "for every linear layer, no embed_tokens / lm_head (--lora-target-modules all adds them)")
+    if version < V0523 and (dp > 1 or speculative is not None):
+        notes.append(f"SGLang {'.'.join(map(str, version))}: DP attention and drafting are sized with 0.5.23's "
+                     "rules (0.5.1-0.5.3 reserved 2-6 GiB more for them in mem_fraction_static)")
+    return notes
 
 
-# sglang 0.5.1 srt/configs/model_config.py `multimodal_model_archs` (the vision-language ones), and the models
-# whose multimodal input is off unless --enable-multimodal (`mm_disabled_models`): no fraction change for those
-MULTIMODAL_ARCHS = frozenset({"DeepseekVL2ForCausalLM", "Gemma3ForConditionalGeneration",
-                              "Gemma3nForConditionalGeneration", "Glm4vForConditionalGeneration",
-                              "Glm4vMoeForConditionalGeneration", "Grok1VForCausalLM", "LlavaLlamaForCausalLM",
-                              "Llama4ForConditionalGeneration", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
-                              "LlavaForConditionalGeneration", "LlavaVidForCausalLM", "MiniCPMV",
-                              "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
-                              "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
-                              "KimiVLForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
-                              "VILAForConditionalGeneration", "Step3VLForConditionalGeneration"})
-MM_DISABLED = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
-                         "Step3VLForConditionalGeneration"})
-
-
-def vlm_factor(vit: tuple[str, int, int] | None, version: tuple[int, int, int]) -> float:
-    """SGLang's `adjust_mem_fraction_for_vlm` (0.5.1 server_args.py 2297-2336), applied to a default fraction:
-    0.95 x clamp(1 - 0.1 x (layers x hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05). Mistral-Small-3.x's Pixtral
-    (24 x 1024): x0.95; SigLIP (27 x 1152) x0.9097 where multimodal is on. Not before 0.5 (kvplan's table)."""
-    if vit is None or version[:2] < (0, 5) or vit[0] not in MULTIMODAL_ARCHS or vit[0] in MM_DISABLED:
-        return 1.0
-    ratio = vit[1] * vit[2] ** 2 / (24 * 1024**2)
-    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
-
-
-def cell_size(specs: list[VllmLayerSpec]) -> int:
-    """Bytes per token across this rank's attention layers (SGLang `get_cell_size_per_token`)."""
-    return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
-
-
-@dataclass(frozen=True)
-class SglangPool:
-    mem_fraction_static: float
-    rest_bytes: int
-    cell_bytes: int
-    max_total_tokens: int
-    full_tokens: int
-    swa_tokens: int
-    max_running_requests: int
-
-
-def sglang_pool(total_bytes: int, weights_bytes: int, specs: list[VllmLayerSpec], s: SglangSettings,
-                context_length: int) -> SglangPool:
-    """KV tokens SGLang can hold. Hybrid sliding models (Gemma 2/3, gpt-oss) get a full pool and an
-    SWA pool with swa_tokens = full_tokens x swa_full_tokens_ratio, solving
-    swa x swa_cell + full x full_cell = rest."""
-    fraction = s.mem_fraction_static
-    if fraction is None:
-        fraction, reserved = default_mem_fraction(total_bytes, s)
-        fraction *= s.vlm_factor
-        if fraction <= 0:  # a card under ~2.6 GiB: SGLang's reserve alone is larger (a 1 KiB card gave -3817471.0)
-            raise WorkloadError(f"a GPU of {fmt_bytes(total_bytes)} is smaller than the {fmt_bytes(reserved)} SGLang "
-                                "reserves for activations and CUDA graphs: pick a larger GPU")
-    if not 0 < fraction <= 1:
-        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {fraction!r}")
-    before = total_bytes - PRELOAD_BYTES
-    after = before - weights_bytes - LOAD_EXTRA_BYTES
-    rest = int(after - before * (1 - fraction))
-    full_cell = sum(x.bytes_per_token for x in specs if x.kind in ("full", "mla", "chunked"))
-    swa_cell = sum(x.bytes_per_token for x in specs if x.kind == "sliding")
-    if swa_cell and full_cell:
-        full = max(0, rest) / (full_cell + s.swa_full_tokens_ratio * swa_cell)
-        full_tokens, swa_tokens = int(full), int(full * s.swa_full_tokens_ratio)
-    else:
-        cell = full_cell + swa_cell
-        full_tokens = max(0, rest) // cell if cell else 0
-        swa_tokens = 0
-    page = max(1, s.page_size)
-    full_tokens -= full_tokens % page
-    swa_tokens -= swa_tokens % page
-    running = min(4096, max(2048, int(full_tokens / max(1, context_length) * 512)))
-    return SglangPool(fraction, rest, full_cell + swa_cell, full_tokens, full_tokens, swa_tokens, running)
+def sglang_command(name: str, tp: int, pp: int, max_len: int, kv: DType, quantization,
+                   mem_fraction: float, dp: int = 1, expert_parallel: bool = False, speculative=None,
+                   lora=None) -> str:
+    parts = [f"python -m sglang.launch_server --model-path {name}", f"--tp-size {tp}"]
+    if pp > 1:
+        parts.append(f"--pp-size {pp}")
+    if dp > 1:
+        parts.append(f"--dp-size {dp} --enable-dp-attention")
+    if expert_parallel:
+        parts.append(f"--ep-size {tp}")
+    if speculative is not None:
+        algorithm = {"mtp": "NEXTN", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}[speculative.method]
+        parts.append(f"--speculative-algorithm {algorithm} --speculative-num-steps {speculative.num_speculative_tokens}")
+        if speculative.draft is not None:
+            parts.append(f"--speculative-draft-model-path {speculative.draft_argument or speculative.draft.name}")
+    if lora is not None:
+        parts.append(f"--enable-lora --max-loras-per-batch {lora.max_loras} --max-lora-rank {lora.max_lora_rank}")
+    parts += [f"--context-length {max_len}", f"--mem-fraction-static {round(mem_fraction, 4)}"]
+    if kv.bits == 8:
+        parts.append("--kv-cache-dtype " + ("fp8_e4m3" if kv.name == "float8_e4m3" else "fp8_e5m2"))
+    if quantization:
+        parts.append(f"--quantization {quantization}")
+    return " ".join(parts)

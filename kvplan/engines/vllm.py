@@ -1,215 +1,440 @@
-"""vLLM's memory budget at start-up (v1 engine), per GPU.
+"""vLLM's plan, end to end: settings in, the per-GPU budget, the KV pool, vLLM's own "GPU KV cache size" and
+"Maximum concurrency" figures, the verdict and the `vllm serve` command out.
 
-    KV pool = gpu_memory_utilization x physical memory
-              - (weights + activation peak of one dummy forward of max_num_batched_tokens tokens
-                 and one dummy sampler step + non-torch memory: CUDA context, cuBLAS, NCCL)
+    KV pool = gpu_memory_utilization x physical memory - weights - activation peak - non-torch memory
 
-(`vllm/v1/worker/gpu_worker.py::determine_available_memory`). The activation and non-torch terms are
-formulas of the model's dimensions and the engine settings; the few engine constants they use are
-listed in ENGINE_CONSTANTS with the measurement each comes from, keyed by vLLM version.
+(`vllm/v1/worker/gpu_worker.py::determine_available_memory`); the profile's terms are in `vllm_profile`, the
+KV accounting (groups, blocks, capacity) in `vllm_kv`, the multimodal encoder cache in `vllm_mm`.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+import dataclasses
+import shlex
+from dataclasses import dataclass
+from math import ceil
 
-from ..units import GiB
+from ..arch import MLPDims, MoEDims
+from ..dtypes import DType, resolve_dtype
+from ..errors import WorkloadError
+from ..gpus import GPU
+from ..model import ModelSpec
+from ..plan_inputs import model_argument, positive
+from ..plan_result import Plan, StageMemory
+from ..units import MiB, fmt_bytes
+from . import lora as lora_rules
+from . import spec_decode
+from . import vllm_cudagraph as cudagraph
+from .lora import LoraSettings
+from .spec_decode import Speculative
+from .vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
+                      rank_layer_specs)
+from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
+from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
+from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
+                           batch_defaults, non_torch_bytes, pp_layer_split)
+from .weights_split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
 
-# Engine-level constants (not per model). Each is keyed on the vLLM versions that showed it.
-ENGINE_CONSTANTS = {
-    # CUDA context + cuBLAS workspace seen as "non-torch forward increase" on one H100, TP1:
-    # 0.13 GiB on v0.15-0.17, 0.25 GiB from v0.18 (planner version sweep, calibration csv).
-    "non_torch_base_gib": {(0, 18): 0.25, (0, 8): 0.13, (0, 0): 0.35},
-    # (v0.6 V0 engine on an RTX 3090 printed non_torch_memory=0.35GiB: vllm issue 10517)
-    # With pipeline stages (TP1) the per-stage non-torch increase is 0.07 GiB (v0.19 PP2/PP4 logs).
-    "non_torch_pp_gib": 0.07,
-    # NCCL buffers when TP > 1: 2.06 GiB at TP2, 2.13 GiB at TP4 (v0.19, Llama-3.1-8B and Qwen2.5-7B):
-    # 1.75 GiB + 0.0325 GiB per rank.
-    "nccl_base_gib": 1.75,
-    "nccl_per_rank_gib": 0.0325,
-    # Those ~1.8 GiB are NCCL's NVLink-SHARP (NVLS) buffers, which exist only on NVSwitch Hopper/Blackwell
-    # systems. Elsewhere (PCIe cards, A100) NCCL rings and vLLM's custom all-reduce take far less:
-    # 0.25 GiB assumed (no measurement in the calibration set; see the notes of plans that use it).
-    "nccl_no_nvls_gib": 0.25,
-    # The profiling sampler step of some versions kept ~6 more float32 [rows, vocab] buffers: +23.5 B per
-    # (row x vocab entry). Seen from v0.14 to v0.16: Llama-3.1-8B (4.76 vs 1.89 GiB, v0.14) and Qwen3-14B
-    # (5.64 vs 2.23 GiB, v0.15 and v0.16); and on the V0 engine: Llama-3.2-1B on vLLM 0.6.4 kept 1.16 GiB
-    # = 256 x 128,256 x 38 B. v0.10.1 is split: Qwen2-7B on an A100 (256 rows x 152,064, three runs) left
-    # 0.55 GiB for activation + non-torch, where the extra alone is 0.87 GiB; the last pipeline stage of
-    # Qwen3-30B-A3B on GH200s (aarch64, 1024 rows) printed 70.58 GiB of KV, which only the extra explains
-    # (70.34 with it, 73.9 without). kvplan follows the three A100 runs for 0.8-0.10
-    # (validation/vllm_holdout.csv / .md).
-    "sampler_extra_bytes": 24,
-    # v0.11.0 itself has no extra: Mistral-Small-3.2 (1024 rows x 131,072) printed 2.12 GiB of activation,
-    # the forward plus its encoder cache, where the extra would make it 4.98 GiB (llm-d-benchmark's
-    # empirical-vllm-memory-results.md); 0.12 and 0.13 are unmeasured and kept with 0.14.
-    "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 12), (0, 17))),
-    # The default --gpu-memory-utilization: 0.9 through v0.19 (the calibration logs' "Desired GPU memory
-    # utilization is (0.9, ...)"); vllm/config/cache.py reads Field(default=0.92) at v0.25 and v0.30. Versions
-    # 0.20-0.24 were not read: kvplan keeps 0.9 for them.
-    "default_gpu_memory_utilization": {(0, 25): 0.92, (0, 0): 0.9},
-    # V0 engine: a max_model_len over 32K turned chunked prefill on, with 512-token chunks by default
-    # (Llama-3.2-1B at 105,088 tokens on vLLM 0.6.4: the profile kept the sampler's 1.16 GiB, not a
-    # 105k-token forward).
-    "v0_chunked_prefill_above": 32768,
-    "v0_chunked_prefill_tokens": 512,
-}
+# vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
+# models' internal page sizes such as Qwen3-Next's 528 are vLLM's own choice, never this flag's).
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 
-def parse_version(text: str | None) -> tuple[int, int, int]:
-    """'v0.19.0' / '0.19' -> (0, 19, 0); None -> the newest behaviour kvplan models."""
-    if not text:
-        return (0, 19, 0)
-    # leading digits of each part: '0.19.0rc1' -> (0, 19, 0), '0.8.5.post1' -> (0, 8, 5), '0.11.0+cu128' too
-    match = _VERSION.fullmatch(str(text).strip())
-    if match is None or any(len(g or "") > 9 for g in match.groups()):
-        from ..errors import WorkloadError
+def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, max_len: int, act: DType, kv: DType,
+              quantization: str | None, version: tuple[int, int, int], max_num_batched_tokens: int | None,
+              max_num_seqs: int | None, block_size: int | None, usage_context: str, limit: int | None,
+              dp: int = 1, expert_parallel: bool = False, enforce_eager: bool = False,
+              cudagraph_estimate: bool | None = None, kv_cache_memory_bytes: int | None = None,
+              speculative: Speculative | None = None, lora: LoraSettings | None = None,
+              auto_len: bool = False, nvls: bool | None = None) -> Plan:
+    """vLLM's start-up for these settings (checked by kvplan.plan_inputs); None = vLLM's default. `auto_len`:
+    --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
+    if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
+        raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
+                            f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
+    if version[:2] < OLDEST[:2]:
+        raise WorkloadError(f"kvplan plans vLLM from {'.'.join(map(str, OLDEST[:2]))} on, not "
+                            f"{'.'.join(map(str, version))}: pick a newer engine version")
+    if expert_parallel and not _is_moe(model.require_arch()):
+        raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    if speculative is not None and pp > 1:
+        raise WorkloadError("kvplan sizes speculative decoding without pipeline parallelism: use PP 1")
+    if speculative is not None:
+        speculative = spec_decode.check(model, speculative)
+    if lora is not None and (why := lora_rules.unsupported(model.require_arch())):
+        raise WorkloadError(f"{why}: plan {model.name} without LoRA")
 
-        raise WorkloadError(f"engine version {str(text)[:40]!r} is not a version number: write it like 0.19.0")
-    return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
+    def settings(length: int) -> VllmSettings:
+        default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context, version,
+                                                      length)
+        return VllmSettings(tp, pp, util, length, max_num_batched_tokens or default_tokens,
+                            max_num_seqs or default_seqs, block_size, kv.name, act.name, ".".join(map(str, version)),
+                            usage_context, dp, expert_parallel, enforce_eager, cudagraph_estimate,
+                            kv_cache_memory_bytes, speculative.num_speculative_tokens if speculative else 0, nvls)
 
-
-# the whole text: 'v0.19.0', '0.19', '0.10.1.1', '0.19.0rc1', '0.8.5.post1', '0.11.0+cu128'; not '0.19garbage'
-_VERSION = re.compile(r"[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.\d+)*(?:\.?(?:rc|a|b|post|dev)\d*)*(?:\+[\w.]+)?")
-
-
-def default_utilization(version: tuple[int, int, int]) -> float:
-    """vLLM's default gpu_memory_utilization for a version."""
-    return _by_version(ENGINE_CONSTANTS["default_gpu_memory_utilization"], version)
-
-
-def _by_version(table: dict, version: tuple[int, int, int]) -> float:
-    for since in sorted(table, reverse=True):
-        if version[:2] >= since:
-            return table[since]
-    return table[min(table)]
-
-
-@dataclass(frozen=True)
-class VllmSettings:
-    """The `vllm serve` settings that change memory. None = vLLM's default for that GPU and version."""
-
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    block_size: int | None = None
-    kv_cache_dtype: str = "auto"
-    dtype: str = "auto"
-    version: str = "0.19.0"
-    usage_context: str = "api_server"   # `vllm serve`; "llm_class" for the offline LLM() class
-
-    @property
-    def version_tuple(self) -> tuple[int, int, int]:
-        return parse_version(self.version)
-
-
-V1_ENGINE = (0, 8)  # vLLM's V1 engine became the default in 0.8; the V0 engine profiled differently
-
-
-def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version=(0, 19, 0),
-                   max_model_len: int = 0) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks (`EngineArgs.get_batch_defaults`).
-
-    GPUs with >= 70 GiB that are not A100s (H100, H200, MI300X): 8192 / 1024 for the API server,
-    16384 / 1024 for the LLM class; all others 2048 / 256 and 8192 / 256. The V0 engine (< 0.8) without
-    chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256; above 32K tokens it
-    turned chunked prefill on, 512 tokens.
-    """
-    if version[:2] < V1_ENGINE:
-        if max_model_len > ENGINE_CONSTANTS["v0_chunked_prefill_above"]:
-            return ENGINE_CONSTANTS["v0_chunked_prefill_tokens"], 256
-        return max(max_model_len, 2048), 256
-    big = memory_bytes >= 70 * GiB and "a100" not in gpu_name.lower()
-    if big:
-        return (16384 if usage_context == "llm_class" else 8192), 1024
-    return (8192 if usage_context == "llm_class" else 2048), 256
+    extras = _Extras(speculative, lora)
+    if not auto_len:
+        return _plan(model, device, settings(max_len), act, kv, quantization, limit, extras)
+    # vLLM 0.14+ (config/model.py, `_maybe_auto_fit_max_model_len`): plan the config's length, then the longest
+    # one request fits in that pool (0.29+: less the null block), and start with it
+    first = _plan(model, device, settings(max_len), act, kv, quantization, limit, extras)
+    longest = first.max_model_len_that_fits
+    if longest <= 0:
+        return first
+    final = _plan(model, device, settings(longest), act, kv, quantization, limit, extras)
+    return final.model_copy(update={"notes": [f"max_model_len auto: {longest:,} tokens, the longest one request "
+                                              f"fits (of the config's {max_len:,})"] + final.notes})
 
 
 @dataclass(frozen=True)
-class ActivationModel:
-    """Dimensions the activation peak depends on (per rank)."""
-
-    hidden_size: int
-    intermediate_size: int        # dense MLP (per rank after TP)
-    moe_intermediate_size: int    # routed expert MLP (per rank), 0 for dense
-    experts_per_token: int
-    vocab_size: int
-    act_bytes: int
+class _Extras:
+    speculative: Speculative | None = None
+    lora: LoraSettings | None = None
 
 
-@dataclass(frozen=True)
-class ActivationBreakdown:
-    forward_bytes: int
-    sampler_bytes: int
-    pp_buffer_bytes: int
-    total_bytes: int
-    formula: str = field(default="")
-
-
-def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool, has_pp_buffers: bool,
-                    version: tuple[int, int, int], kept: int = 0) -> ActivationBreakdown:
-    """Torch peak increase of vLLM's profile run (`gpu_model_runner.profile_run`).
-
-    forward: N tokens through one layer: gate+up [N, 2I] + activation [N, I] + ~5 [N, H] tensors
-             (residual, normed input, attention and MLP outputs) -> Llama-3.1-8B, N 8192, bf16: 1.03 GiB.
-    sampler: the last-position hidden states of `rows` = min(N, max_num_seqs) requests go through the
-             lm_head: logits [rows, V] in the model dtype, then float32 logits, probabilities and the
-             exponential noise of random sampling (3 x 4 B) -> 1024 x 128,256 x 14 B = 1.71 GiB; the
-             [N, H] hidden states (x3) stay alive. V0 and ~v0.12 to v0.16: ~24 B more per entry.
-    pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
-    kept: a multimodal model's dummy encoder outputs, alive through the forward and the sampler
-          (kvplan.engines.vllm_mm).
-    """
-    b, H = dims.act_bytes, dims.hidden_size
-    mlp = max(3 * dims.intermediate_size, 3 * dims.moe_intermediate_size * dims.experts_per_token)
-    # V1 keeps two more [N, H] persistent input buffers than V0 (PP0 of Llama-3.1-8B: 1.10 GiB at N 8192;
-    # V0 on a 3090: 2.07 GiB at N 20,000 and 2.99 GiB at N 29,000, i.e. 3I + 3H per token).
-    width = 5 if version[:2] >= V1_ENGINE else 3
-    forward = tokens * (mlp + width * H) * b
-    sampler = 0
-    per_entry = b + 12
-    if has_sampler:
-        if any(since <= version[:2] < until for since, until in ENGINE_CONSTANTS["sampler_extra_versions"]):
-            per_entry += ENGINE_CONSTANTS["sampler_extra_bytes"]
-        sampler = rows * dims.vocab_size * per_entry + 3 * tokens * H * b
-    buffers = 2 * tokens * H * b if has_pp_buffers else 0
-    total = max(forward, sampler) + buffers + kept
-    formula = (f"max(forward {tokens:,} x ({mlp:,} + {width} x {H:,}) x {b} B, "
-               f"sampler {rows:,} x {dims.vocab_size:,} x {per_entry} B + 3 x {tokens:,} x {H:,} x {b} B)"
-               + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else "")
-               + (f" + encoder cache {kept:,} B" if kept else ""))
-    return ActivationBreakdown(forward, sampler, buffers, total, formula)
-
-
-NVLS_GPUS = ("H100-SXM", "H200", "B200", "GH200")  # NVSwitch + NVLink SHARP: NCCL allocates NVLS buffers
-
-
-def non_torch_bytes(tp: int, pp: int, version: tuple[int, int, int], gpu_name: str = "H100-SXM") -> int:
-    """CUDA context and library workspaces, plus NCCL buffers when tensor parallel."""
-    if tp > 1:
-        gib = _by_version(ENGINE_CONSTANTS["non_torch_base_gib"], version)
-        if gpu_name in NVLS_GPUS:
-            gib += ENGINE_CONSTANTS["nccl_base_gib"] + ENGINE_CONSTANTS["nccl_per_rank_gib"] * tp
+def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, limit: int | None,
+          extras: _Extras = _Extras()) -> Plan:
+    shape = with_online_quant(model.require_arch(), quantization)
+    version = s.version_tuple
+    tp, pp, dp = s.tensor_parallel_size, s.pipeline_parallel_size, s.data_parallel_size
+    moe_ranks = tp * dp   # vLLM's FusedMoE: experts over TP x DP ranks, whole (EP) or TP-sharded (no EP)
+    text_only = limit == 0
+    # a text-only start-up skips the tower's weights from 0.15 (`_mark_tower_model`); Mistral 3 did so before
+    early = shape.vit is not None and shape.vit[0] in TOWERS_SKIPPED_EARLY
+    towers = not (text_only and (version[:2] >= TOWERS_SKIPPED_FROM or early))
+    kept, kept_line = encoder_cache_bytes(shape, version, s.max_num_batched_tokens, int(act.bytes), text_only,
+                                          s.max_num_seqs, s.max_model_len, limit)
+    splits = pp_layer_split(model.num_layers, pp)
+    dims = _activation_dims(shape, tp, act)
+    stages, budgets = [], []
+    block = s.block_size or _default_block(model, device)
+    all_specs = rank_layer_specs(model, range(model.num_layers), tp, kv.bits / 8, int(act.bytes))
+    block = hybrid_block_size(all_specs, block, model.is_mla)
+    rows = min(s.max_num_batched_tokens, s.max_num_seqs)
+    inflight, from_concurrency = capacity_semantics(version, pp)
+    graphs = _graphs(model, shape, device, s, act, extras)
+    padding_lines = []
+    for index, layers in enumerate(splits):
+        first, last = index == 0, index == len(splits) - 1
+        padding, line = mxfp4_padding_bytes(shape, device, tp, layers)
+        if line:
+            padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
+        weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
+                   + rope_cache_bytes(model, act) + padding)
+        activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
+                                     has_pp_buffers=pp > 1, version=version, kept=kept if first else 0)
+        other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
+        extra = _extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks)
+        if s.kv_cache_memory_bytes is not None:
+            pool = s.kv_cache_memory_bytes
         else:
-            gib += ENGINE_CONSTANTS["nccl_no_nvls_gib"]
-    elif pp > 1:
-        gib = ENGINE_CONSTANTS["non_torch_pp_gib"]
+            pool = _requested(s, device) - weights - activation.total_bytes - other - sum(
+                v for k, v in extra.items() if k != GRAPHS_CAPTURED)
+        specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
+        if extras.speculative is not None:
+            specs = specs + spec_decode.draft_layer_specs(model, extras.speculative, tp, kv.bits / 8, int(act.bytes))
+        groups = kv_groups(specs, block)
+        cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=inflight,
+                            tokens_from_concurrency=from_concurrency)
+        stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
+                                  activation_bytes=activation.total_bytes, non_torch_bytes=other,
+                                  kv_pool_bytes=max(0, pool), kv_bytes_per_token=bytes_per_token(specs),
+                                  num_blocks=cap.num_blocks))
+        budgets.append((cap, groups, specs, activation, pool, extra))  # a negative pool: the weights overflow
+    # PP: every stage gets the smallest stage's number of blocks
+    binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
+    cap, groups, specs, activation, pool, extra = budgets[binding]
+    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, inflight) for x in specs)
+    head = stages[binding]
+    used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
+    over_card = max(0, used - device.memory_bytes) if s.kv_cache_memory_bytes is not None else 0
+    fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
+    fit_len = _max_len_that_fits(specs, block, pool, s, inflight)
+    notes = (_version_notes(version) + _vllm_notes(model, s, kv, groups) + padding_lines
+             + ([kept_line] if kept_line else []) + _extra_notes(model, s, graphs(head_range(splits, binding)),
+                                                                  extras, extra))
+    if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
+        notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
+                     "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
+    if tp > 1 and not ((device.name in NVLS_GPUS) if s.nvls is None else s.nvls):
+        notes.append("NCCL memory without NVLink SHARP is an assumption (0.25 GiB), not a measurement"
+                     + (" (NVLS off: run with NCCL_NVLS_ENABLE=0)" if s.nvls is False else ""))
+    if dp > 1:
+        notes.append(f"{dp} data-parallel engines, each with its own KV pool: the figures are one engine's, "
+                     f"{dp} x {cap.max_concurrency:,.2f} = {dp * cap.max_concurrency:,.2f} requests in all; the DP "
+                     "group's NCCL buffers (and DeepEP's, with --all2all-backend deepep_*) are not modelled")
+    suggested = _suggested_pool(s, device, head, extra, graphs(head_range(splits, binding)))
+    formula = _formula(s, device, head, extra, pool, activation, groups, cap, block)
+    return Plan(
+        model=model.name, engine="vllm", engine_version=s.version, gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=tp * pp * dp,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
+        expert_parallel_size=moe_ranks if s.enable_expert_parallel else 1,
+        max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization, dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=block, max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=s.max_num_seqs, weights_bytes=head.weights_bytes, activation_bytes=head.activation_bytes,
+        non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
+        kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
+        fits=fits, shortfall_bytes=max(0, need - pool, over_card), max_model_len_that_fits=fit_len, stages=stages,
+        extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
+        vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
+        + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
+        formula=formula, notes=notes,
+    )
+
+
+def head_range(splits: list[range], index: int) -> range:
+    return splits[index]
+
+
+GRAPHS = "CUDA graphs (estimate)"
+GRAPHS_CAPTURED = "CUDA graphs (captured after)"   # with --kv-cache-memory-bytes: real, but not in the budget
+
+
+def _requested(s: VllmSettings, device: GPU) -> int:
+    """The budget before it is spent: ceil(utilization x memory) (v1/worker/utils.py `requested_memory`)."""
+    return ceil(s.gpu_memory_utilization * device.memory_bytes)
+
+
+def capacity_semantics(version: tuple[int, int, int], pp: int) -> tuple[int, bool]:
+    """(batches in flight a sliding window must hold, tokens = int(concurrency x max_model_len))."""
+    inflight = (pp if pp > 1 else 2) if version[:2] >= (0, 26) else 1
+    return inflight, version[:3] >= (0, 20, 1)
+
+
+def _graphs(model, shape, device: GPU, s: VllmSettings, act: DType, extras: _Extras):
+    """A function of a stage's layers giving vLLM's CUDA-graph estimate there (None where vLLM makes none)."""
+    version = s.version_tuple
+    if not cudagraph.computed(version, s.enforce_eager):
+        return lambda layers: None
+    if cudagraph.v2_runner(version, model.model_type, _is_moe(shape), shape.quant is not None, _hybrid(model),
+                           not any(x.kind != "mamba" for _, x in model.specs())) and version[:2] < (0, 29):
+        return lambda layers: None
+    sm100 = device.compute_capability is not None and device.compute_capability[0] == 10
+    sizes = cudagraph.capture_sizes(s.max_num_seqs, s.max_num_batched_tokens, version, spec_tokens=s.spec_tokens,
+                                    sm100=sm100, max_capture=1024 if model.model_type == "gpt_oss" else None)
+    lora_cases = 2 if extras.lora is not None else 1      # graphs with and without active adapters
+
+    def at(layers: range):
+        dims = cudagraph.graph_dims(shape, model.model_type, s.tensor_parallel_size, layers, int(act.bytes))
+        est = cudagraph.estimate(dims, sizes, s.max_num_seqs, s.spec_tokens)
+        if lora_cases == 1:
+            return est
+        return dataclasses.replace(est, total_bytes=est.total_bytes + (est.total_bytes - max(
+            est.piecewise_first, est.full_first)), formula=est.formula + " x 2 LoRA cases (first captures once)")
+    return at
+
+
+def _is_moe(shape) -> bool:
+    return any(isinstance(layer.ffn, MoEDims) for layer in shape.layers)
+
+
+def _hybrid(model) -> bool:
+    return len({x.kind for _, x in model.specs() if x.kind != "none"}) > 1
+
+
+def _extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: _Extras, layers: range,
+                 moe_ranks: int) -> dict[str, int]:
+    """The per-GPU lines beyond weights / activation / non-torch, each taken from the KV budget."""
+    out: dict[str, int] = {}
+    if extras.speculative is not None:
+        out["draft model weights"] = spec_decode.draft_weight_bytes(model, extras.speculative, act,
+                                                                    s.tensor_parallel_size, moe_ranks)[0]
+    if extras.lora is not None:
+        out["LoRA adapter slots"] = lora_rules.lora_bytes(shape, int(act.bytes), s.tensor_parallel_size, moe_ranks,
+                                                          extras.lora, layers)[0]
+    if graph is not None and graph.total_bytes:
+        applied = s.cudagraph_estimate if s.cudagraph_estimate is not None else cudagraph.applied_by_default(
+            s.version_tuple)
+        if s.kv_cache_memory_bytes is not None:
+            out[GRAPHS_CAPTURED] = graph.total_bytes
+        elif applied:
+            out[GRAPHS] = graph.total_bytes
+    return out
+
+
+def _extra_notes(model, s: VllmSettings, graph, extras: _Extras, extra: dict[str, int]) -> list[str]:
+    notes = []
+    version = s.version_tuple
+    if graph is None and cudagraph.computed(version, s.enforce_eager) and version[:2] >= (0, 20):
+        notes.append("vLLM's V2 model runner makes no CUDA-graph estimate before 0.29: the graphs it captures after "
+                     "sizing the KV cache come out of the (1 - utilization) headroom")
+    elif graph is not None and GRAPHS not in extra and GRAPHS_CAPTURED not in extra and graph.total_bytes:
+        notes.append(f"vLLM estimates {fmt_bytes(graph.total_bytes)} of CUDA graphs but does not subtract it "
+                     f"({cudagraph.ENV}=0{' is its default before 0.20' if version[:2] < (0, 20) else ''}): the "
+                     "graphs come out of the (1 - utilization) headroom")
+    if graph is not None and graph.total_bytes:
+        notes.append("CUDA-graph estimate: " + graph.formula + "; calibrated on vLLM's own estimates at v0.19 on "
+                     "H100s (validation/vllm_cudagraph.md: median 0.09 GiB off)")
+    if extras.speculative is not None:
+        _, how = spec_decode.draft_weight_bytes(model, extras.speculative, resolve_dtype(s.dtype),
+                                                s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size)
+        notes.append(f"speculative decoding ({extras.speculative.method}, {s.spec_tokens} tokens): draft weights "
+                     f"{how}; its {spec_decode.layer_count(extras.speculative, model)} KV layer(s) share the pool, "
+                     "so every token costs the target's bytes and the draft's; vLLM counts the draft in "
+                     "'Model loading took'")
+    if extras.lora is not None:
+        notes.append(lora_rules.lora_bytes(model.require_arch(), int(resolve_dtype(s.dtype).bytes),
+                                           s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size,
+                                           extras.lora)[1] + " for the whole model (vLLM lora/layers; counted "
+                     "in 'Model loading took')")
+    if s.kv_cache_memory_bytes is not None:
+        notes.append("--kv-cache-memory-bytes: vLLM takes that pool as given and skips its utilisation budget; "
+                     "the plan fits only if weights, activation, non-torch memory, the pool and the CUDA graphs "
+                     "captured after it all fit on the card")
+    return notes
+
+
+def _suggested_pool(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, int], graph) -> int | None:
+    """vLLM's "--kv-cache-memory=N" suggestion "to fit requested memory" (gpu_worker.py, 0.19 :443, logged from
+    0.19; INFO from 0.26): the budget less the non-KV memory, the CUDA graphs captured after and a 150 MiB margin.
+    From 0.27 its non-KV figure holds the applied estimate too, so an applied estimate counts twice."""
+    version = s.version_tuple
+    if version[:2] < (0, 19) or s.kv_cache_memory_bytes is not None:
+        return None
+    captured = graph.total_bytes if graph is not None else 0
+    applied = extra.get(GRAPHS, 0) if version[:2] >= (0, 27) else 0
+    value = (_requested(s, device) - head.weights_bytes - head.activation_bytes - head.non_torch_bytes
+             - sum(v for k, v in extra.items() if k not in (GRAPHS, GRAPHS_CAPTURED)) - applied - captured
+             - 150 * MiB)
+    return max(0, value)
+
+
+def _formula(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, int], pool: int, activation,
+             groups, cap, block: int) -> list[str]:
+    spent = "".join(f" - {name} {fmt_bytes(value)}" for name, value in extra.items() if name != GRAPHS_CAPTURED)
+    if s.kv_cache_memory_bytes is not None:
+        first = f"KV pool = --kv-cache-memory-bytes {s.kv_cache_memory_bytes:,} B = {fmt_bytes(pool)}"
     else:
-        gib = _by_version(ENGINE_CONSTANTS["non_torch_base_gib"], version)
-    return int(gib * GiB)
+        first = (f"KV pool = ceil({s.gpu_memory_utilization} x {fmt_bytes(device.memory_bytes)}) - weights "
+                 f"{fmt_bytes(head.weights_bytes)} - activation {fmt_bytes(head.activation_bytes)} - non-torch "
+                 f"{fmt_bytes(head.non_torch_bytes)}{spent} = {fmt_bytes(pool)}")
+    tokens = (f"tokens = int({cap.max_concurrency:.4f} x {s.max_model_len:,}) = {cap.kv_cache_tokens:,}"
+              if s.version_tuple[:3] >= (0, 20, 1) else f"tokens = {cap.kv_cache_tokens:,} ({block}-token blocks)")
+    return [
+        first,
+        f"activation = {activation.formula}",
+        f"blocks = {max(0, pool):,} // {groups.bytes_per_block:,} B per block = {cap.num_blocks:,}; {tokens}",
+        f"max concurrency = {cap.num_blocks:,} / {cap.blocks_per_request:,} blocks per {s.max_model_len:,}-token "
+        f"request = {cap.max_concurrency:.2f}",
+    ]
 
 
-def pp_layer_split(num_layers: int, pp: int) -> list[range]:
-    """vLLM's `get_pp_indices`: equal shares, the remainder going to the stages before the last."""
-    sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        sizes[-i] += 1
-    ranges, start = [], 0
-    for size in sizes:
-        ranges.append(range(start, start + size))
-        start += size
-    return ranges
+def _version_notes(version: tuple[int, int, int]) -> list[str]:
+    """Which accounting era the version falls in; a version past the newest kvplan read gets its rules."""
+    v = version[:2]
+    era = ("V0 engine (profiles one max_model_len prompt)" if v < V1_ENGINE else
+           "V1 engine, no CUDA-graph estimate" if v < (0, 18) else
+           "V1 engine; CUDA-graph estimate computed, subtracted only with "
+           f"{cudagraph.ENV}=1" if v < (0, 20) else
+           "V1 engine; CUDA-graph estimate subtracted by default" if v < (0, 22) else
+           "CUDA-graph estimate subtracted by default on the V1 model runner; the V2 runner (Qwen3 from 0.22, "
+           "dense models from 0.25) makes none" if v < (0, 29) else
+           "V2 model runner; CUDA-graph estimate subtracted by default")
+    notes = [f"vLLM {'.'.join(map(str, version))}: {era}"]
+    if version > LATEST:
+        notes.append(f"vLLM {'.'.join(map(str, version))} is newer than {'.'.join(map(str, LATEST))}, the newest "
+                     "release kvplan's rules were read from: planned with those rules")
+    return notes
+
+
+def _default_block(model: ModelSpec, device: GPU) -> int:
+    """vLLM's block size when --block-size is not given: 16, and 64 for MLA where FlashMLA runs (Hopper and
+    newer; and GPUs kvplan knows no SM version for). FlashMLA needs SM90: on Ampere / Ada vLLM runs Triton MLA
+    with 16-token blocks (DeepSeek-V2-Lite on L4s: 807,792 tokens = 50,487 x 16, not a multiple of 64)."""
+    if not model.is_mla:
+        return 16
+    cc = device.compute_capability
+    return 16 if cc is not None and cc < (9, 0) else 64
+
+
+def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
+    dense, moe, topk = 0, 0, 0
+    for layer in shape.layers:
+        if isinstance(layer.ffn, MoEDims):
+            moe = max(moe, layer.ffn.expert.intermediate)
+            topk = max(topk, layer.ffn.top_k)
+            if layer.ffn.shared:
+                dense = max(dense, layer.ffn.shared.intermediate)
+        elif isinstance(layer.ffn, MLPDims):
+            dense = max(dense, layer.ffn.intermediate)
+    return ActivationModel(shape.hidden, cdiv(dense, tp), cdiv(moe, tp), topk, shape.vocab, int(act.bytes))
+
+
+def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: int = 1) -> int:
+    """vLLM's `estimate_max_model_len`: the longest single request the pool holds (binary search)."""
+    def fits(length: int) -> bool:
+        return sum(max_usage_bytes(x, block, length, s.max_num_batched_tokens, inflight) for x in specs) <= pool
+
+    if pool <= 0 or not fits(1):
+        return 0
+    lo, hi = 1, s.max_model_len
+    if fits(hi):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[str]:
+    notes = []
+    kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
+    if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
+        notes.append(f"{kv_heads} KV heads < TP {s.tensor_parallel_size}: vLLM replicates them, 1 head per rank")
+    if model.is_mla and s.tensor_parallel_size > 1:
+        notes.append("MLA latent is replicated on every TP rank: per-GPU KV does not shrink with TP")
+    if not groups.uniform:
+        notes.append(f"hybrid KV groups ({len(groups.groups)} groups of {len(groups.groups[0])} layers"
+                     + (f", {groups.padding_layers} padding layers" if groups.padding_layers else "")
+                     + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
+    if model.has_state:
+        notes.append("Mamba/linear state: one state per request; vLLM's token figure is not a token capacity")
+    return notes
+
+
+def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: _Extras = _Extras()) -> str:
+    env = _env_prefix(s)
+    parts = [f"{env}vllm serve {name}", f"--tensor-parallel-size {s.tensor_parallel_size}"]
+    if s.pipeline_parallel_size > 1:
+        parts.append(f"--pipeline-parallel-size {s.pipeline_parallel_size}")
+    if s.data_parallel_size > 1:
+        parts.append(f"--data-parallel-size {s.data_parallel_size}")
+    if s.enable_expert_parallel:
+        parts.append("--enable-expert-parallel")
+    parts += [f"--max-model-len {s.max_model_len}", f"--max-num-seqs {s.max_num_seqs}"]
+    if s.kv_cache_memory_bytes is not None:
+        parts.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
+    else:
+        parts.append(f"--gpu-memory-utilization {s.gpu_memory_utilization}")
+    if kv.bits == 8:
+        parts.append("--kv-cache-dtype fp8" if kv.name == "float8_e4m3" else "--kv-cache-dtype fp8_e5m2")
+    if quantization:
+        parts.append(f"--quantization {quantization}")
+    if s.enforce_eager:
+        parts.append("--enforce-eager")
+    if extras.speculative is not None:
+        parts.append("--speculative-config " + shlex.quote(spec_decode.config_json(extras.speculative)))
+    if extras.lora is not None:
+        parts.append(f"--enable-lora --max-loras {extras.lora.max_loras} --max-lora-rank {extras.lora.max_lora_rank}")
+    return " ".join(parts)
+
+
+def _env_prefix(s: VllmSettings) -> str:
+    """Environment the plan depends on: NVLS off when asked on an NVSwitch GPU, and the estimate switch when the
+    plan asks for what the version does not do by default."""
+    version = s.version_tuple
+    env = "NCCL_NVLS_ENABLE=0 " if s.nvls is False and s.tensor_parallel_size > 1 else ""
+    if s.cudagraph_estimate is None or version[:2] < cudagraph.ESTIMATE_FROM or s.enforce_eager:
+        return env
+    if s.cudagraph_estimate != cudagraph.applied_by_default(version):
+        return f"{env}{cudagraph.ENV}={int(s.cudagraph_estimate)} "
+    return env
+
+
+def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
+    """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length)."""
+    specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
+                             resolve_dtype(p.kv_cache_dtype).bits / 8, int(resolve_dtype(p.dtype).bytes))
+    groups = kv_groups(specs, p.block_size)
+    return pool_capacity(groups, p.kv_pool_bytes, positive("context_len", context_len), p.max_num_batched_tokens).max_concurrency

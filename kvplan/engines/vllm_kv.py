@@ -83,13 +83,16 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmL
     return VllmLayerSpec("full", per_token)
 
 
-def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int) -> int:
-    """`max_memory_usage_bytes`: what one request of max_model_len tokens can occupy in this layer."""
+def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int,
+                    inflight: int = 1) -> int:
+    """`max_memory_usage_bytes`: what one request of max_model_len tokens can occupy in this layer. `inflight`:
+    batches scheduled ahead, whose tokens a sliding layer must also hold (vllm 0.26+ kv_cache_interface.py:
+    W - 1 + max_concurrent_batches x max_num_batched_tokens; 2 with async scheduling, the default)."""
     page = spec.page_bytes(block_size)
     if spec.kind == "mamba":
         return page  # one state per request (mamba_cache_mode "none")
     if spec.kind == "sliding":
-        tokens = min(spec.window - 1 + batched_tokens, max_model_len)
+        tokens = min(spec.window - 1 + inflight * batched_tokens, max_model_len)
         return (cdiv(tokens, block_size) + 1) * page  # +1: a window can straddle blocks
     if spec.kind == "chunked":
         return cdiv(min(spec.window + batched_tokens, max_model_len), block_size) * page
@@ -155,8 +158,12 @@ class PoolResult:
     blocks_per_request: int
 
 
-def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched_tokens: int) -> PoolResult:
-    """num_blocks from the pool, then the two figures vLLM logs (`_report_kv_cache_config`)."""
+def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched_tokens: int, *,
+                  inflight: int = 1, tokens_from_concurrency: bool = False) -> PoolResult:
+    """num_blocks from the pool, then the two figures vLLM logs (`_report_kv_cache_config`). Through 0.20.0 the
+    "GPU KV cache size" is blocks per group x block size; from 0.20.1 it is int(max concurrency x max_model_len)
+    (`get_kv_cache_capacity` from 0.24; `tokens_from_concurrency`), which for a hybrid model counts requests, not
+    blocks."""
     bs = groups.block_size
     per_block = groups.bytes_per_block
     num_blocks = max(0, pool_bytes) // per_block if per_block else 0
@@ -164,15 +171,17 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
         tokens = num_blocks * bs
         per_request = cdiv(max_model_len, bs)
         if groups.groups[0][0].kind != "full":
-            per_request = cdiv(sum(max_usage_bytes(s, bs, max_model_len, batched_tokens) for s in groups.groups[0]),
-                               per_block)
+            per_request = cdiv(sum(max_usage_bytes(s, bs, max_model_len, batched_tokens, inflight)
+                                   for s in groups.groups[0]), per_block)
     else:
         tokens = num_blocks // len(groups.groups) * bs
         layers_per_group = len(groups.groups[0])
-        usage = layers_per_group * sum(max_usage_bytes(g[0], bs, max_model_len, batched_tokens)
+        usage = layers_per_group * sum(max_usage_bytes(g[0], bs, max_model_len, batched_tokens, inflight)
                                        for g in groups.groups)
         per_request = cdiv(usage, per_block)
     concurrency = num_blocks / per_request if per_request else 0.0
+    if tokens_from_concurrency:
+        tokens = int(concurrency * max_model_len)
     return PoolResult(num_blocks, tokens, concurrency, per_request)
 
 

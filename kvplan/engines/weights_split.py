@@ -14,6 +14,7 @@ from math import ceil
 
 from ..arch import ArchShape, QuantDims
 from ..dtypes import DType
+from ..layers import MLASpec
 from ..weights import _tensor_bytes, inventory, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
@@ -35,14 +36,17 @@ def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
 
 
 def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                       towers: bool = True) -> int:
+                       towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
     """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
     tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
+    `moe_ranks`: the ranks the routed experts are spread over, TP x DP in vLLM (whole experts with
+    --enable-expert-parallel, each one TP-sharded over all of them without; the bytes are the same), TP when None.
+    `attn_ranks`: the ranks attention is split over, SGLang's attention TP = TP / DP with DP attention.
 
     Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
     inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
     """
-    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers)
+    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp)
 
 
 @lru_cache(maxsize=256)
@@ -55,7 +59,7 @@ def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str,
 
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                        towers: bool) -> int:
+                        towers: bool, moe_ranks: int, attn_ranks: int) -> int:
     total = 0
     tied_embedding = 0
     rows, buffers = _tensor_table(shape, dtype)
@@ -73,7 +77,8 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
                 continue
         elif group in ("lm_head", "norms") and not last:
             continue
-        total += size if group == "norms" else ceil(size / tp)  # norms are replicated on every rank
+        ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
+        total += size if group == "norms" else ceil(size / ranks)
     total += ceil(tied_embedding / tp)
     return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
 
@@ -85,13 +90,14 @@ def checkpoint_for(model, shape: ArchShape):
 
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                     towers: bool = True) -> int:
+                     towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
     """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
     found = checkpoint_for(model, shape)
     if found is None:
-        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers)
+        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks)
     skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
-    return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip)
+    return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip, moe_ranks or tp,
+                             attn_ranks or tp)
 
 
 @lru_cache(maxsize=256)
@@ -107,3 +113,29 @@ def whole_model(shape: ArchShape, dtype: DType) -> tuple[int, tuple[tuple[str, i
 @lru_cache(maxsize=256)
 def _priced(shape: ArchShape, dtype: DType):
     return weights_bytes(shape, dtype)
+
+
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt", "bloom", "mamba", "falcon_mamba", "mamba2"}
+
+
+def rope_cache_bytes(model, act: DType) -> int:
+    """vLLM builds one rotary cos/sin table per distinct RoPE on each GPU: max_position x rotary width in the
+    model dtype (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
+    14.99 GiB vLLM reports). The width is the rotating part of a head (Qwen3-Next: 256 x 0.25 = 64; MLA: the
+    64-wide RoPE key); Gemma 3 keeps two tables (local and global bases). A linear-scaled RoPE caches
+    max_position x factor positions (vllm 0.11-0.19 rotary_embedding/linear_scaling_rope.py: "the maximum length
+    after applying the rope scaling is self.max_position_embeddings * self.scaling_factor"): gemma-3-4b-it's
+    global table is 131,072 x 8 x 256 x 2 B = 512 MiB, its local one 64 MiB."""
+    dims = model.dims
+    if model.model_type in LEARNED_POSITIONS or dims is None or not dims.max_position_embeddings:
+        return 0
+    if model.is_mla:
+        spec = next(s for _, s in model.specs() if isinstance(s, MLASpec))
+        width = spec.qk_rope_head_dim
+    elif model.head_dim:
+        width = dims.rotary_dim or int(model.head_dim * dims.rotary_fraction)
+    else:
+        return 0
+    positions = dims.max_position_embeddings
+    scaled = int(positions * dims.rope_linear_factor)
+    return ((dims.rope_tables - 1) * positions + scaled) * width * int(act.bytes)
