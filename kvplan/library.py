@@ -226,11 +226,35 @@ def _load_config(source, revision, token, overrides, name) -> ModelSpec:
         raise ModelNotAvailableError(f"no such file or folder: {_shorten(text)}: check the path")
     if not HUB_ID.match(text):
         raise ModelNotAvailableError(f"{_shorten(text)!r} is not a bundled model, a file or a Hub id like org/name: "
-                                     "run `kvplan models` for the bundled ones")
+                                     + (f"{_closest(text)}; " if _closest(text) else "")
+                                     + "run `kvplan models` for the bundled ones")
     from .hub import fetch_config
 
-    data = fetch_config(text, revision=revision, token=token)
+    try:
+        data = fetch_config(text, revision=revision, token=token)
+    except ModelNotAvailableError as exc:
+        near = _closest(text)
+        if not near:
+            raise
+        raise ModelNotAvailableError(f"{exc}; {near}") from None
     return parse_config(data, name=name or text, source="hub", overrides=overrides)
+
+
+def _closest(text: str) -> str:
+    """The bundled ids a mistyped or unbundled name is closest to ('Llama-3.1-8B-Instruct' -> meta-llama/Llama-3.1-8B;
+    'meta-llama/Lama-3.1-8B' -> the same), as a clause; '' when none is near."""
+    import difflib
+
+    ids = bundled_ids()
+    lowered = {i.lower(): i for i in ids}
+    key = text.strip().lower()
+    names = {i.split("/", 1)[-1].lower(): i for i in ids}
+    tail = key.split("/", 1)[-1]
+    found = sorted((i for n, i in names.items() if len(n) >= 6 and tail.startswith(n)), key=len, reverse=True)
+    found += difflib.get_close_matches(key, list(lowered), n=3, cutoff=0.8)
+    found += [names[n] for n in difflib.get_close_matches(tail, list(names), n=3, cutoff=0.75)]
+    unique = list(dict.fromkeys(lowered.get(f, f) for f in found))[:3]
+    return f"bundled ids close to it: {', '.join(unique)}" if unique else ""
 
 
 def _no_revision(revision: str | None, what: str) -> None:

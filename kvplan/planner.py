@@ -45,7 +45,7 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     if past is not None and past[1]:
         update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
     warnings = list(model.warnings) + tower_warning(model, update["weights_source"], result.engine) + (
-        [past[0]] if past else [])
+        [past[0]] if past else []) + result.warnings   # the engine's own: what its figures do not model
     if warnings:
         update.update(verified=False, warnings=warnings,
                       notes=[f"not verified: {w}" for w in warnings] + result.notes)

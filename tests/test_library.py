@@ -369,3 +369,22 @@ def test_wheel_ships_and_loads_the_bundled_configs(tmp_path):
     assert Path(module).is_relative_to(site)
     assert Path(folder) == site / "kvplan" / "model_configs"
     assert (int(count), int(layers)) == (len(shipped), 28)
+
+
+def test_unknown_ids_get_the_closest_bundled_ones(monkeypatch):
+    """Issue #12: a near miss names the bundled ids it is close to, in the one line (offline, so the Hub miss is
+    the cache's)."""
+    from kvplan.errors import ModelNotAvailableError
+    from kvplan.library import load_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for typed, expected in (("Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+                            ("qwen3-8b-instruct", "Qwen/Qwen3-8B"),
+                            ("meta-llama/Lama-3.1-8B", "meta-llama/Llama-3.1-8B")):
+        with pytest.raises(ModelNotAvailableError) as info:
+            load_model(typed)
+        message = str(info.value)
+        assert f"bundled ids close to it: {expected}" in message and "\n" not in message, message
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_model("foo/bar")
+    assert "close to it" not in str(info.value)

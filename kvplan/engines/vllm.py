@@ -32,7 +32,7 @@ from .vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_u
 from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
-                           batch_defaults, non_torch_bytes, pp_layer_split)
+                           batch_defaults, non_torch_bytes, parse_version, pp_layer_split)
 from .weights_split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
 
 # vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
@@ -179,7 +179,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
-        formula=formula, notes=notes,
+        formula=formula, notes=notes, warnings=_engine_warnings(model, s),
     )
 
 
@@ -393,6 +393,17 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[st
     return notes
 
 
+def _engine_warnings(model: ModelSpec, s: VllmSettings) -> list[str]:
+    """What this plan's figures do not model, said as a warning in every face."""
+    if model.has_state and s.version_tuple[:2] >= (0, 24):
+        # 0.33 model_executor/models/config.py:764-787: prefix caching (on by default) puts Mamba layers in
+        # "align" mode, 2 states per request plus prefill checkpoints (kv_cache_interface.py)
+        return ["with prefix caching on (vLLM's default) Mamba / linear-attention layers keep 2 states per request "
+                "and prefill checkpoints ('align' mode), where kvplan counts 1: the concurrency is an upper bound "
+                "(vllm#50780 reports 18-24 % smaller pools for hybrid GDN models since 0.26)"]
+    return []
+
+
 def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: _Extras = _Extras()) -> str:
     env = _env_prefix(s)
     parts = [f"{env}vllm serve {name}", f"--tensor-parallel-size {s.tensor_parallel_size}"]
@@ -433,8 +444,15 @@ def _env_prefix(s: VllmSettings) -> str:
 
 
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
-    """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length)."""
+    """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length, with the plan's
+    version's sliding-window rule). A drafter's layers share every block of a full-attention model, so there the
+    plan's blocks over the request's blocks say it."""
+    length = positive("context_len", context_len)
+    if p.engine == "vllm" and "draft model weights" in p.extra and model.all_full_attention:
+        return p.num_blocks / cdiv(length, p.block_size)
     specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
                              resolve_dtype(p.kv_cache_dtype).bits / 8, int(resolve_dtype(p.dtype).bytes))
     groups = kv_groups(specs, p.block_size)
-    return pool_capacity(groups, p.kv_pool_bytes, positive("context_len", context_len), p.max_num_batched_tokens).max_concurrency
+    inflight = capacity_semantics(parse_version(p.engine_version), p.pipeline_parallel_size)[0] \
+        if p.engine == "vllm" else 1
+    return pool_capacity(groups, p.kv_pool_bytes, length, p.max_num_batched_tokens, inflight=inflight).max_concurrency
