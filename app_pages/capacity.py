@@ -107,6 +107,24 @@ if result is not None:
 else:
     st.warning(f"Speed: {problem}", icon=":material/warning:")
 
+st.markdown("#### At your workload")
+w1, w2, w3, _ = st.columns([1, 1, 1, 1])
+mean_prompt = w1.number_input("Mean prompt tokens", **common.bounds("wl_prompt"), step=256, key="wl_prompt", bind=URL)
+mean_output = w2.number_input("Mean output tokens", **common.bounds("wl_output"), step=64, key="wl_output", bind=URL)
+price = w3.number_input("Price per GPU-hour ($, 0: the catalog's)", min_value=0.0, max_value=9999.0, value=0.0,
+                        step=0.1, key="wl_price", bind=URL)
+if plan.fits:
+    load, problem = common.message(sup.workload, model, plan, int(mean_prompt), int(mean_output), float(price))
+else:
+    load, problem = None, "the workload figures are for plans that fit: change the settings above until this one does"
+if load is not None:
+    common.metrics(sup.workload_metrics(load))
+    st.caption(" · ".join([load.price_source] + load.notes[-2:]))
+    with st.expander("How the workload figures were computed"):
+        st.code("\n".join(load.formula), language=None, wrap_lines=True)
+else:
+    st.warning(f"Workload: {problem}", icon=":material/warning:")
+
 st.markdown("#### Serve it")
 st.code(sup.serve_command(plan), language="bash", wrap_lines=True)
 with st.expander("How the pool was computed"):

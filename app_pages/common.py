@@ -104,6 +104,7 @@ INT_PARAMS = {
     "ttft_prompt": ("prompt length for the speed estimate", 0, 10**12, 2048),
     "dp": ("data-parallel size", 1, 64, 1), "spect": ("draft tokens", 1, 64, 1),
     "loras": ("LoRA slots", 0, 1024, 0), "lorarank": ("LoRA rank", 1, 4096, 16),
+    "wl_prompt": ("mean prompt", 1, 10**9, 2000), "wl_output": ("mean output", 1, 10**9, 500),
 }
 
 

@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
     _add_plan(sub.add_parser("plan", help="what fits on which GPUs with vLLM, SGLang or transformers"))
+    _add_compare(sub.add_parser("compare", help="two to four models or setups side by side (MODEL@GPUxN)"))
     models = sub.add_parser("models", help="list the bundled models")
     models.add_argument("--json", action="store_true", help="one JSON array on stdout")
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
@@ -91,8 +92,32 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
                    help="vision models: serve the language model alone (vLLM --language-model-only)")
     p.add_argument("--images-per-prompt", type=int,
                    help="vision models: vLLM's --limit-mm-per-prompt image count (default 999; 0 = text only)")
+    p.add_argument("--prompt-mean", type=int, help="workload: mean prompt tokens of the requests served (with "
+                   "--output-mean: concurrency, throughput and cost at that mix)")
+    p.add_argument("--output-mean", type=int, help="workload: mean output tokens")
+    p.add_argument("--prompt-p95", type=int, help="workload: 95th-percentile prompt tokens")
+    p.add_argument("--output-p95", type=int, help="workload: 95th-percentile output tokens")
+    p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour (default: the catalog's on-demand "
+                   "price, kvplan gpus)")
     p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("setups", nargs="+", metavar="SETUP",
+                   help="MODEL, MODEL@GPU or MODEL@GPUxN (meta-llama/Llama-3.1-70B@H100-80GBx4); 2 to 4 of them")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="vllm or sglang; default vllm")
+    p.add_argument("--gpu", default="H100-80GB", help="the GPU of setups that name none")
+    p.add_argument("--num-gpus", type=int, help="the GPU count of setups that name none (default: 1)")
+    p.add_argument("--max-model-len", type=int, help="default: each model's context length")
+    p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16"),
+                   help="KV cache dtype; default auto")
+    p.add_argument("--gpu-memory-utilization", type=float, help="default: the engine's own")
+    p.add_argument("--engine-version", help="default: the latest release kvplan read")
+    p.add_argument("--prompt-mean", type=int, help="workload: mean prompt tokens (with --output-mean)")
+    p.add_argument("--output-mean", type=int, help="workload: mean output tokens")
+    p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour for every setup (default: the catalog's)")
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -217,12 +242,46 @@ def cmd_plan(args) -> int:
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
     nearest = [] if result.fits else fixes(model, result, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    load = _workload(args, model, result)
     if args.json:
-        print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest]},
-                         indent=1))
+        print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest],
+                          **({"workload": load.model_dump(mode="json")} if load else {})}, indent=1))
     else:
-        print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest))
+        print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
+              + (format_workload(load) if load else ""))
     return 0 if result.fits else EXIT_DOES_NOT_FIT
+
+
+def _workload(args, model, result):
+    """The plan at the request mix the flags give, or None without one (--gpu-price alone asks for a mix)."""
+    given = (args.prompt_mean, args.output_mean, args.prompt_p95, args.output_p95)
+    if all(v is None for v in given):
+        if args.gpu_price is not None:
+            raise KVPlanError("--gpu-price prices a workload: add --prompt-mean N --output-mean N")
+        return None
+    if args.prompt_mean is None or args.output_mean is None:
+        raise KVPlanError("a workload needs both --prompt-mean and --output-mean (the p95s are optional)")
+    from .workload import RequestMix, workload_plan
+
+    if not result.fits:
+        return None   # the plan says what would fit; a workload on it would only repeat that
+    return workload_plan(model, result, RequestMix(args.prompt_mean, args.output_mean, args.prompt_p95,
+                                                   args.output_p95), args.gpu_price)
+
+
+def format_workload(w) -> str:
+    cost = (f"${w.cost_per_million_output_tokens:,.3f} per million output tokens at ${w.gpu_price_per_hour:,.2f} per "
+            f"GPU-hour ({w.price_source})" if w.cost_per_million_output_tokens is not None else
+            w.price_source)
+    p95 = (f"; {w.concurrent_requests_p95:,.2f} if all were p95 ({w.p95_context:,} tokens)"
+           if w.concurrent_requests_p95 is not None else "")
+    lines = ["", f"workload: {w.prompt_mean:,} prompt + {w.output_mean:,} output tokens per request",
+             f"  concurrent requests  {w.concurrent_requests:,.2f} (limited by the {w.limited_by}){p95}",
+             f"  output tokens/s      {w.output_tokens_per_s:,.0f} ({w.time_per_output_token_s * 1e3:,.2f} ms per "
+             f"token, TTFT {w.ttft_s * 1e3:,.0f} ms)",
+             f"  requests/s           {w.requests_per_s:,.2f}",
+             f"  cost                 {cost}", *w.formula, *("note: " + n for n in w.notes)]
+    return "\n".join(lines)
 
 
 def format_plan(p) -> str:
@@ -285,17 +344,63 @@ def _capacity_lines(p) -> list[str]:
             f"Maximum concurrency for {fmt_int(p.max_model_len)} tokens per request: {p.max_concurrency:.2f}x"]
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare
+    from .workload import RequestMix
+
+    if (args.prompt_mean is None) != (args.output_mean is None):
+        raise KVPlanError("a workload needs both --prompt-mean and --output-mean")
+    if args.gpu_price is not None and args.prompt_mean is None:
+        raise KVPlanError("--gpu-price prices a workload: add --prompt-mean N --output-mean N")
+    mix = RequestMix(args.prompt_mean, args.output_mean) if args.prompt_mean is not None else None
+    rows = compare(args.setups, gpu=args.gpu, num_gpus=args.num_gpus, mix=mix, gpu_price_per_hour=args.gpu_price,
+                   engine=args.engine, max_model_len=args.max_model_len, kv_dtype=args.kv_dtype,
+                   gpu_memory_utilization=args.gpu_memory_utilization, engine_version=args.engine_version)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
+    else:
+        print(format_comparison(rows))
+    return 0 if all(r.fits for r in rows) else EXIT_DOES_NOT_FIT
+
+
+def format_comparison(rows) -> str:
+    head = ["setup", "GPUs", "layout", "fits", "weights/GPU", "KV pool/GPU", "KV tokens", "max conc."]
+    workload = any(r.concurrent_requests is not None for r in rows)
+    head += ["at the mix", "out tok/s", "$/1M out"] if workload else []
+    table = [head]
+    for r in rows:
+        if r.error:
+            table.append([r.setup, "-", "-", "no", *["-"] * (len(head) - 4)])
+            continue
+        cells = [r.setup, f"{r.num_gpus} x {r.gpu}", r.layout, "yes" if r.fits else "NO", fmt_bytes(r.weights_bytes),
+                 fmt_bytes(r.kv_pool_bytes), fmt_int(r.kv_cache_tokens), f"{r.max_concurrency:,.2f}x"]
+        if workload:
+            cells += ["-" if r.concurrent_requests is None else f"{r.concurrent_requests:,.1f}",
+                      "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
+                      "-" if r.cost_per_million_output_tokens is None else f"{r.cost_per_million_output_tokens:,.3f}"]
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 2, 3) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in table]
+    lines += [f"{r.setup}: {r.error}" for r in rows if r.error]
+    lines += [f"{r.setup}: not verified (see `kvplan plan` for the warning)" for r in rows if not r.error and not r.verified]
+    return "\n".join(lines)
+
+
 def cmd_gpus(args) -> int:
     from .gpus import list_gpus
 
     gpus = list_gpus()
     if args.json:
         print(json.dumps([{"name": g.name, "memory_bytes": g.memory_bytes, "bandwidth_bytes_per_s":
-                           g.bandwidth_bytes_per_s, "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops}
-                          for g in gpus], indent=1))
+                           g.bandwidth_bytes_per_s, "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops,
+                           "usd_per_gpu_hour": g.price_per_hour} for g in gpus], indent=1))
         return 0
+    width = max(len(g.name) for g in gpus)
     for g in gpus:
-        print(f"{g.name:<18} {fmt_bytes(g.memory_bytes):>11}  {g.bandwidth_bytes_per_s / 1e12:5.2f} TB/s")
+        price = f"  ${g.price_per_hour:5.2f}/h" if g.price_per_hour is not None else ""
+        print(f"{g.name:<{width}} {fmt_bytes(g.memory_bytes):>11}  {g.bandwidth_bytes_per_s / 1e12:5.2f} TB/s{price}")
+    print("prices: on-demand USD per GPU-hour, kvplan/data/gpu_prices.json (where read, when); --gpu-price overrides")
     return 0
 
 
@@ -318,7 +423,7 @@ def cmd_models(args) -> int:
     return 0
 
 
-COMMANDS = {"estimate": cmd_estimate, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
+COMMANDS = {"compare": cmd_compare, "estimate": cmd_estimate, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
 
 
 def cmd_validate(rest: Sequence[str]) -> int:

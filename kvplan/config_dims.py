@@ -36,6 +36,7 @@ from .config_read import (
     INTERMEDIATE_KEYS,
     KV_HEAD_KEYS,
     LAYER_KEYS,
+    MTP_FAMILIES,
     MTP_KEYS,
     SAME_ARCHITECTURE,  # noqa: F401  (tests import it from here)
     VOCAB_KEYS,
@@ -117,7 +118,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
-        mtp_layers=_int(*mtp, minimum=0) if mtp and f.family == "deepseek_v3" else 0,
+        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
         towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)

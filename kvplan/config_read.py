@@ -28,7 +28,10 @@ VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
 INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size", "dim_ff")
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "num_experts_routed")
 DTYPE_KEYS = ("dtype", "torch_dtype")
-MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
+MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers")
+# families whose checkpoint carries MTP layers past the model's own (DeepSeek-V3 / R1 `model.layers.61`, Qwen3.5
+# `mtp.layers.0`): transformers builds none of them; vLLM loads them for --speculative-config mtp
+MTP_FAMILIES = frozenset({"deepseek_v3", "qwen3_5_text", "qwen3_5_moe_text"})
 # BART-style encoder-decoder configs (BART, mBART, Marian, Pegasus, PLBart, MVP, BlenderbotSmall, BigBirdPegasus,
 # Whisper, TrOCR) describe the decoder under decoder_* keys, and their causal LM (BartForCausalLM ...) is that
 # decoder alone. These win over the generic aliases: distil-whisper-large-v3's config.json says num_hidden_layers

@@ -158,6 +158,11 @@ def _deltanet(r: ConfigReader) -> StateSpec:
     v_dim = r.req_int("linear_value_head_dim") if same_dim is None else k_dim
     kernel = r.req_int("linear_conv_kernel_dim")
     mixer = "kda" if same_heads is not None else "gated_deltanet"
+    # vllm 0.19-0.33 model_executor/models/config.py `Qwen3_5ForConditionalGenerationConfig`: a Qwen3.5 config's
+    # mamba_ssm_dtype becomes the engine's SSM cache dtype (float32 in every published Qwen3.5 / 3.6 config), so
+    # vLLM's recurrent state is float32 where the conv state stays in the model dtype
+    if r.model_type.startswith("qwen3_5") and r.get("mamba_ssm_dtype") in ("float32", "float16", "bfloat16"):
+        r.used["engine_ssm_dtype"] = r.get("mamba_ssm_dtype")
     return StateSpec(conv_shape=(2 * k_heads * k_dim + v_heads * v_dim, kernel),
                      recurrent_shape=(v_heads, k_dim, v_dim), mixer=mixer)
 

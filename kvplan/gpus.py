@@ -46,6 +46,8 @@ class GPU:
     memory_kind: str = ""
     tdp_watts: int | None = None
     compute_capability: tuple[int, int] | None = None  # NVIDIA SM version (8.0 A100, 9.0 H100); None: AMD, custom
+    price_per_hour: float | None = None   # USD per GPU-hour, on demand (kvplan/data/gpu_prices.json); None: unknown
+    price_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -76,7 +78,25 @@ def _gpu_from_entry(entry: dict) -> GPU:
         memory_kind=src["memory_kind"],
         tdp_watts=entry.get("tdp_watts"),
         compute_capability=_capability(entry.get("compute_capability")),
+        **_price_of(entry["name"]),
     )
+
+
+def _price_of(name: str) -> dict:
+    """The catalog GPU's on-demand price per GPU-hour and where it was read (kvplan/data/gpu_prices.json)."""
+    found = _prices().get(name)
+    if found is None:
+        return {}
+    return {"price_per_hour": float(found["usd_per_gpu_hour"]),
+            "price_source": f"{found['provider']} {found['sku']}, {found['date']}: {found['source']}"}
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict:
+    path = Path(__file__).resolve().parent / "data" / "gpu_prices.json"
+    if not path.is_file():
+        return {}
+    return {p["gpu"]: p for p in json.loads(path.read_text())["prices"]}
 
 
 def _capability(text: str | None) -> tuple[int, int] | None:

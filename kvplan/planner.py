@@ -175,11 +175,14 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
         model = _load(model)
     per_node = positive("gpus_per_node", gpus_per_node)
     last_error = None
-    for count in range(1, positive("max_gpus", max_gpus) + 1):
+    # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
+    dp = (positive("data parallel size", kwargs.get("dp")) or 1) if kwargs.get("engine", "vllm") == "vllm" else 1
+    for count in range(dp, positive("max_gpus", max_gpus) + 1, dp):
         fitting = []
-        for tp in (t for t in TP_SIZES if t <= per_node and count % t == 0):
+        per_engine = count // dp
+        for tp in (t for t in TP_SIZES if t <= per_node and per_engine % t == 0):
             try:
-                candidate = plan(model, tp=tp, pp=count // tp, **kwargs)
+                candidate = plan(model, tp=tp, pp=per_engine // tp, **kwargs)
             except WorkloadError as exc:
                 last_error = exc
                 continue

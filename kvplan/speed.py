@@ -10,8 +10,12 @@ Tensor parallel divides both across ranks (ideal scaling; all-reduce cost ignore
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import ceil
 
+from .dtypes import resolve_dtype
 from .errors import WorkloadError
+from .estimate import estimate
+from .model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,72 @@ def roofline(*, active_params: int, weight_bytes: int, kv_bytes_per_token: int, 
              *(("MoE: only the routed experts' weights are read per token at batch 1; larger batches touch more",)
                if moe else ()))
     return SpeedEstimate(ttft, tpot, 1 / tpot, batch / tpot, float(prefill), step_bytes, assumptions, notes)
+
+
+@dataclass(frozen=True)
+class ModelCompute:
+    """What the roofline needs from a config: parameters (all and per token) and attention FLOPs per token pair."""
+
+    total_params: int
+    active_params: int
+    weight_bytes: int
+    attn_flops_per_token_pair: int   # 2 x heads x (d_k + d_v) per attention layer: QK^T and AV
+    notes: tuple[str, ...] = ()
+
+    @property
+    def active_weight_bytes(self) -> int:
+        """Bytes one decode token reads at batch 1: the active share of the weights (MoE: top-k experts)."""
+        return ceil(self.weight_bytes * self.active_params / self.total_params) if self.total_params else 0
+
+
+def model_compute(model: ModelSpec, dtype: str | None = None) -> ModelCompute:
+    from .arch import AttentionDims
+    from .weights import weights_bytes
+
+    shape = model.require_arch()
+    weights = weights_bytes(shape, dtype)
+    attn = sum(2 * m.heads * (m.head_dim + m.v_head_dim) for m in (layer.mixer for layer in shape.layers)
+               if isinstance(m, AttentionDims))
+    return ModelCompute(weights.params.total, weights.params.active, weights.total_bytes, attn, weights.notes)
+
+
+def kv_bytes_per_token(model: ModelSpec, context_len: int, kv_dtype: str = "auto") -> int:
+    """Average KV bytes per token of one sequence at `context_len` (sliding and state layers included), at
+    `kv_dtype` (an 8-bit KV is priced per element, as vLLM stores it)."""
+    from .strategies import per_element_bytes
+
+    est = estimate(model, context_len, 1)
+    total = est.kv_cache_bytes
+    if kv_dtype not in (None, "auto") and resolve_dtype(kv_dtype).bits != resolve_dtype(est.kv_dtype).bits:
+        total = per_element_bytes(est, kv_dtype)
+    return ceil(total / context_len)
+
+
+def gpu_flops(gpu, dtype: str) -> float:
+    """Dense tensor FLOP/s for the compute dtype (bf16 figure for fp32 too: no TF32 figure in the catalog)."""
+    value = gpu.fp16_flops if dtype == "float16" and gpu.fp16_flops else gpu.bf16_flops or gpu.fp16_flops
+    if not value:
+        raise WorkloadError(f"the catalog has no 16-bit FLOP/s for {gpu.name}: speed cannot be estimated")
+    return float(value)
+
+
+def plan_speed(model: ModelSpec, plan, prompt_len: int, batch: int = 1, context_len: int | None = None):
+    """`roofline` for a plan: TTFT for a `prompt_len` prefill and the time per token at `context_len` of context
+    (the plan's max_model_len when None), with the GPU's catalog FLOP/s and bandwidth."""
+    from .gpus import resolve_gpu
+
+    if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or prompt_len < 1:
+        raise WorkloadError(f"the prompt must be at least 1 token, got {prompt_len!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise WorkloadError(f"the batch must be at least 1 sequence, got {batch!r}")
+    gpu = resolve_gpu(plan.gpu)
+    if not gpu.bandwidth_bytes_per_s:
+        raise WorkloadError(f"the catalog has no memory bandwidth for {gpu.name}: speed cannot be estimated")
+    mc = model_compute(model, plan.dtype)
+    context = min(context_len or plan.max_model_len, plan.max_model_len)
+    per_token = kv_bytes_per_token(model, context, plan.kv_cache_dtype)
+    return roofline(active_params=mc.active_params, weight_bytes=mc.active_weight_bytes,
+                    kv_bytes_per_token=per_token, prompt_len=min(prompt_len, plan.max_model_len),
+                    context_len=context, batch=batch, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,
+                    flops=gpu_flops(gpu, plan.dtype), bandwidth=float(gpu.bandwidth_bytes_per_s),
+                    tp=plan.tensor_parallel_size, moe=mc.active_params < mc.total_params)

@@ -272,7 +272,7 @@ def test_every_nvidia_gpu_names_its_sm_version():
 
     for gpu in list_gpus():
         if gpu.vendor == "nvidia":
-            assert gpu.compute_capability is not None and (7, 0) <= gpu.compute_capability <= (10, 0), gpu.name
+            assert gpu.compute_capability is not None and (7, 0) <= gpu.compute_capability <= (12, 1), gpu.name
         else:
             assert gpu.compute_capability is None, gpu.name
     assert resolve_gpu("A100").compute_capability == (8, 0)

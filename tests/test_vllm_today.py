@@ -38,14 +38,14 @@ def test_default_capture_sizes():
     """config/vllm.py `_set_cudagraph_sizes`: min(2 x max_num_seqs x (1 + k), 512) tokens at most, 1024 on
     SM10x from 0.28; 1, 2, 4, then steps of 8 to 248 and of 16 from 256."""
     h100 = capture_sizes(1024, 8192, (0, 33, 0))
-    assert len(h100) == 51 and h100[:5] == [1, 2, 4, 8, 16] and h100[-2:] == [496, 512]
+    assert len(h100) == 51 and h100[:5] == (1, 2, 4, 8, 16) and h100[-2:] == (496, 512)
     assert len(capture_sizes(1024, 16384, (0, 33, 0), sm100=True)) == 83
     assert capture_sizes(1024, 16384, (0, 27, 0), sm100=True)[-1] == 512
     assert 100 in capture_sizes(100, 2048, (0, 31, 0)) and 100 not in capture_sizes(100, 2048, (0, 30, 0))
     spec = capture_sizes(1024, 8192, (0, 29, 0), spec_tokens=2)     # n x 3 decode batches from 0.29
     assert {3, 6, 12, 504} <= set(spec) and 9 not in spec and spec[-1] == 512
     assert 3 not in capture_sizes(1024, 8192, (0, 28, 0), spec_tokens=2)
-    assert capture_sizes(16, 64, (0, 33, 0)) == [1, 2, 4, 8, 16, 24, 32]    # capped by the tokens per step
+    assert capture_sizes(16, 64, (0, 33, 0)) == (1, 2, 4, 8, 16, 24, 32)    # capped by the tokens per step
 
 
 def test_the_v2_runner_makes_no_estimate_before_0_29():
@@ -204,3 +204,12 @@ def test_version_eras_and_refusals(capsys):
     for flag in (["--enforce-eager"], ["--kv-cache-memory-bytes", "1000"], ["--no-nvls"]):
         assert main(["plan", LLAMA, "--engine", "sglang", *flag]) == 2
         assert "SGLang has no" in capsys.readouterr().err
+
+
+def test_fewest_gpus_counts_the_data_parallel_engines():
+    from kvplan.planner import fewest_gpus
+
+    p = fewest_gpus("Qwen/Qwen3-235B-A22B", gpu="H100-80GB", max_model_len=32768, dp=2, expert_parallel=True)
+    assert p.fits and p.num_gpus == 2 * p.tensor_parallel_size * p.pipeline_parallel_size and p.num_gpus % 2 == 0
+    alone = fewest_gpus("Qwen/Qwen3-235B-A22B", gpu="H100-80GB", max_model_len=32768)
+    assert alone.num_gpus <= p.num_gpus

@@ -3,7 +3,8 @@
 Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llama_eagle3}.py) and SGLang 0.5.23
 (srt/speculative/, model_executor/model_runner.py):
 
-- `mtp` (DeepSeek-V3 / R1: num_nextn_predict_layers = 1): the checkpoint's MTP block, one decoder layer like the
+- `mtp` (DeepSeek-V3 / R1: num_nextn_predict_layers = 1; Qwen3.5 / 3.6: mtp_num_hidden_layers = 1, a full-attention
+  layer): the checkpoint's MTP block, one decoder layer like the
   last (MLA + MoE) with enorm, hnorm and eh_proj [H, 2H]; vLLM shares embed_tokens and shared_head with the target
   (deepseek_mtp.py), so they cost nothing more. eh_proj is a ReplicatedLinear, whole on every rank (2 x 7,168 x
   7,168 x 2 B = 196 MiB in bf16). Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
@@ -97,7 +98,9 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
     total = 0
     for t in _mtp_module(shape):
         size = _tensor_bytes(t, act, shape.quant)
-        replicated = t.group in ("norms", "other")           # eh_proj is a ReplicatedLinear; norms are whole
+        # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
+        # (qwen3_next_mtp.py); norms are whole
+        replicated = t.group == "norms" or (t.group == "other" and shape.model_type == "deepseek_v3")
         total += size if replicated else -(-size // (moe_ranks if t.group == "experts" else tp))
     total *= shape.mtp_layers
     return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "

@@ -108,8 +108,8 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     dims = _activation_dims(shape, tp, act)
     stages, budgets = [], []
     block = s.block_size or _default_block(model, device)
-    all_specs = rank_layer_specs(model, range(model.num_layers), tp, kv.bits / 8, int(act.bytes))
-    block = hybrid_block_size(all_specs, block, model.is_mla)
+    all_specs = stage_specs(model, range(model.num_layers), tp, kv, act, version, extras.speculative)
+    block = hybrid_block_size(all_specs, block, model.is_mla)   # the widened conv state of drafting counts
     rows = min(s.max_num_batched_tokens, s.max_num_seqs)
     inflight, from_concurrency = capacity_semantics(version, pp)
     graphs = _graphs(model, shape, device, s, act, extras)
@@ -130,9 +130,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         else:
             pool = _requested(s, device) - weights - activation.total_bytes - other - sum(
                 v for k, v in extra.items() if k != GRAPHS_CAPTURED)
-        specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
-        if extras.speculative is not None:
-            specs = specs + spec_decode.draft_layer_specs(model, extras.speculative, tp, kv.bits / 8, int(act.bytes))
+        specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative)
         groups = kv_groups(specs, block)
         cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=inflight,
                             tokens_from_concurrency=from_concurrency)
@@ -393,14 +391,46 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[st
     return notes
 
 
+ALIGN_FROM = (0, 23)       # the first release whose published hybrid logs need 'align' mode's 2 states
+CHECKPOINT_FROM = (0, 33)  # read in 0.33's qwen_gdn_linear_attn.py; the releases before it were not bisected
+
+
+def _state_pages(model, version: tuple[int, int, int], spec_tokens: int = 0) -> int:
+    """State pages one request holds in each Mamba / linear-attention layer. vLLM turns prefix caching on by
+    default, which puts these layers in 'align' mode (0.33 model_executor/models/config.py:764-787):
+    2 + speculative tokens (v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes, 0.33 :1135), and Qwen's
+    gated DeltaNet layers export one prefill checkpoint block more at 0.33 (qwen_gdn_linear_attn.py:748). The
+    GB10 and RTX 5090 logs of Qwen3.6 on vLLM 0.23-0.24 (validation/vllm_holdout.md) hold 2."""
+    if version[:2] < ALIGN_FROM:
+        return 1
+    gdn = any(getattr(x, "mixer", "") == "gated_deltanet" for _, x in model.specs())
+    return 2 + spec_tokens + (1 if gdn and version[:2] >= CHECKPOINT_FROM else 0)
+
+
+def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: tuple[int, int, int],
+                speculative: Speculative | None = None) -> list:
+    """The KV layers one rank of the stage owning `layers` holds, as vLLM sizes them: the drafter's layers too,
+    and Mamba layers with the state pages a request holds and k more conv columns with k speculative tokens
+    (model_executor/layers/mamba/mamba_utils.py: kernel - 1 + k)."""
+    specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
+    if speculative is not None:
+        specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))
+    k = speculative.num_speculative_tokens if speculative is not None else 0
+    pages = _state_pages(model, version, k) if model.has_state else 1
+    if pages == 1 and not k:
+        return specs
+    return [dataclasses.replace(x, states=pages, state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
+            if x.kind == "mamba" else x for x in specs]
+
+
 def _engine_warnings(model: ModelSpec, s: VllmSettings) -> list[str]:
     """What this plan's figures do not model, said as a warning in every face."""
-    if model.has_state and s.version_tuple[:2] >= (0, 24):
-        # 0.33 model_executor/models/config.py:764-787: prefix caching (on by default) puts Mamba layers in
-        # "align" mode, 2 states per request plus prefill checkpoints (kv_cache_interface.py)
-        return ["with prefix caching on (vLLM's default) Mamba / linear-attention layers keep 2 states per request "
-                "and prefill checkpoints ('align' mode), where kvplan counts 1: the concurrency is an upper bound "
-                "(vllm#50780 reports 18-24 % smaller pools for hybrid GDN models since 0.26)"]
+    if model.has_state and (0, 19) <= s.version_tuple[:2] < ALIGN_FROM:
+        # 0.19 model_executor/models/config.py MambaModelConfig: prefix caching picks "all" (a state per block)
+        # for models that support Mamba prefix caching, "align" (2 per request) for the others
+        return [f"vLLM {s.version} picks the Mamba cache mode by the model's prefix-caching support ('all': a state "
+                "per block, 'align': 2 per request), where kvplan counts 1 state per request: the concurrency is "
+                "an upper bound"]
     return []
 
 

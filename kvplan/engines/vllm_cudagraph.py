@@ -29,6 +29,7 @@ H100s; `python validation/vllm_cudagraph.py` prints the fit):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..arch import AttentionDims, MLPDims, MoEDims
 from ..units import MiB
@@ -47,8 +48,9 @@ PAGE = 2 * MiB
 MIN_PER_GRAPH = 1 * MiB       # vLLM's floor: `max(mem_samples[1], 1 << 20)`
 
 
+@lru_cache(maxsize=1024)
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, version: tuple[int, int, int], *,
-                  spec_tokens: int = 0, sm100: bool = False, max_capture: int | None = None) -> list[int]:
+                  spec_tokens: int = 0, sm100: bool = False, max_capture: int | None = None) -> tuple[int, ...]:
     """vLLM's default cudagraph_capture_sizes (config/vllm.py `_set_cudagraph_sizes`, 0.19 :1343-1503, 0.33
     :2398-2656). H100 API server (1024 seqs, 8192 tokens): 1, 2, 4, 8 ... 248, 256 ... 512, 51 sizes.
     `max_capture`: a model's own cap (gpt-oss sets 1024)."""
@@ -63,7 +65,7 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, version: tuple
         sizes += [n * q for n in _grid(min(S, ceiling)) + [min(S, ceiling)] if n * q <= top]
     elif max_capture is None and q == 1 and version[:2] >= (0, 31) and S <= top:
         sizes.append(S)
-    return sorted({s for s in sizes if s <= T})
+    return tuple(sorted({s for s in sizes if s <= T}))   # cached: a planner sweep asks for the same sizes
 
 
 def _grid(M: int) -> list[int]:
@@ -83,6 +85,7 @@ class GraphDims:
     split_kv: bool          # FlashAttention's split-KV scratch in FULL graphs (16-bit, no sinks, not Gemma 3)
 
 
+@lru_cache(maxsize=1024)
 def graph_dims(shape, model_type: str, tp: int, layers: range, act_bytes: int) -> GraphDims:
     """The capture dimensions of one rank of the stage owning `layers` (kvplan.arch shape)."""
     ffn, width, sinks = 0, 0, False
@@ -113,7 +116,8 @@ class GraphEstimate:
     formula: str
 
 
-def estimate(d: GraphDims, sizes: list[int], max_num_seqs: int, spec_tokens: int = 0,
+@lru_cache(maxsize=1024)
+def estimate(d: GraphDims, sizes: tuple[int, ...], max_num_seqs: int, spec_tokens: int = 0,
              full_graphs: bool = True) -> GraphEstimate:
     """vLLM's estimate for these capture sizes: PIECEWISE graphs for every size, FULL decode graphs for the sizes
     from 1 + spec tokens to (1 + spec tokens) x max_num_seqs (cudagraph_dispatcher.py:203-229);

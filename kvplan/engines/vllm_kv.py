@@ -6,6 +6,7 @@ Mirrors `vllm/v1/kv_cache_interface.py` and `vllm/v1/core/kv_cache_utils.py` (se
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
@@ -25,10 +26,13 @@ class VllmLayerSpec:
     bytes_per_token: int      # attention: KV bytes of one token in this layer on this rank
     state_bytes: int = 0      # mamba: real state bytes per request
     window: int = 0           # sliding window W or chunk size
+    states: int = 1           # mamba: state pages a request holds (vLLM's 'align' mode: 2 + speculative tokens)
+    conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
+    padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
 
     def page_bytes(self, block_size: int) -> int:
         if self.kind == "mamba":
-            return self.state_bytes
+            return max(self.state_bytes, self.padded_bytes)
         return block_size * self.bytes_per_token
 
 
@@ -39,10 +43,11 @@ def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: floa
     (replicated), 24,576 B/token per rank, not 12,288. The MLA latent is one head on every rank, unsharded.
     """
     engine_kv = model.fields.get("engine_kv_heads")
+    ssm_bytes = SSM_BYTES.get(model.fields.get("engine_ssm_dtype"), act_bytes)
     specs = []
     for index in layer_ids:
         for spec in model.layers[index]:
-            converted = _convert(spec, tp, kv_bytes, act_bytes, engine_kv)
+            converted = _convert(spec, tp, kv_bytes, act_bytes, engine_kv, ssm_bytes)
             if converted is not None:
                 specs.append(converted)
             if isinstance(spec, IndexedMLASpec):
@@ -61,14 +66,19 @@ def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
     return VllmLayerSpec("mla", dim + dim // INDEXER_QUANT_BLOCK * 4)
 
 
-def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv) -> VllmLayerSpec | None:
+SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_bytes: int | None = None) -> VllmLayerSpec | None:
     if isinstance(spec, StateSpec):
-        # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) and the SSM state in the
-        # model dtype unless mamba_ssm_cache_dtype says otherwise; both sharded over TP.
+        # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) in the model dtype and the SSM
+        # state in mamba_ssm_cache_dtype (the model dtype, or a Qwen3.5 config's float32); both sharded over TP.
+        # Qwen3.6-27B on a GB10 (vLLM 0.23): the float32 state is what makes its attention block 1,568 tokens.
         channels, kernel = spec.conv_shape or (0, 1)  # MiniMax lightning attention: no conv state
         conv = (channels // tp) * (kernel - 1)
         recurrent = spec.recurrent_elems // tp
-        return VllmLayerSpec("mamba", 0, state_bytes=(conv + recurrent) * act_bytes)
+        return VllmLayerSpec("mamba", 0, state_bytes=conv * act_bytes + recurrent * (ssm_bytes or act_bytes),
+                             conv_bytes_per_column=(channels // tp) * act_bytes)
     if not isinstance(spec, FullAttentionSpec):
         return None  # no cache
     if isinstance(spec, MLASpec):  # the latent alone: an indexer's keys are a layer of their own (_indexer)
@@ -90,7 +100,7 @@ def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, ba
     W - 1 + max_concurrent_batches x max_num_batched_tokens; 2 with async scheduling, the default)."""
     page = spec.page_bytes(block_size)
     if spec.kind == "mamba":
-        return page  # one state per request (mamba_cache_mode "none")
+        return page * spec.states  # "none": one state per request; "align" (prefix caching): 2 + k (+ checkpoint)
     if spec.kind == "sliding":
         tokens = min(spec.window - 1 + inflight * batched_tokens, max_model_len)
         return (cdiv(tokens, block_size) + 1) * page  # +1: a window can straddle blocks
@@ -132,7 +142,14 @@ def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, is_mla: bool)
 
 
 def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
-    """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size."""
+    """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size. A Mamba
+    page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
+    block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
+    Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page."""
+    attention = max((x.page_bytes(block_size) for x in specs if x.kind != "mamba"), default=0)
+    if attention:
+        specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
+                 else x for x in specs]
     kinds: dict[str, list[VllmLayerSpec]] = {}
     for spec in specs:
         kinds.setdefault(spec.kind, []).append(spec)

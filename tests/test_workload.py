@@ -1,0 +1,86 @@
+"""Issue #12 (item 6): capacity at a request mix, the roofline throughput there, and its cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.cli import main
+from kvplan.engines.vllm import max_concurrency_at
+from kvplan.errors import WorkloadError
+from kvplan.library import load_model
+from kvplan.planner import plan
+from kvplan.speed import plan_speed
+from kvplan.workload import RequestMix, workload_plan
+
+LLAMA70 = "meta-llama/Llama-3.1-70B"
+
+
+@pytest.fixture(scope="module")
+def seventy():
+    model = load_model(LLAMA70)
+    return model, plan(model, gpu="H100-80GB", num_gpus=4, max_model_len=32768)
+
+
+def test_llama_70b_on_4_h100_at_a_realistic_mix(seventy):
+    """Acceptance: 2,000-token prompts and 500-token outputs on 4 x H100 (TP 4, vLLM 0.33): 178 requests at once
+    where the pool holds 13.66 of 32,768 tokens; throughput and cost from the roofline at that batch."""
+    model, p = seventy
+    w = workload_plan(model, p, RequestMix(2000, 500), gpu_price_per_hour=2.99)
+    assert w.concurrent_requests == round(max_concurrency_at(p, 2500, model), 4) == 178.1847
+    assert w.limited_by == "KV pool" and round(p.max_concurrency, 2) == 13.66
+    speed = plan_speed(model, p, 2000, 178, context_len=2500)
+    assert w.output_tokens_per_s == pytest.approx(178 / speed.time_per_output_token_s)
+    assert w.requests_per_s == pytest.approx(w.output_tokens_per_s / 500)
+    assert w.cost_per_million_output_tokens == pytest.approx(4 * 2.99 / (w.output_tokens_per_s * 3600) * 1e6)
+    assert w.ttft_s == pytest.approx(plan_speed(model, p, 2000, 1, context_len=2500).ttft_s)
+    assert len(w.formula) == 4 and w.formula[-1].startswith("cost per 1M output tokens = 4 GPUs x $2.99")
+    assert any("upper bound" in n for n in w.notes)
+
+
+def test_p95_and_the_seat_limit(seventy):
+    model, p = seventy
+    w = workload_plan(model, p, RequestMix(2000, 500, prompt_p95=8000, output_p95=1500))
+    assert w.p95_context == 9500 and w.concurrent_requests_p95 == round(max_concurrency_at(p, 9500, model), 4)
+    short = workload_plan(model, p, RequestMix(10, 10))
+    assert short.concurrent_requests == p.max_num_seqs and short.limited_by == "max_num_seqs"
+
+
+def test_sglang_dp_and_refusals(seventy):
+    model, p = seventy
+    sgl = plan(model, engine="sglang", gpu="H100-80GB", num_gpus=4, max_model_len=32768)
+    w = workload_plan(model, sgl, RequestMix(2000, 500))
+    assert w.concurrent_requests == round(min(sgl.kv_cache_tokens / 2500, sgl.max_num_seqs), 4)
+    one = plan("Qwen/Qwen3-30B-A3B", gpu="H100-80GB", max_model_len=32768)
+    two = plan("Qwen/Qwen3-30B-A3B", gpu="H100-80GB", max_model_len=32768, dp=2, expert_parallel=True)
+    qwen = load_model("Qwen/Qwen3-30B-A3B")
+    rate1 = workload_plan(qwen, one, RequestMix(1000, 200)).output_tokens_per_s
+    rate2 = workload_plan(qwen, two, RequestMix(1000, 200)).output_tokens_per_s
+    assert rate2 > 1.5 * rate1                                         # two engines
+    with pytest.raises(WorkloadError, match="longer than the plan's context"):
+        workload_plan(model, p, RequestMix(30000, 5000))
+    with pytest.raises(WorkloadError, match="does not fit"):
+        workload_plan(model, plan(model, gpu="H100-80GB", max_model_len=32768), RequestMix(100, 100))
+    with pytest.raises(WorkloadError, match="p95 prompt is shorter"):
+        RequestMix(2000, 500, prompt_p95=100)
+    with pytest.raises(WorkloadError, match="GPU price"):
+        workload_plan(model, p, RequestMix(100, 100), gpu_price_per_hour=-1)
+    with pytest.raises(WorkloadError, match="output mean"):
+        RequestMix(100, 0)
+
+
+def test_cli_workload_lines_and_json(capsys):
+    args = ["plan", LLAMA70, "--gpu", "H100-80GB", "--num-gpus", "4", "--max-model-len", "32768",
+            "--prompt-mean", "2000", "--output-mean", "500", "--gpu-price", "2.99"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "workload: 2,000 prompt + 500 output tokens per request" in out
+    assert "concurrent requests  178.18 (limited by the KV pool)" in out and "per million output tokens" in out
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["concurrent_requests"] == 178.1847 and data["workload"]["gpu_price_per_hour"] == 2.99
+    assert main(["plan", LLAMA70, "--prompt-mean", "100"]) == 2
+    assert "needs both --prompt-mean and --output-mean" in capsys.readouterr().err
+    assert main(["plan", LLAMA70, "--gpu-price", "2"]) == 2
+    assert "--gpu-price prices a workload" in capsys.readouterr().err
