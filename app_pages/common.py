@@ -105,6 +105,8 @@ INT_PARAMS = {
     "dp": ("data-parallel size", 1, 64, 1), "spect": ("draft tokens", 1, 64, 1),
     "loras": ("LoRA slots", 0, 1024, 0), "lorarank": ("LoRA rank", 1, 4096, 16),
     "wl_prompt": ("mean prompt", 1, 10**9, 2000), "wl_output": ("mean output", 1, 10**9, 500),
+    "cmp_n": ("number of setups", 2, 4, 3), "cmp_gpus": ("GPU count", 1, 1024, 4),
+    **{f"cmp_c{i}": ("GPU count", 1, 1024, 4) for i in range(4)},
 }
 
 

@@ -389,6 +389,39 @@ def serve_command(plan) -> str:
 # ---------------------------------------------------------------------------------------------- speed
 
 
+# the Compare setups page: up to four rows, these until the visitor picks others
+COMPARE_DEFAULTS = (("meta-llama/Llama-3.1-70B", "H100-SXM"), ("Qwen/Qwen2.5-72B", "H100-SXM"),
+                    ("meta-llama/Llama-3.1-70B", "H200"), ("meta-llama/Llama-3.1-8B", "L40S"))
+
+
+@dataclass(frozen=True)
+class SetupInput:
+    model: str
+    gpu: str
+    num_gpus: int
+
+
+def run_compare(setups: list[SetupInput], engine: str, max_model_len: int, prompt: int, output: int):
+    """kvplan.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
+    from .compare import Setup, compare
+    from .workload import RequestMix
+
+    return compare([Setup(s.model, s.gpu, s.num_gpus) for s in setups], engine=engine, max_model_len=max_model_len,
+                   mix=RequestMix(prompt, output) if prompt + output <= max_model_len else None)
+
+
+def comparison_table(rows) -> pd.DataFrame:
+    records = [{"model": r.model, "GPUs": f"{r.num_gpus} x {r.gpu}", "layout": r.layout,
+                "fits": "yes" if r.fits else "no", "weights per GPU": fmt_bytes(r.weights_bytes),
+                "KV pool per GPU": fmt_bytes(r.kv_pool_bytes), "KV tokens": fmt_int(r.kv_cache_tokens),
+                "requests of max length": f"{r.max_concurrency:,.2f}",
+                "requests at the mix": "-" if r.concurrent_requests is None else f"{r.concurrent_requests:,.1f}",
+                "output tokens/s": "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
+                "$ per 1M output": "-" if r.cost_per_million_output_tokens is None
+                else f"{r.cost_per_million_output_tokens:,.3f}"} for r in rows if not r.error]
+    return arrow_safe(pd.DataFrame(records))
+
+
 def workload(model: ModelSpec, plan, prompt: int, output: int, price: float | None):
     """kvplan.workload for the Capacity page's request mix (price None or 0: the catalog's)."""
     from .workload import RequestMix, workload_plan

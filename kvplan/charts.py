@@ -196,6 +196,22 @@ def strategies_figure(rows) -> go.Figure:
                    yaxis=dict(autorange="reversed"), xaxis=_axis(f"KV cache on the GPU ({unit})"))
 
 
+def comparison_figure(rows) -> go.Figure:
+    """Grouped bars per setup: requests of max_model_len the pool holds, and at the request mix where given."""
+    shown = [r for r in rows if not r.error]
+    names = [f"{r.setup.split('@')[0].split('/')[-1]} on {r.num_gpus} x {r.gpu}" for r in shown]
+    data = [dict(type="bar", x=names, y=[r.max_concurrency for r in shown], name="requests of max length",
+                 marker=dict(color="#2563eb"), text=[f"{r.max_concurrency:,.2f}" for r in shown],
+                 textposition="auto")]
+    if any(r.concurrent_requests is not None for r in shown):
+        data.append(dict(type="bar", x=names, y=[r.concurrent_requests or 0 for r in shown],
+                         name="requests at the mix", marker=dict(color="#93c5fd"),
+                         text=[f"{r.concurrent_requests:,.1f}" if r.concurrent_requests else "" for r in shown],
+                         textposition="auto"))
+    return _figure(data, "Requests the KV pool holds at once, per setup", 420, barmode="group",
+                   yaxis=_axis("requests at once"))
+
+
 # ---------------------------------------------------------------------------------------------- capacity
 
 

@@ -19,7 +19,8 @@ from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ("app_pages/estimate.py", "app_pages/compare.py", "app_pages/capacity.py", "app_pages/validation.py",
+PAGES = ("app_pages/estimate.py", "app_pages/compare.py", "app_pages/capacity.py", "app_pages/setups.py",
+         "app_pages/validation.py",
          "app_pages/learn.py")
 LLAMA = "meta-llama/Llama-3.1-8B"
 
@@ -271,6 +272,25 @@ def test_capacity_engine_options_equal_the_planner():
     assert metric(dep, "KV pool per GPU") == fmt_bytes(r.kv_pool_bytes)
     wrong = app("app_pages/capacity.py", model=LLAMA, ctx=8192, spec="MTP layers of the checkpoint")
     assert "declares no MTP layers" in errors(wrong) and "--" not in errors(wrong)
+
+
+def test_compare_setups_equal_kvplan_compare():
+    """Issue #12 (item 7): two to four setups side by side; the table is kvplan.compare's rows."""
+    from kvplan.compare import Setup, compare
+    from kvplan.workload import RequestMix
+
+    at = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B", cmp_g0="H100-SXM",
+             cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)
+    clean(at)
+    rows = compare([Setup("meta-llama/Llama-3.1-70B", "H100-SXM", 4), Setup("Qwen/Qwen2.5-72B", "H200", 2)],
+                   max_model_len=32768, mix=RequestMix(2000, 500))
+    table = at.dataframe[0].value
+    assert list(table["model"]) == ["meta-llama/Llama-3.1-70B", "Qwen/Qwen2.5-72B"]
+    assert list(table["KV tokens"]) == [fmt_int(r.kv_cache_tokens) for r in rows]
+    assert list(table["requests at the mix"]) == [f"{r.concurrent_requests:,.1f}" for r in rows]
+    assert len(at.get("plotly_chart")) == 1
+    bad = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-405B", cmp_g0="L4", cmp_c0=1)
+    clean(bad)
 
 
 def test_capacity_does_not_fit():

@@ -20,7 +20,9 @@ from kvplan.units import fmt_int
 PAGE_KEYS = {  # the integer widgets each page reads from the URL, the sidebar's on every page
     "app_pages/estimate.py": ("ctx", "batch", "maxlen", "prompt"),
     "app_pages/compare.py": ("ctx", "batch", "window", "sinks"),
-    "app_pages/capacity.py": ("ctx", "batch", "n", "pp", "ttft_prompt"),
+    "app_pages/capacity.py": ("ctx", "batch", "n", "pp", "ttft_prompt", "dp", "spect", "loras", "lorarank",
+                              "wl_prompt", "wl_output"),
+    "app_pages/setups.py": ("ctx", "batch", "cmp_n", "cmp_c0", "cmp_c1", "wl_prompt", "wl_output"),
     "app_pages/validation.py": ("ctx", "batch"),
     "app_pages/learn.py": ("ctx", "batch"),
 }

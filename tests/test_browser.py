@@ -38,6 +38,11 @@ CHECKS = (
     ("capacity?model=google/gemma-3-27b-it&ctx=8192", ("Split: language model", "vision tower",
                                                        "Weights follow kvplan's rule for the config",
                                                        "Language model only")),
+    ("capacity?model=deepseek-ai/DeepSeek-V3&gpu=H200&ctx=32768&n=8&spec=MTP%20layers%20of%20the%20checkpoint",
+     ("Fits on 8 x H200", "draft model weights", "CUDA graphs (estimate)", "At your workload",
+      "Cost per 1M output tokens")),
+    ("setups?ctx=32768", ("Compare setups", "Model 2", "GPU 3", "requests at the mix",
+                          "Requests the KV pool holds at once")),
     ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )
