@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 import kvplan
-from kvplan import app_support as sup
+from app_pages import support as sup
 from kvplan.errors import KVPlanError
 from kvplan.gpus import list_gpus
 

@@ -4,8 +4,9 @@ offloading and eviction, each row saying how it was computed (kvplan.strategies)
 import streamlit as st
 
 from app_pages import common
-from kvplan import app_support as sup
-from kvplan import charts, strategies
+from app_pages import support as sup
+from app_pages import charts
+from kvplan import strategies
 
 URL = common.URL
 

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from app_pages import common
-from kvplan import app_support as sup
-from kvplan import charts
+from app_pages import support as sup
+from app_pages import charts
 
 URL = common.URL
 STATIC = ("static", "offloaded_static")

@@ -3,9 +3,9 @@
 import streamlit as st
 
 from app_pages import common
-from kvplan import app_support as sup
-from kvplan import app_validation as val
-from kvplan import charts
+from app_pages import support as sup
+from app_pages import validation_data as val
+from app_pages import charts
 from kvplan.units import fmt_bytes, fmt_int
 
 RESULTS = sup.ROOT / "validation" / "results"

@@ -5,9 +5,9 @@ vLLM start-up calibration (validation/vllm_calibration.csv), the published vLLM 
 import streamlit as st
 
 from app_pages import common
-from kvplan import app_support as sup
-from kvplan import app_validation as val
-from kvplan import charts
+from app_pages import support as sup
+from app_pages import validation_data as val
+from app_pages import charts
 
 URL = common.URL
 RESULTS = sup.ROOT / "validation" / "results"

@@ -48,7 +48,7 @@ def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool
         if error is None:
             raise
         raise error from None
-    from .library import read_config_file
+    from .config_file import read_config_file
 
     return read_config_file(Path(path))
 
@@ -157,7 +157,7 @@ def _is_outage(exc: Exception) -> bool:
 
 
 def _check_size(size: int | None, repo_id: str) -> None:
-    from .library import MAX_CONFIG_BYTES
+    from .config_file import MAX_CONFIG_BYTES
 
     if size is not None and size > MAX_CONFIG_BYTES:  # refused before a byte of it reaches the cache
         raise ConfigError(f"{repo_id}/config.json on the Hub is {size:,} bytes, too large for a config.json (limit "

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import os
 import re
-import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from .config import Overrides, parse_config
-from .config_read import check_text
-from .errors import ConfigError, ModelNotAvailableError
+from .config_file import MAX_CONFIG_BYTES, parse_json_bytes, read_config_file
+from .errors import ModelNotAvailableError
 from .model import ModelSpec
 
-MAX_CONFIG_BYTES = 4 * 2**20  # real config.json files are < 100 KB; refuse anything absurd before parsing
+# the config-file reader lives in kvplan.config_file (kvplan.hub uses it too); its names stay importable from here
+__all__ = ["HUB_ID", "MAX_CONFIG_BYTES", "bundled_ids", "bundled_index", "library_dir", "load_model",
+           "parse_json_bytes", "read_config_file", "with_checkpoint"]
+
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
 
 
@@ -56,62 +57,6 @@ def _find_bundled(name: str) -> tuple[str, Path] | None:
     return None
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a config.json as JSON data only (no code, no pickle), with a size cap.
-
-    Regular files only: a named pipe would block until a writer came, `/dev/zero` never ends. The file is opened
-    without blocking, checked with fstat, and read for at most MAX_CONFIG_BYTES + 1 bytes whatever it claims.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise _unreadable(path, exc) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise ConfigError(f"{path} is a folder: pass the config.json inside it")
-        raise ConfigError(f"{path} is not a regular file (a pipe, socket or device): pass the model's config.json "
-                          "file")
-    with os.fdopen(fd, "rb") as f:
-        try:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-        except OSError as exc:
-            raise _unreadable(path, exc) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, too large for a config.json: "
-                          "pass the model's config.json")
-    return parse_json_bytes(raw, str(path))
-
-
-def _unreadable(path: Path, exc: OSError) -> ConfigError:
-    if exc.errno == errno.ELOOP:
-        return ConfigError(f"{path} is a symlink loop (its links point at each other): point it at the real "
-                           "config.json")
-    if exc.errno == errno.EISDIR:
-        return ConfigError(f"{path} is a folder: pass the config.json inside it")
-    return ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions")
-
-
-def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{label} is {len(raw):,} bytes, too large for a config.json "
-                          f"(limit {MAX_CONFIG_BYTES:,}): pass the model's config.json")
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{label} is not UTF-8 text: pass the model's config.json") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{label} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
-                          "pass the model's config.json") from None
-    except RecursionError:
-        raise ConfigError(f"{label} is nested too deeply to be a config.json: pass the model's config.json") from None
-    except ValueError:  # an integer literal over Python's 4,300-digit limit
-        raise ConfigError(f"{label} holds a number too long to parse: pass the model's config.json") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
-    check_text(data, label)
-    return data
 
 
 def load_model(

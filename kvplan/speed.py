@@ -128,3 +128,20 @@ def plan_speed(model: ModelSpec, plan, prompt_len: int, batch: int = 1, context_
                     context_len=context, batch=batch, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,
                     flops=gpu_flops(gpu, plan.dtype), bandwidth=float(gpu.bandwidth_bytes_per_s),
                     tp=plan.tensor_parallel_size, moe=mc.active_params < mc.total_params)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """FLOPs to produce the n-th token with and without a KV cache, and the cache that buys it."""
+
+    tokens: int
+    flops_with_cache: int      # 2 x active params + attention over n cached tokens: O(n)
+    flops_without_cache: int   # recompute all n tokens: 2 x active x n + attention n^2/2: O(n^2)
+    kv_bytes: int
+
+
+def step_cost(model: ModelSpec, tokens: int, mc: ModelCompute | None = None) -> StepCost:
+    mc = mc or model_compute(model)
+    with_cache = 2 * mc.active_params + mc.attn_flops_per_token_pair * tokens
+    without = 2 * mc.active_params * tokens + mc.attn_flops_per_token_pair * tokens * tokens // 2
+    return StepCost(tokens, with_cache, without, estimate(model, tokens, 1).kv_cache_bytes)

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import kvplan
-from kvplan import app_support as sup
-from kvplan import app_validation as val
+from app_pages import support as sup
+from app_pages import validation_data as val
 from kvplan import strategies
 from kvplan.planner import fewest_gpus, plan
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("offline_app")  # tests/conftest.py: fresh 
 
 import kvplan
 from app_pages import common
-from kvplan import app_support as sup
+from app_pages import support as sup
 from kvplan.units import fmt_int
 
 PAGE_KEYS = {  # the integer widgets each page reads from the URL, the sidebar's on every page

@@ -1,4 +1,4 @@
-"""kvplan.charts and kvplan.app_support: the data behind every chart and table of the web app equals the API's."""
+"""app_pages.charts and app_pages.support: the data behind every chart and table of the web app equals the API's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import kvplan
-from kvplan import app_support as sup
-from kvplan import app_validation as val
-from kvplan import charts
+from app_pages import support as sup
+from app_pages import validation_data as val
+from app_pages import charts
 from kvplan.engines.vllm import max_concurrency_at
 from kvplan.planner import plan
 from kvplan.units import GiB, fmt_bytes, fmt_gb, fmt_int

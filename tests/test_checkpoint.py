@@ -370,7 +370,7 @@ def test_minimax_m2_replica_headers_sum_to_hf_mem(fake_hub, tmp_path):
 
 def test_app_hub_models_carry_their_headers(fake_hub, tiny_checkpoint, monkeypatch):
     """The web app's Hub loader reads the headers with the visitor's token and never from the shared cache."""
-    from kvplan import app_support as sup
+    from app_pages import support as sup
 
     serve(fake_hub, "acme/tiny", tiny_checkpoint)
     model = sup.load_hub_model("acme/tiny")

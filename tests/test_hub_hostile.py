@@ -15,7 +15,7 @@ from test_hub import (MAIN, REPO_ROOT, FakeRepo, cache_file, closed_port, fake_h
                       llama_config, one_line)
 
 import kvplan
-from kvplan import app_support as sup
+from app_pages import support as sup
 from kvplan import hub
 from kvplan.errors import ConfigError, ModelNotAvailableError
 

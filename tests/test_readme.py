@@ -57,3 +57,10 @@ def test_holdout_figures():
             f"the {tokens_rows} and {conc_rows} rows")
     _quoted(f"the worst, {tokens_max} %")
     _quoted(f"weights {weights_median} % median, {weights_max} % worst; the whole KV-pool prediction {pool_median} %")
+
+
+def test_sglang_figures():
+    _, rows, cell_median, _ = _rows("sglang_calibration.md", "K + V GiB for the printed tokens")[0]
+    total = re.search(r"\((\d+) rows;", (ROOT / "validation" / "sglang_calibration.md").read_text()).group(1)
+    _quoted(f"replays {total} published SGLang start-ups")
+    _quoted(f"bytes per token in every row ({cell_median} median, print rounding)")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .library import MAX_CONFIG_BYTES
+from kvplan.library import MAX_CONFIG_BYTES
 
 
 

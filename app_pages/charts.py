@@ -11,10 +11,10 @@ from typing import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .estimate import MAX_TOKENS, Estimate, estimate
-from .gpus import resolve_gpu
-from .model import ModelSpec
-from .units import GiB, KiB, MiB, fmt_bytes, fmt_int
+from kvplan.estimate import MAX_TOKENS, Estimate, estimate
+from kvplan.gpus import resolve_gpu
+from kvplan.model import ModelSpec
+from kvplan.units import GiB, KiB, MiB, fmt_bytes, fmt_int
 
 KIND_COLORS = {"full": "#2563eb", "sliding": "#f59e0b", "chunked": "#10b981", "mla": "#8b5cf6",
                "state": "#a16207", "none": "#9ca3af"}
@@ -240,7 +240,7 @@ def memory_stack_figure(frame: pd.DataFrame, plan) -> go.Figure:
 
 def concurrency_frame(plan, model: ModelSpec, contexts: Iterable[int]) -> pd.DataFrame:
     """Requests of each context length the plan's KV pool holds at once (`kvplan.engines.vllm.max_concurrency_at`)."""
-    from .engines.vllm import max_concurrency_at
+    from kvplan.engines.vllm import max_concurrency_at
 
     rows = [{"context": n, "max_concurrency": max_concurrency_at(plan, n, model)} for n in contexts]
     return pd.DataFrame(rows, columns=["context", "max_concurrency"])
@@ -294,8 +294,8 @@ def validation_figure(frame: pd.DataFrame, x: str, y: str, color: str, unit: str
 
 
 def step_cost_frame(model: ModelSpec, lengths: Iterable[int]) -> pd.DataFrame:
-    """FLOPs for the n-th generated token with and without a KV cache (`kvplan.app_support.step_cost`)."""
-    from .app_support import model_compute, step_cost
+    """FLOPs for the n-th generated token with and without a KV cache (`app_pages.support.step_cost`)."""
+    from kvplan.speed import model_compute, step_cost
 
     mc = model_compute(model)
     rows = []

@@ -1,7 +1,7 @@
 """Everything the web app shows that is not a chart: model sources, tables, exports, speed (the validation files:
-`kvplan.app_validation`).
+`app_pages.validation_data`).
 
-The Streamlit pages only lay these out; every number they print is computed here (or in `kvplan.charts` /
+The Streamlit pages only lay these out; every number they print is computed here (or in `app_pages.charts` /
 `kvplan.strategies`) from kvplan's API, so tests check the same functions the app calls. Pure apart from the
 functions that read committed files under `validation/` (named `read_*`). Imports pandas, never streamlit.
 """
@@ -18,16 +18,16 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from .config import parse_config
-from .errors import ModelNotAvailableError
-from .estimate import Estimate, estimate, secondary_figures
-from .library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, parse_json_bytes
-from .model import ModelSpec
+from kvplan.config import parse_config
+from kvplan.errors import ModelNotAvailableError
+from kvplan.estimate import Estimate, estimate, secondary_figures
+from kvplan.library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, parse_json_bytes
+from kvplan.model import ModelSpec
 # the roofline glue lives in the core (kvplan.speed), where the CLI's workload plans use it too
-from .speed import ModelCompute, model_compute, plan_speed  # noqa: F401
+from kvplan.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
 
 speed = plan_speed   # the Capacity page's name for it
-from .units import fmt_bytes, fmt_gb, fmt_int
+from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
 LEARN_MODEL = "meta-llama/Llama-2-70b-hf"
@@ -60,12 +60,12 @@ def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
     if not HUB_ID.match(text) or Path(text).exists():
         raise ModelNotAvailableError(f"{text[:120]!r} is not a Hub id: use the form org/name, "
                                      "e.g. Qwen/Qwen3-8B")
-    from .hub import fetch_config
+    from kvplan.hub import fetch_config
 
     # cache_fallback=False: this server's Hub cache is shared by every visitor; only the Hub's yes for this
     # visitor's token (or none) serves a config, never a copy another visitor's token fetched
     data = fetch_config(text, token=token or False, cache_fallback=False)
-    from .library import with_checkpoint
+    from kvplan.library import with_checkpoint
 
     return with_checkpoint(parse_config(data, name=text, source="hub"), text, token=token or False,
                            cache_fallback=False)
@@ -284,20 +284,20 @@ class PlanInputs:
 
 
 def run_plan(model: ModelSpec, p: PlanInputs):
-    from .planner import plan
+    from kvplan.planner import plan
 
     return plan(model, **p.plan_kwargs())
 
 
 def run_fixes(model: ModelSpec, p: PlanInputs, current=None) -> list[str]:
     """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan."""
-    from .planner import fixes
+    from kvplan.planner import fixes
 
     return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, current, **p.plan_kwargs())]
 
 
 def run_fewest(model: ModelSpec, p: PlanInputs):
-    from .planner import fewest_gpus
+    from kvplan.planner import fewest_gpus
 
     return fewest_gpus(model, max_gpus=64, **p.kwargs())
 
@@ -403,8 +403,8 @@ class SetupInput:
 
 def run_compare(setups: list[SetupInput], engine: str, max_model_len: int, prompt: int, output: int):
     """kvplan.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
-    from .compare import Setup, compare
-    from .workload import RequestMix
+    from kvplan.compare import Setup, compare
+    from kvplan.workload import RequestMix
 
     return compare([Setup(s.model, s.gpu, s.num_gpus) for s in setups], engine=engine, max_model_len=max_model_len,
                    mix=RequestMix(prompt, output) if prompt + output <= max_model_len else None)
@@ -424,7 +424,7 @@ def comparison_table(rows) -> pd.DataFrame:
 
 def workload(model: ModelSpec, plan, prompt: int, output: int, price: float | None):
     """kvplan.workload for the Capacity page's request mix (price None or 0: the catalog's)."""
-    from .workload import RequestMix, workload_plan
+    from kvplan.workload import RequestMix, workload_plan
 
     return workload_plan(model, plan, RequestMix(int(prompt), int(output)), price or None)
 
@@ -459,7 +459,7 @@ def fmt_seconds(value: float) -> str:
 
 def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv_dtype: str = "fp16") -> pd.DataFrame:
     """The textbook MHA formula (all attention heads as KV heads) against the model's real KV heads."""
-    from .strategies import as_mha
+    from kvplan.strategies import as_mha
 
     mha = as_mha(model)
     rows = []
@@ -469,23 +469,6 @@ def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv
         rows.append({"tokens": n, "naive MHA bytes": naive, "naive MHA": fmt_bytes(naive),
                      "real bytes": real, "real": fmt_bytes(real), "naive / real": f"{naive / real:g}x"})
     return arrow_safe(pd.DataFrame(rows))
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """FLOPs to produce the n-th token with and without a KV cache, and the cache that buys it."""
-
-    tokens: int
-    flops_with_cache: int      # 2 x active params + attention over n cached tokens: O(n)
-    flops_without_cache: int   # recompute all n tokens: 2 x active x n + attention n^2/2: O(n^2)
-    kv_bytes: int
-
-
-def step_cost(model: ModelSpec, tokens: int, mc: ModelCompute | None = None) -> StepCost:
-    mc = mc or model_compute(model)
-    with_cache = 2 * mc.active_params + mc.attn_flops_per_token_pair * tokens
-    without = 2 * mc.active_params * tokens + mc.attn_flops_per_token_pair * tokens * tokens // 2
-    return StepCost(tokens, with_cache, without, estimate(model, tokens, 1).kv_cache_bytes)
 
 
 @dataclass(frozen=True)
@@ -499,7 +482,7 @@ class LearnNumbers:
 
 
 def learn_numbers(model: ModelSpec, seq_len: int, batch_size: int) -> LearnNumbers:
-    from .charts import concurrency_contexts, step_cost_frame
+    from app_pages.charts import concurrency_contexts, step_cost_frame
 
     est = estimate(model, seq_len, batch_size)  # validates the workload first
     mc = model_compute(model)
