@@ -179,7 +179,7 @@ def test_every_calibration_gpu_label_resolves_with_matching_memory():
     [
         ("H1000", "H100-SXM"),          # typo of a real name
         ("A100-48GB", "A100-SXM-80GB"),  # known GPU, size it never had
-        ("rtx 5090", "RTX-4090"),        # a GPU the catalog lacks: neighbours, then the custom hint
+        ("rtx 5080", "RTX-5090"),        # a GPU the catalog lacks: neighbours, then the custom hint
         ("MI300", "MI300X"),             # MI300A is a different part, so no silent match
     ],
 )
