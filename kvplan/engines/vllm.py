@@ -149,8 +149,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
     fit_len = _max_len_that_fits(specs, block, pool, s, inflight)
     notes = (_version_notes(version) + _vllm_notes(model, s, kv, groups) + padding_lines
-             + ([kept_line] if kept_line else []) + _extra_notes(model, s, graphs(head_range(splits, binding)),
-                                                                  extras, extra))
+             + ([kept_line] if kept_line else []) + _extra_notes(model, s, graphs(splits[binding]), extras, extra))
     if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
                      "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
@@ -161,7 +160,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         notes.append(f"{dp} data-parallel engines, each with its own KV pool: the figures are one engine's, "
                      f"{dp} x {cap.max_concurrency:,.2f} = {dp * cap.max_concurrency:,.2f} requests in all; the DP "
                      "group's NCCL buffers (and DeepEP's, with --all2all-backend deepep_*) are not modelled")
-    suggested = _suggested_pool(s, device, head, extra, graphs(head_range(splits, binding)))
+    suggested = _suggested_pool(s, device, head, extra, graphs(splits[binding]))
     formula = _formula(s, device, head, extra, pool, activation, groups, cap, block)
     return Plan(
         model=model.name, engine="vllm", engine_version=s.version, gpu=device.name,
@@ -179,10 +178,6 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, warnings=_engine_warnings(model, s),
     )
-
-
-def head_range(splits: list[range], index: int) -> range:
-    return splits[index]
 
 
 GRAPHS = "CUDA graphs (estimate)"
@@ -267,7 +262,7 @@ def _extra_notes(model, s: VllmSettings, graph, extras: _Extras, extra: dict[str
     if extras.speculative is not None:
         _, how = spec_decode.draft_weight_bytes(model, extras.speculative, resolve_dtype(s.dtype),
                                                 s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size)
-        notes.append(f"speculative decoding ({extras.speculative.method}, {s.spec_tokens} tokens): draft weights "
+        notes.append(f"speculative decoding ({extras.speculative.method}, {s.spec_tokens} drafted per step): draft weights "
                      f"{how}; its {spec_decode.layer_count(extras.speculative, model)} KV layer(s) share the pool, "
                      "so every token costs the target's bytes and the draft's; vLLM counts the draft in "
                      "'Model loading took'")
