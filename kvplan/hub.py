@@ -192,8 +192,10 @@ def _no_config(repo_id: str, revision: str | None) -> ConfigError:
                        "pass a config.json path")
 
 
-def _explain(exc: Exception, repo_id: str, revision: str | None, offline: bool) -> KVPlanError | None:
-    """The one kvplan error for a huggingface_hub failure, or None for anything unforeseen (left to propagate)."""
+def _explain(exc: Exception, repo_id: str, revision: str | None, offline: bool,
+             instead: str = "the config.json path") -> KVPlanError | None:
+    """The one kvplan error for a huggingface_hub failure, or None for anything unforeseen (left to propagate).
+    `instead`: what the user can pass instead of the Hub id (the checkpoint reader: the local checkpoint folder)."""
     from huggingface_hub.errors import (
         DisabledRepoError,
         EntryNotFoundError,
@@ -209,7 +211,7 @@ def _explain(exc: Exception, repo_id: str, revision: str | None, offline: bool) 
     at = _at(revision)
     if isinstance(exc, GatedRepoError):  # a RepositoryNotFoundError: test it first
         return ModelNotAvailableError(f"{repo_id} is gated: accept its license on huggingface.co and set HF_TOKEN to "
-                                      "a token of that account, or pass the config.json path")
+                                      f"a token of that account, or pass {instead}")
     if isinstance(exc, RepositoryNotFoundError):
         return ModelNotAvailableError(f"{repo_id} was not found on the Hub: check the id, and set HF_TOKEN if the "
                                       "repository is private")
@@ -219,25 +221,24 @@ def _explain(exc: Exception, repo_id: str, revision: str | None, offline: bool) 
     if isinstance(exc, LocalEntryNotFoundError):  # an EntryNotFoundError: test it first
         if offline:
             return ModelNotAvailableError(f"{repo_id}/config.json{at} is not in the Hub cache and HF_HUB_OFFLINE is "
-                                          "set: fetch it once online, or pass the config.json path")
+                                          f"set: fetch it once online, or pass {instead}")
         return ModelNotAvailableError(f"{repo_id}/config.json{at} is not in the Hub cache and the Hub could not be "
-                                      "reached: check your connection and retry, or pass the config.json path")
+                                      f"reached: check your connection and retry, or pass {instead}")
     if isinstance(exc, EntryNotFoundError):
         return _no_config(repo_id, revision)
     if isinstance(exc, HFValidationError):
         return ModelNotAvailableError(f"{repo_id!r} is not a valid Hub id ({_first_line(exc)}): use org/name")
     if isinstance(exc, DisabledRepoError):
-        return ModelNotAvailableError(f"{repo_id} is disabled on the Hub: pass the config.json path")
+        return ModelNotAvailableError(f"{repo_id} is disabled on the Hub: pass {instead}")
     if isinstance(exc, HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status in (401, 403):
             return ModelNotAvailableError(f"the Hub refused access to {repo_id} (HTTP {status}): check that HF_TOKEN "
                                           "is valid and can read this repository")
-        return ModelNotAvailableError(f"the Hub answered HTTP {status} for {repo_id}: retry later, or pass the "
-                                      "config.json path")
+        return ModelNotAvailableError(f"the Hub answered HTTP {status} for {repo_id}: retry later, or pass {instead}")
     if isinstance(exc, (HTTPError, OSError)):  # httpx2.ConnectError / timeouts are HTTPError, not OSError
         return ModelNotAvailableError(f"could not reach the Hub for {repo_id} ({_first_line(exc)}): check your "
-                                      "connection (and HF_ENDPOINT) and retry, or pass the config.json path")
+                                      f"connection (and HF_ENDPOINT) and retry, or pass {instead}")
     return None
 
 

@@ -64,11 +64,11 @@ def _weights_error(exc: Exception, repo_id: str, revision: str | None) -> KVPlan
     if isinstance(exc, SafetensorsParsingError):
         return ConfigError(f"a safetensors header of {repo_id} could not be parsed ({str(exc).splitlines()[0][:120]}):"
                            " the weights come from the config rule")
-    explained = _explain(exc, repo_id, revision, offline=False)
+    explained = _explain(exc, repo_id, revision, offline=False, instead="the local checkpoint folder")
     if explained is None:
         return ModelNotAvailableError(f"reading the safetensors headers of {repo_id} failed "
                                       f"({type(exc).__name__}): the weights come from the config rule")
-    return type(explained)(str(explained).replace("config.json path", "local checkpoint folder"))
+    return explained
 
 
 def _from_cache(repo_id: str, revision: str | None, num_layers: int, offline: bool,
