@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from kvplan.dtypes import resolve_dtype  # noqa: E402
 from kvplan.engines import spec_decode  # noqa: E402
-from kvplan.engines.vllm import GRAPHS_CAPTURED, VLLM_BLOCK_SIZES, capacity_semantics, stage_specs  # noqa: E402
+from kvplan.engines.vllm import VLLM_BLOCK_SIZES, capacity_semantics  # noqa: E402
+from kvplan.engines.vllm_extras import GRAPHS_CAPTURED, stage_specs  # noqa: E402
 from kvplan.engines.vllm_profile import parse_version, pp_layer_split  # noqa: E402
 from kvplan.engines.vllm_kv import kv_groups, pool_capacity  # noqa: E402
 from kvplan.errors import KVPlanError  # noqa: E402
