@@ -99,7 +99,7 @@ st.markdown("#### Speed (roofline)")
 s1, _ = st.columns([1, 3])
 prompt = s1.number_input("Prompt tokens for TTFT", **common.bounds("ttft_prompt"), step=256,
                          key="ttft_prompt", bind=URL)
-result, problem = common.message(sup.speed, model, plan, prompt, batch) if plan.fits else (
+result, problem = common.message(sup.plan_speed, model, plan, prompt, batch) if plan.fits else (
     None, "the speed estimate is for plans that fit: change the settings above until this one does")
 if result is not None:
     common.metrics(sup.speed_metrics(result))

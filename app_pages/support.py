@@ -25,8 +25,6 @@ from kvplan.library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, pa
 from kvplan.model import ModelSpec
 # the roofline glue lives in the core (kvplan.speed), where the CLI's workload plans use it too
 from kvplan.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
-
-speed = plan_speed   # the Capacity page's name for it
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"

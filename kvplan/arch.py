@@ -172,3 +172,8 @@ class ArchShape:
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def has_experts(self) -> bool:
+        """Any layer with routed experts (what expert parallelism, vLLM's V2-runner rule and MoE notes ask)."""
+        return any(isinstance(layer.ffn, MoEDims) for layer in self.layers)

@@ -157,8 +157,10 @@ def speculative_settings(value, load) -> Speculative | None:
 def lora_settings(value, engine: str) -> LoraSettings | None:
     """LoraSettings from the API's dict ({"max_loras", "max_lora_rank"}): vLLM's defaults 1 and 16 with
     embed_tokens / lm_head slots; SGLang's max_loras_per_batch 8 and its linear layers alone."""
-    if value is None or isinstance(value, LoraSettings):
-        return value if value is None else lora_check(value)
+    if value is None:
+        return None
+    if isinstance(value, LoraSettings):
+        return lora_check(value)
     if not isinstance(value, dict) or set(value) - {"max_loras", "max_lora_rank"}:
         raise WorkloadError("LoRA takes max_loras and max_lora_rank: e.g. {\"max_loras\": 4, \"max_lora_rank\": 16}")
     sglang = engine == "sglang"

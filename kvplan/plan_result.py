@@ -3,7 +3,9 @@ keep (`checked`). The engines fill it in `kvplan.engines.<engine>`; `kvplan.plan
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import PlanInvariantError
 
@@ -74,6 +76,10 @@ class Plan(BaseModel):
     weights_rule_bytes: int | None = None        # whole model, by kvplan's config rule
     checkpoint_stored_bytes: int | None = None   # what the checkpoint stores (headers or a bundled record's total)
     rule_stored_bytes: int | None = None         # what the config rule says it stores (+ MTP layers, towers)
+    # The binding stage's KV layers as the engine sized them (kvplan.engines.vllm_kv.VllmLayerSpec: the drafter's
+    # layers, Mamba state pages and widened conv states included), so a concurrency at another length uses them;
+    # not part of the JSON.
+    kv_layers: tuple[Any, ...] = Field(default=(), exclude=True, repr=False)
 
     def budget_lines(self) -> list[tuple[str, int]]:
         """Every per-GPU line that sums to what the plan uses: the four figures and the extras, the KV pool last."""

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from .engines.vllm import max_concurrency_at
 from .errors import WorkloadError
 from .estimate import MAX_TOKENS
+from .gpus import resolve_gpu
+from .speed import plan_speed
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,6 @@ def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None
                   price_source: str = "") -> WorkloadPlan:
     """The plan's capacity at `mix`: concurrency from the plan's own KV accounting (vLLM's blocks, SGLang's
     tokens), throughput from kvplan.speed, cost from the price per GPU-hour (the catalog's when None)."""
-    from .engines.vllm import max_concurrency_at
-    from .gpus import resolve_gpu
-    from .speed import plan_speed
-
     if plan.engine == "hf":
         raise WorkloadError("a workload plan is for serving engines (vLLM, SGLang): transformers' generate runs one "
                             "batch, see its plan")
@@ -95,10 +94,10 @@ def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None
     if mix.mean_context > plan.max_model_len:
         raise WorkloadError(f"a mean request of {mix.mean_context:,} tokens (prompt + output) is longer than the "
                             f"plan's context of {plan.max_model_len:,} tokens: plan a longer context or shorten the mix")
-    held = _held(model, plan, mix.mean_context, max_concurrency_at)
+    held = _held(model, plan, mix.mean_context)
     concurrency = min(held, float(plan.max_num_seqs))
     p95 = mix.p95_context
-    held_p95 = None if p95 is None else min(_held(model, plan, min(p95, plan.max_model_len), max_concurrency_at),
+    held_p95 = None if p95 is None else min(_held(model, plan, min(p95, plan.max_model_len)),
                                             float(plan.max_num_seqs))
     batch = max(1, int(concurrency))
     speed = plan_speed(model, plan, mix.prompt_mean, batch, context_len=mix.mean_context)
@@ -106,7 +105,7 @@ def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None
     engines = plan.data_parallel_size
     tokens_per_s = speed.tokens_per_s_total * engines
     requests_per_s = tokens_per_s / mix.output_mean
-    price, source = _price(plan.gpu, gpu_price_per_hour, price_source, resolve_gpu)
+    price, source = _price(plan.gpu, gpu_price_per_hour, price_source)
     cost = None if price is None else plan.num_gpus * price / (tokens_per_s * 3600) * 1e6
     formula = [
         f"concurrency = min(max_num_seqs {plan.max_num_seqs:,}, requests of {mix.mean_context:,} tokens "
@@ -135,14 +134,14 @@ def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None
                         price_source=source, cost_per_million_output_tokens=cost, formula=formula, notes=notes)
 
 
-def _held(model, plan, context: int, max_concurrency_at) -> float:
+def _held(model, plan, context: int) -> float:
     """Requests of `context` tokens the plan's pool holds: vLLM's block rule, SGLang's tokens."""
     if plan.engine == "vllm":
         return max_concurrency_at(plan, context, model)
     return plan.kv_cache_tokens / context
 
 
-def _price(gpu_name: str, given: float | None, source: str, resolve_gpu) -> tuple[float | None, str]:
+def _price(gpu_name: str, given: float | None, source: str) -> tuple[float | None, str]:
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, (int, float)) or not 0 < given < 10_000:
             raise WorkloadError(f"the GPU price must be dollars per GPU-hour above 0 and below 10,000, got {given!r}")

@@ -242,7 +242,7 @@ def test_capacity_numbers_equal_the_planner():
     assert p.vllm_command in [c.value for c in at.code]
     fewest = fewest_gpus("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)
     assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM")
-    speed = sup.speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
+    speed = sup.plan_speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
     assert metric(at, "TTFT") == sup.fmt_seconds(speed.ttft_s)
     assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
 

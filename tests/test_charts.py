@@ -123,10 +123,10 @@ def test_sglang_stack_counts_its_reserve_once():
 
 
 def test_speed_notes_mention_moe_only_for_moe(llama8b):
-    dense = sup.speed(llama8b, plan(llama8b, gpu="H100-SXM", max_model_len=8192), 2048, 1)
+    dense = sup.plan_speed(llama8b, plan(llama8b, gpu="H100-SXM", max_model_len=8192), 2048, 1)
     assert not any("MoE" in n for n in dense.notes)
     moe_model = kvplan.load_model("Qwen/Qwen3-30B-A3B")
-    moe = sup.speed(moe_model, plan(moe_model, gpu="H100-SXM", max_model_len=8192), 2048, 1)
+    moe = sup.plan_speed(moe_model, plan(moe_model, gpu="H100-SXM", max_model_len=8192), 2048, 1)
     assert any(n.startswith("MoE: only the routed experts") for n in moe.notes)
 
 
@@ -198,7 +198,7 @@ def test_model_compute_and_speed(llama8b):
     assert mc.total_params == mc.active_params == 8_030_261_248
     assert mc.attn_flops_per_token_pair == 32 * 2 * 32 * (128 + 128)
     p = plan(llama8b, gpu="H100-SXM", max_model_len=8192)
-    s = sup.speed(llama8b, p, 2048, 1)
+    s = sup.plan_speed(llama8b, p, 2048, 1)
     from kvplan.speed import roofline
 
     expected = roofline(active_params=mc.active_params, weight_bytes=mc.weight_bytes, kv_bytes_per_token=131_072,

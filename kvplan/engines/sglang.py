@@ -39,7 +39,7 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
                             "loads the vision tower of most models whatever its flags: plan it with the tower")
     if tp % dp:
         raise WorkloadError(f"SGLang's DP attention splits the TP group: DP {dp} must divide TP {tp}")
-    if expert_parallel and not any(hasattr(layer.ffn, "experts") for layer in shape.layers):
+    if expert_parallel and not shape.has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
     if speculative is not None:
         speculative = spec_decode.check(model, speculative)

@@ -27,8 +27,8 @@ from .lora import LoraSettings
 from .spec_decode import Speculative
 from .vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
                       rank_layer_specs)
-from .vllm_extras import (GRAPHS_CAPTURED, Extras, engine_warnings, extra_lines, extra_notes, graphs_for, is_moe,
-                          stage_specs, suggested_pool)
+from .vllm_extras import (GRAPHS_CAPTURED, Extras, engine_warnings, extra_lines, extra_notes, graphs_for, stage_specs,
+                          suggested_pool)
 from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
@@ -55,7 +55,7 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     if version[:2] < OLDEST[:2]:
         raise WorkloadError(f"kvplan plans vLLM from {'.'.join(map(str, OLDEST[:2]))} on, not "
                             f"{'.'.join(map(str, version))}: pick a newer engine version")
-    if expert_parallel and not is_moe(model.require_arch()):
+    if expert_parallel and not model.require_arch().has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
     if speculative is not None and pp > 1:
         raise WorkloadError("kvplan sizes speculative decoding without pipeline parallelism: use PP 1")
@@ -138,12 +138,13 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     cap, groups, specs, activation, pool, extra = budgets[binding]
     need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, inflight) for x in specs)
     head = stages[binding]
+    graph = graphs(splits[binding])
     used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
     over_card = max(0, used - device.memory_bytes) if s.kv_cache_memory_bytes is not None else 0
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
     fit_len = _max_len_that_fits(specs, block, pool, s, inflight)
     notes = (_version_notes(version) + _vllm_notes(model, s, kv, groups) + padding_lines
-             + ([kept_line] if kept_line else []) + extra_notes(model, s, graphs(splits[binding]), extras, extra))
+             + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
     if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
                      "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
@@ -154,7 +155,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         notes.append(f"{dp} data-parallel engines, each with its own KV pool: the figures are one engine's, "
                      f"{dp} x {cap.max_concurrency:,.2f} = {dp * cap.max_concurrency:,.2f} requests in all; the DP "
                      "group's NCCL buffers (and DeepEP's, with --all2all-backend deepep_*) are not modelled")
-    suggested = suggested_pool(s, _requested(s, device), head, extra, graphs(splits[binding]))
+    suggested = suggested_pool(s, _requested(s, device), head, extra, graph)
     formula = _formula(s, device, head, extra, pool, activation, groups, cap, block)
     return Plan(
         model=model.name, engine="vllm", engine_version=s.version, gpu=device.name,
@@ -170,7 +171,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
-        formula=formula, notes=notes, warnings=engine_warnings(model, s),
+        formula=formula, notes=notes, warnings=engine_warnings(model, s), kv_layers=tuple(specs),
     )
 
 
@@ -319,13 +320,12 @@ def _env_prefix(s: VllmSettings) -> str:
 
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
     """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length, with the plan's
-    version's sliding-window rule). A drafter's layers share every block of a full-attention model, so there the
-    plan's blocks over the request's blocks say it."""
+    version's sliding-window rule), over the KV layers the plan was sized with (its binding stage's, a drafter's
+    and the Mamba state pages included); a plan without them (SGLang's) is counted over the model's layers."""
     length = positive("context_len", context_len)
-    if p.engine == "vllm" and "draft model weights" in p.extra and model.all_full_attention:
-        return p.num_blocks / cdiv(length, p.block_size)
-    specs = rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
-                             resolve_dtype(p.kv_cache_dtype).bits / 8, int(resolve_dtype(p.dtype).bytes))
+    specs = list(p.kv_layers) or rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
+                                                  resolve_dtype(p.kv_cache_dtype).bits / 8,
+                                                  int(resolve_dtype(p.dtype).bytes))
     groups = kv_groups(specs, p.block_size)
     inflight = capacity_semantics(parse_version(p.engine_version), p.pipeline_parallel_size)[0] \
         if p.engine == "vllm" else 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..arch import MoEDims
 from ..dtypes import DType, resolve_dtype
 from ..gpus import GPU
 from ..model import ModelSpec
@@ -40,7 +39,7 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
     version = s.version_tuple
     if not cudagraph.computed(version, s.enforce_eager):
         return lambda layers: None
-    if cudagraph.v2_runner(version, model.model_type, is_moe(shape), shape.quant is not None, _hybrid(model),
+    if cudagraph.v2_runner(version, model.model_type, shape.has_experts, shape.quant is not None, _hybrid(model),
                            not any(x.kind != "mamba" for _, x in model.specs())) and version[:2] < (0, 29):
         return lambda layers: None
     sm100 = device.compute_capability is not None and device.compute_capability[0] == 10
@@ -56,10 +55,6 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
         return dataclasses.replace(est, total_bytes=est.total_bytes + (est.total_bytes - max(
             est.piecewise_first, est.full_first)), formula=est.formula + " x 2 LoRA cases (first captures once)")
     return at
-
-
-def is_moe(shape) -> bool:
-    return any(isinstance(layer.ffn, MoEDims) for layer in shape.layers)
 
 
 def _hybrid(model) -> bool:
