@@ -3,7 +3,7 @@
 Estimate, Compare strategies, Capacity, Compare setups, Validation and Learn pages (app_pages/). The model and the workload
 are chosen once, in the sidebar, and every page's state lives in the URL so a plan can be shared. No numbers
 are computed here or in the pages: they come from kvplan through the app's helpers (app_pages.support, app_pages.charts,
-kvplan.strategies).
+kvplan.cache.strategies).
 """
 
 import streamlit as st

@@ -1,11 +1,10 @@
 """Capacity: does the chosen model fit on these GPUs with vLLM or SGLang, how many requests at once, how fast,
-and the command that serves it (kvplan.planner, kvplan.speed)."""
+and the command that serves it (kvplan.planning.planner, kvplan.planning.speed)."""
 
 import streamlit as st
 
-from app_pages import common
+from app_pages import charts, common
 from app_pages import support as sup
-from app_pages import charts
 
 URL = common.URL
 

@@ -1,6 +1,6 @@
 """The web app's charts: a pure function builds each chart's data frame from kvplan's API, another draws it.
 
-Tests check the frames (numbers equal `kvplan.estimate` / `kvplan.planner` for the same inputs) and the
+Tests check the frames (numbers equal `kvplan.estimate` / `kvplan.planning.planner` for the same inputs) and the
 figures' traces; the pages only call `st.plotly_chart`. Imports pandas and plotly, never streamlit.
 """
 
@@ -11,9 +11,9 @@ from typing import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from kvplan.estimate import MAX_TOKENS, Estimate, estimate
+from kvplan.cache.estimate import MAX_TOKENS, Estimate, estimate
 from kvplan.gpus import resolve_gpu
-from kvplan.model import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, KiB, MiB, fmt_bytes, fmt_int
 
 KIND_COLORS = {"full": "#2563eb", "sliding": "#f59e0b", "chunked": "#10b981", "mla": "#8b5cf6",
@@ -239,8 +239,8 @@ def memory_stack_figure(frame: pd.DataFrame, plan) -> go.Figure:
 
 
 def concurrency_frame(plan, model: ModelSpec, contexts: Iterable[int]) -> pd.DataFrame:
-    """Requests of each context length the plan's KV pool holds at once (`kvplan.engines.vllm.max_concurrency_at`)."""
-    from kvplan.engines.vllm import max_concurrency_at
+    """Requests of each context length the plan's KV pool holds at once (`kvplan.planning.engines.vllm.max_concurrency_at`)."""
+    from kvplan.planning.engines.vllm import max_concurrency_at
 
     rows = [{"context": n, "max_concurrency": max_concurrency_at(plan, n, model)} for n in contexts]
     return pd.DataFrame(rows, columns=["context", "max_concurrency"])
@@ -295,7 +295,7 @@ def validation_figure(frame: pd.DataFrame, x: str, y: str, color: str, unit: str
 
 def step_cost_frame(model: ModelSpec, lengths: Iterable[int]) -> pd.DataFrame:
     """FLOPs for the n-th generated token with and without a KV cache (`app_pages.support.step_cost`)."""
-    from kvplan.speed import model_compute, step_cost
+    from kvplan.planning.speed import model_compute, step_cost
 
     mc = model_compute(model)
     rows = []

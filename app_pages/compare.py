@@ -1,12 +1,11 @@
 """Compare strategies: the chosen model's cache under MHA, its own attention, windows, sinks, quantization,
-offloading and eviction, each row saying how it was computed (kvplan.strategies)."""
+offloading and eviction, each row saying how it was computed (kvplan.cache.strategies)."""
 
 import streamlit as st
 
-from app_pages import common
+from app_pages import charts, common
 from app_pages import support as sup
-from app_pages import charts
-from kvplan import strategies
+from kvplan.cache import strategies
 
 URL = common.URL
 

@@ -1,11 +1,10 @@
 """Compare setups: two to four models or GPU setups side by side, each planned with the same engine and context
-(kvplan.compare), in one table and one chart."""
+(kvplan.planning.compare), in one table and one chart."""
 
 import streamlit as st
 
-from app_pages import common
+from app_pages import charts, common
 from app_pages import support as sup
-from app_pages import charts
 
 URL = common.URL
 

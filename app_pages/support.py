@@ -2,7 +2,7 @@
 `app_pages.validation_data`).
 
 The Streamlit pages only lay these out; every number they print is computed here (or in `app_pages.charts` /
-`kvplan.strategies`) from kvplan's API, so tests check the same functions the app calls. Pure apart from the
+`kvplan.cache.strategies`) from kvplan's API, so tests check the same functions the app calls. Pure apart from the
 functions that read committed files under `validation/` (named `read_*`). Imports pandas, never streamlit.
 """
 
@@ -18,13 +18,16 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kvplan.config import parse_config
+from kvplan.cache.estimate import Estimate, estimate, secondary_figures
+from kvplan.config.load import load_model
+from kvplan.config.parse import parse_config
 from kvplan.errors import ModelNotAvailableError
-from kvplan.estimate import Estimate, estimate, secondary_figures
-from kvplan.library import HUB_ID, MAX_CONFIG_BYTES, bundled_ids, load_model, parse_json_bytes
-from kvplan.model import ModelSpec
-# the roofline glue lives in the core (kvplan.speed), where the CLI's workload plans use it too
-from kvplan.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
+from kvplan.model.spec import ModelSpec
+# the roofline glue lives in the core (kvplan.planning.speed), where the CLI's workload plans use it too
+from kvplan.planning.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
+from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes
+from kvplan.sources.library import bundled_ids
+from kvplan.sources.locate import HUB_ID
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B"
@@ -58,12 +61,12 @@ def load_hub_model(repo_id: str, token: str | None = None) -> ModelSpec:
     if not HUB_ID.match(text) or Path(text).exists():
         raise ModelNotAvailableError(f"{text[:120]!r} is not a Hub id: use the form org/name, "
                                      "e.g. Qwen/Qwen3-8B")
-    from kvplan.hub import fetch_config
+    from kvplan.sources.hub import fetch_config
 
     # cache_fallback=False: this server's Hub cache is shared by every visitor; only the Hub's yes for this
     # visitor's token (or none) serves a config, never a copy another visitor's token fetched
     data = fetch_config(text, token=token or False, cache_fallback=False)
-    from kvplan.library import with_checkpoint
+    from kvplan.config.load import with_checkpoint
 
     return with_checkpoint(parse_config(data, name=text, source="hub"), text, token=token or False,
                            cache_fallback=False)
@@ -210,7 +213,7 @@ def file_stem(name: str) -> str:
 
 
 def strategy_table(rows, raw_bytes: bool = True) -> pd.DataFrame:
-    """`kvplan.strategies.compare` rows as the Compare page shows them (`raw_bytes=False`: sizes only)."""
+    """`kvplan.cache.strategies.compare` rows as the Compare page shows them (`raw_bytes=False`: sizes only)."""
     out = []
     for r in rows:
         out.append({"strategy": r.strategy,
@@ -282,25 +285,25 @@ class PlanInputs:
 
 
 def run_plan(model: ModelSpec, p: PlanInputs):
-    from kvplan.planner import plan
+    from kvplan.planning.planner import plan
 
     return plan(model, **p.plan_kwargs())
 
 
 def run_fixes(model: ModelSpec, p: PlanInputs, current=None) -> list[str]:
     """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan."""
-    from kvplan.planner import fixes
+    from kvplan.planning.search import fixes
 
     return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, current, **p.plan_kwargs())]
 
 
 def run_fewest(model: ModelSpec, p: PlanInputs):
-    from kvplan.planner import fewest_gpus
+    from kvplan.planning.search import fewest_gpus
 
     return fewest_gpus(model, max_gpus=64, **p.kwargs())
 
 
-# The releases whose accounting differs, newest first (kvplan.engines.vllm._version_notes, sglang_pool)
+# The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes, sglang_pool)
 ENGINE_VERSIONS = {"vllm": ("0.33.0", "0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0",
                             "0.10.1", "0.7.3"),
                    "sglang": ("0.5.23", "0.5.3", "0.5.1", "0.4.6")}
@@ -400,9 +403,9 @@ class SetupInput:
 
 
 def run_compare(setups: list[SetupInput], engine: str, max_model_len: int, prompt: int, output: int):
-    """kvplan.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
-    from kvplan.compare import Setup, compare
-    from kvplan.workload import RequestMix
+    """kvplan.planning.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
+    from kvplan.planning.compare import Setup, compare
+    from kvplan.planning.workload import RequestMix
 
     return compare([Setup(s.model, s.gpu, s.num_gpus) for s in setups], engine=engine, max_model_len=max_model_len,
                    mix=RequestMix(prompt, output) if prompt + output <= max_model_len else None)
@@ -421,8 +424,8 @@ def comparison_table(rows) -> pd.DataFrame:
 
 
 def workload(model: ModelSpec, plan, prompt: int, output: int, price: float | None):
-    """kvplan.workload for the Capacity page's request mix (price None or 0: the catalog's)."""
-    from kvplan.workload import RequestMix, workload_plan
+    """kvplan.planning.workload for the Capacity page's request mix (price None or 0: the catalog's)."""
+    from kvplan.planning.workload import RequestMix, workload_plan
 
     return workload_plan(model, plan, RequestMix(int(prompt), int(output)), price or None)
 
@@ -457,7 +460,7 @@ def fmt_seconds(value: float) -> str:
 
 def naive_vs_real(model: ModelSpec, contexts: Iterable[int] = LEARN_CONTEXTS, kv_dtype: str = "fp16") -> pd.DataFrame:
     """The textbook MHA formula (all attention heads as KV heads) against the model's real KV heads."""
-    from kvplan.strategies import as_mha
+    from kvplan.cache.strategies import as_mha
 
     mha = as_mha(model)
     rows = []

@@ -14,8 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kvplan.library import MAX_CONFIG_BYTES
-
+from kvplan.sources.files import MAX_CONFIG_BYTES
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan import planner  # noqa: E402
-from kvplan.engines import weights_split  # noqa: E402
-from kvplan.library import load_model  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
+from kvplan.config import load  # noqa: E402
+from kvplan.config.load import load_model  # noqa: E402
+from kvplan.planning.planner import plan  # noqa: E402
+from kvplan.weights import split as weights_split  # noqa: E402
 
 MODELS = ("meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3",
           "meta-llama/Llama-4-Scout-17B-16E-Instruct")
@@ -35,7 +35,7 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def _clear_caches() -> None:
-    planner._load_bundled.cache_clear()
+    load._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
     weights_split._tensor_table.cache_clear()
     weights_split.whole_model.cache_clear()

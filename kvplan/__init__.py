@@ -8,12 +8,14 @@
 Never imports torch, transformers or streamlit.
 """
 
-from .config import Overrides, parse_config
+from .cache.estimate import Estimate, GroupRow, estimate
+from .config.load import load_model
+from .config.parse import parse_config
+from .config.reader import Overrides
 from .dtypes import resolve_dtype
 from .errors import ConfigError, KVPlanError, ModelNotAvailableError, UnsupportedArchitectureError, WorkloadError
-from .estimate import Estimate, GroupRow, estimate
-from .library import bundled_ids, load_model
-from .model import ModelSpec
+from .model.spec import ModelSpec
+from .sources.library import bundled_ids
 
 __version__ = "0.1.0"
 
@@ -40,7 +42,7 @@ __all__ = [
 
 # The planner pulls in the weights model and the GPU catalog: imported on first use, so that
 # `import kvplan` and `kvplan estimate` stay light.
-_LAZY = {"Plan": "planner", "plan": "planner", "fewest_gpus": "planner"}
+_LAZY = {"Plan": "planning.result", "plan": "planning.planner", "fewest_gpus": "planning.search"}
 
 
 def __getattr__(name: str):

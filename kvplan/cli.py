@@ -10,10 +10,10 @@ import json
 import sys
 from typing import Sequence
 
-from .config import Overrides
+from .cache.hf import CACHE_CHOICES, QUANT_BACKENDS
+from .config.reader import Overrides
 from .dtypes import KV_DTYPE_CHOICES
 from .errors import KVPlanError
-from .hf_cache import CACHE_CHOICES, QUANT_BACKENDS
 from .units import fmt_bytes, fmt_gb, fmt_int
 
 
@@ -151,14 +151,14 @@ def _overrides(args) -> Overrides:
 
 
 def _load(args):
-    from .library import load_model
+    from .config.load import load_model
 
     return load_model(args.model, revision=args.revision, overrides=_overrides(args),
                       weights=getattr(args, "weights", "config"))
 
 
 def cmd_estimate(args) -> int:
-    from .estimate import estimate
+    from .cache.estimate import estimate
 
     model = _load(args)
     est = estimate(model, args.seq_len, args.batch_size, args.kv_dtype, args.cache, max_cache_len=args.max_cache_len,
@@ -172,7 +172,7 @@ def cmd_estimate(args) -> int:
 
 
 def format_estimate(est) -> str:
-    from .estimate import secondary_figures
+    from .cache.estimate import secondary_figures
 
     head = (f"{est.model}  ({est.model_type})  cache={est.cache}  seq_len={fmt_int(est.seq_len)}  "
             f"batch={est.batch_size}  kv_dtype={est.kv_dtype}")
@@ -222,7 +222,8 @@ def _lora(args) -> dict | None:
 
 
 def cmd_plan(args) -> int:
-    from .planner import fewest_gpus, fixes, plan
+    from .planning.planner import plan
+    from .planning.search import fewest_gpus, fixes
 
     model = _load(args)
     kwargs = dict(engine=args.engine, gpu=args.gpu, max_model_len=args.max_model_len,
@@ -261,7 +262,7 @@ def _workload(args, model, result):
         return None
     if args.prompt_mean is None or args.output_mean is None:
         raise KVPlanError("a workload needs both --prompt-mean and --output-mean (the p95s are optional)")
-    from .workload import RequestMix, workload_plan
+    from .planning.workload import RequestMix, workload_plan
 
     if not result.fits:
         return None   # the plan says what would fit; a workload on it would only repeat that
@@ -345,8 +346,8 @@ def _capacity_lines(p) -> list[str]:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare
-    from .workload import RequestMix
+    from .planning.compare import compare
+    from .planning.workload import RequestMix
 
     if (args.prompt_mean is None) != (args.output_mean is None):
         raise KVPlanError("a workload needs both --prompt-mean and --output-mean")
@@ -405,7 +406,8 @@ def cmd_gpus(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from .library import bundled_ids, load_model
+    from .config.load import load_model
+    from .sources.library import bundled_ids
 
     rows = []
     for model_id in bundled_ids():

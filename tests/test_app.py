@@ -13,8 +13,9 @@ from streamlit.testing.v1 import AppTest
 import kvplan
 from app_pages import support as sup
 from app_pages import validation_data as val
-from kvplan import strategies
-from kvplan.planner import fewest_gpus, plan
+from kvplan.cache import strategies
+from kvplan.planning.planner import plan
+from kvplan.planning.search import fewest_gpus
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +111,7 @@ def test_edge_workloads_give_a_message(page, key, value, expected):
     if page.endswith("capacity.py") and key == "batch":  # batch only feeds the speed estimate there
         assert "batch" in " ".join(w.value for w in at.warning)
     elif page.endswith("capacity.py"):  # the context is the max model length there
-        # 10**15 tokens is past kvplan's 2**40 ceiling for any length (plan_inputs.positive): refused, not "Does not fit"
+        # 10**15 tokens is past kvplan's 2**40 ceiling for any length (kvplan.planning.inputs.positive): refused, not "Does not fit"
         assert ("max_model_len must be a positive" if value == 0 else "max_model_len must be between 1 and") in text
     else:
         assert expected in text
@@ -275,9 +276,9 @@ def test_capacity_engine_options_equal_the_planner():
 
 
 def test_compare_setups_equal_kvplan_compare():
-    """Issue #12 (item 7): two to four setups side by side; the table is kvplan.compare's rows."""
-    from kvplan.compare import Setup, compare
-    from kvplan.workload import RequestMix
+    """Issue #12 (item 7): two to four setups side by side; the table is kvplan.planning.compare's rows."""
+    from kvplan.planning.compare import Setup, compare
+    from kvplan.planning.workload import RequestMix
 
     at = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B", cmp_g0="H100-SXM",
              cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)

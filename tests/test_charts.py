@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 import kvplan
+from app_pages import charts
 from app_pages import support as sup
 from app_pages import validation_data as val
-from app_pages import charts
-from kvplan.engines.vllm import max_concurrency_at
-from kvplan.planner import plan
+from kvplan.planning.engines.vllm import max_concurrency_at
+from kvplan.planning.planner import plan
 from kvplan.units import GiB, fmt_bytes, fmt_gb, fmt_int
 
 
@@ -199,7 +199,7 @@ def test_model_compute_and_speed(llama8b):
     assert mc.attn_flops_per_token_pair == 32 * 2 * 32 * (128 + 128)
     p = plan(llama8b, gpu="H100-SXM", max_model_len=8192)
     s = sup.plan_speed(llama8b, p, 2048, 1)
-    from kvplan.speed import roofline
+    from kvplan.planning.speed import roofline
 
     expected = roofline(active_params=mc.active_params, weight_bytes=mc.weight_bytes, kv_bytes_per_token=131_072,
                         prompt_len=2048, context_len=8192, batch=1, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,

@@ -20,9 +20,9 @@ from safetensors.torch import save_file  # noqa: E402
 from test_hub import MAIN, FakeRepo, fake_hub, go_offline, hub_env  # noqa: E402,F401
 
 import kvplan  # noqa: E402
-from kvplan.checkpoint import component_of  # noqa: E402
 from kvplan.cli import main  # noqa: E402
 from kvplan.errors import ConfigError, ModelNotAvailableError  # noqa: E402
+from kvplan.sources.safetensors import component_of  # noqa: E402
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
@@ -111,7 +111,7 @@ def test_folder_headers_sum_to_the_stored_bytes(tiny_checkpoint):
     assert model.checkpoint.stored_bytes == truth
     assert model.checkpoint.files == len(list(tiny_checkpoint.glob("*.safetensors")))
     # the config rule counts the same tensors: bf16, untied, 4 layers
-    from kvplan.weights import weights_bytes
+    from kvplan.weights.rule import weights_bytes
 
     assert weights_bytes(model.require_arch()).total_bytes == truth
     plan = kvplan.plan(model, gpu="L4", max_model_len=2048)
@@ -138,7 +138,7 @@ def test_quantized_layout_is_counted_as_stored(gptq_checkpoint):
     assert model.checkpoint.stored_bytes == truth
     assert model.checkpoint.by_dtype().keys() == {"I32", "F16"}
     assert model.checkpoint.resident_bytes(kvplan.resolve_dtype("fp16")) == truth
-    from kvplan.weights import weights_bytes
+    from kvplan.weights.rule import weights_bytes
 
     assert weights_bytes(model.require_arch()).total_bytes == truth  # the GPTQ rule matches its layout
     assert kvplan.plan(model, gpu="L4", max_model_len=2048).weights_checkpoint_bytes == truth
@@ -283,7 +283,7 @@ def test_fp8_block_scales_exact_by_headers_and_by_rule(fake_hub, tmp_path):
     assert local.checkpoint.by_dtype().keys() == {"F8_E4M3", "F32", "BF16"}
     # the scales stay float32 once loaded: only the bf16 tensors follow the model dtype
     assert local.checkpoint.resident_bytes(kvplan.resolve_dtype("bf16")) == truth
-    from kvplan.weights import weights_bytes
+    from kvplan.weights.rule import weights_bytes
 
     assert weights_bytes(local.require_arch()).total_bytes == truth  # kvplan's fp8 rule: the same layout
     serve(fake_hub, "acme/tiny-fp8", tmp_path)
@@ -298,7 +298,7 @@ def minimax_m2_headers() -> dict[str, tuple[str, list[int]]]:
     per_layer), embeddings and untied head, and the float32 router and e_score_correction_bias the config's
     modules_to_not_convert leaves alone. Not the published headers (no stored copy was found): its sum is
     checked against the one hf-mem read from them, 230,121,630,720 B."""
-    config = json.loads(Path(kvplan.library.library_dir() / "MiniMaxAI__MiniMax-M2.json").read_text())
+    config = json.loads(Path(kvplan.sources.library.library_dir() / "MiniMaxAI__MiniMax-M2.json").read_text())
     h, heads, kv, hd = (config[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"))
     inter, experts, vocab = config["intermediate_size"], config["num_local_experts"], config["vocab_size"]
     out = {"model.embed_tokens.weight": ("BF16", [vocab, h]), "model.norm.weight": ("BF16", [h]),
@@ -327,7 +327,7 @@ def minimax_m2_headers() -> dict[str, tuple[str, list[int]]]:
 
 def write_header_only(folder: Path, tensors: dict[str, tuple[str, list[int]]], shards: int) -> int:
     """Safetensors files that hold their headers and no data (kvplan never reads past a header), with an index."""
-    from kvplan.checkpoint import DTYPE_BITS
+    from kvplan.model.checkpoint import DTYPE_BITS
 
     names = list(tensors)
     weight_map, total = {}, 0
@@ -349,7 +349,7 @@ def write_header_only(folder: Path, tensors: dict[str, tuple[str, list[int]]], s
 
 
 def test_minimax_m2_replica_headers_sum_to_hf_mem(fake_hub, tmp_path):
-    config = kvplan.library.library_dir() / "MiniMaxAI__MiniMax-M2.json"
+    config = kvplan.sources.library.library_dir() / "MiniMaxAI__MiniMax-M2.json"
     (tmp_path / "config.json").write_bytes(config.read_bytes())
     total = write_header_only(tmp_path, minimax_m2_headers(), shards=8)
     assert total == 230_121_630_720  # the replica stores what hf-mem read from the real headers, to the byte

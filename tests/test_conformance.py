@@ -25,10 +25,9 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
-from validation import conformance  # noqa: E402
-
 import kvplan  # noqa: E402
-from kvplan import verified  # noqa: E402
+from kvplan.config import verified  # noqa: E402
+from validation import conformance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import kvplan
-from kvplan.estimate import _ranges
-from kvplan.library import bundled_index
+from kvplan.cache.estimate import _ranges
+from kvplan.sources.library import bundled_index
 
 LLAMA = "meta-llama/Llama-3.1-8B"
 GEMMA = "google/gemma-2-9b"
@@ -279,9 +279,9 @@ def test_formula_ends_with_the_total(gemma):
 
 @pytest.mark.parametrize("cache", ["dynamic", "static", "offloaded", "offloaded_static", "quantized"])
 def test_grouped_totals_equal_the_per_layer_sum(cache):
-    """build_estimate sizes each group of identical layers once; summing hf_cache over every layer agrees."""
-    from kvplan.estimate import make_plan
-    from kvplan.hf_cache import layer_bytes
+    """build_estimate sizes each group of identical layers once; summing kvplan.cache.hf over every layer agrees."""
+    from kvplan.cache.estimate import make_plan
+    from kvplan.cache.hf import layer_bytes
 
     for model_id in kvplan.bundled_ids():
         spec = kvplan.load_model(model_id)

@@ -4,7 +4,7 @@ Bundled configs mutated (edge ints, negatives, floats, nan / inf, huge ints, wro
 text_config) go through parse_config, estimate (every cache), plan (vllm, sglang, hf) and fewest_gpus; CLI flags at
 their edges through `kvplan.cli.main`; every app page through AppTest with hostile URL parameters and an upload; the
 Hub client against a misbehaving server on 127.0.0.1. Allowed: a KVPlanError with a one-line message, or a result
-whose byte figures are finite, non-negative integers and whose plans pass `planner.checked`. Anything else is a
+whose byte figures are finite, non-negative integers and whose plans pass `result.checked`. Anything else is a
 finding. Bounded for two cores (about a minute); no example database (`database=None`). The inputs tried per
 surface are printed at the end of the module.
 """
@@ -28,11 +28,11 @@ from streamlit.testing.v1 import AppTest
 from test_hub import MAIN, FakeRepo, fake_hub, hub_env, llama_config  # noqa: F401  (fixtures)
 
 import kvplan
-from kvplan import hub
-from kvplan.cli import main
-from kvplan.hf_cache import CACHE_CHOICES
-from kvplan.planner import checked
 from app_pages import common
+from kvplan.cache.hf import CACHE_CHOICES
+from kvplan.cli import main
+from kvplan.planning.result import checked
+from kvplan.sources import hub
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "model_configs").glob("*.json"))

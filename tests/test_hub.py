@@ -31,7 +31,7 @@ from huggingface_hub import constants  # noqa: E402
 import kvplan  # noqa: E402
 from kvplan.cli import main  # noqa: E402
 from kvplan.errors import ConfigError, ModelNotAvailableError  # noqa: E402
-from kvplan.hub import quiet_hub_logs  # noqa: E402
+from kvplan.sources.hub import quiet_hub_logs  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAIN = "a" * 40   # commit hashes: 40 lowercase hex digits, as REGEX_COMMIT_HASH wants
@@ -475,7 +475,7 @@ def test_online_only_config_json_is_requested(fake_hub):
                 "configuration_evil.py": b"raise SystemExit('ran remote code')"}}, refs={"main": MAIN})
     before = set(sys.modules)
     assert kvplan.load_model("acme/remote-code").num_layers == 16
-    # the config, then the checkpoint's safetensors headers (kvplan.hub_weights): never code
+    # the config, then the checkpoint's safetensors headers (kvplan.sources.hub_headers): never code
     assert {r.path.rsplit("/", 1)[1] for r in fake_hub.requests} == {"config.json", "model.safetensors",
                                                                      "model.safetensors.index.json"}
     assert not any("evil" in name for name in set(sys.modules) - before)

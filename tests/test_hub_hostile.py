@@ -11,13 +11,13 @@ import time
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-from test_hub import (MAIN, REPO_ROOT, FakeRepo, cache_file, closed_port, fake_hub, hub_env,  # noqa: F401
-                      llama_config, one_line)
+from test_hub import (MAIN, REPO_ROOT, FakeRepo, cache_file, closed_port, fake_hub, hub_env, llama_config,  # noqa: F401
+                      one_line)
 
 import kvplan
 from app_pages import support as sup
-from kvplan import hub
 from kvplan.errors import ConfigError, ModelNotAvailableError
+from kvplan.sources import hub
 
 GATED = "acme/gated"
 

@@ -15,14 +15,8 @@ import pytest
 import kvplan
 from kvplan.cli import main
 from kvplan.errors import ConfigError, KVPlanError, ModelNotAvailableError
-from kvplan.library import (
-    MAX_CONFIG_BYTES,
-    bundled_ids,
-    bundled_index,
-    library_dir,
-    parse_json_bytes,
-    read_config_file,
-)
+from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes, read_config_file
+from kvplan.sources.library import bundled_ids, bundled_index, library_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = bundled_ids()
@@ -357,7 +351,7 @@ def test_wheel_ships_and_loads_the_bundled_configs(tmp_path):
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    probe = ("import kvplan, kvplan.library as lib; "
+    probe = ("import kvplan, kvplan.sources.library as lib; "
              "print(kvplan.__file__); print(lib.library_dir()); print(len(kvplan.bundled_ids())); "
              f"print(kvplan.load_model({QWEN3!r}).num_layers); "
              "print(kvplan.load_model('openai/gpt-oss-20b').checkpoint_total.total_bytes)")
@@ -374,8 +368,8 @@ def test_wheel_ships_and_loads_the_bundled_configs(tmp_path):
 def test_unknown_ids_get_the_closest_bundled_ones(monkeypatch):
     """Issue #12: a near miss names the bundled ids it is close to, in the one line (offline, so the Hub miss is
     the cache's)."""
+    from kvplan.config.load import load_model
     from kvplan.errors import ModelNotAvailableError
-    from kvplan.library import load_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for typed, expected in (("Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.checkpoint import component_of
-from kvplan.config_read import text_config
-from kvplan.config_towers import read_towers
-from kvplan.engines.vllm_mm import encoder_cache_bytes
-from kvplan.library import bundled_ids, library_dir, load_model
-from kvplan.engines.weights_split import rope_cache_bytes as _rope_cache
+from kvplan.config.load import load_model
+from kvplan.config.reader import text_config
+from kvplan.config.towers import read_towers
+from kvplan.planning.engines.vllm_mm import encoder_cache_bytes
+from kvplan.sources.library import bundled_ids, library_dir
+from kvplan.sources.safetensors import component_of
 from kvplan.units import GiB, fmt_bytes
-from kvplan.weights import stored_bytes_by_rule, weights_bytes
+from kvplan.weights.rule import stored_bytes_by_rule, weights_bytes
+from kvplan.weights.split import rope_cache_bytes as _rope_cache
 
 REPO = Path(__file__).resolve().parents[1]
 # every bundled config with a vision tower whose weights kvplan counts at all (not only those it found a rule
@@ -215,7 +216,7 @@ def test_minimax_m2_by_rule_offline():
 def test_sglang_scales_its_fraction_for_vision_models():
     """sglang 0.5.1 adjust_mem_fraction_for_vlm: Pixtral (24 x 1024) is ViT-L's size, 0.95 x 1.0; Gemma 3 is in
     mm_disabled_models (multimodal off unless --enable-multimodal): no change; an explicit fraction is kept."""
-    from kvplan.engines.sglang_pool import vlm_factor
+    from kvplan.planning.engines.sglang_pool import vlm_factor
 
     mistral = load_model("mistralai/Mistral-Small-3.2-24B-Instruct-2506").require_arch()
     assert mistral.vit == ("Mistral3ForConditionalGeneration", 24, 1024)

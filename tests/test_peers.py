@@ -28,7 +28,8 @@ import copy
 import pytest
 
 import kvplan
-from kvplan.library import bundled_index, read_config_file
+from kvplan.sources.files import read_config_file
+from kvplan.sources.library import bundled_index
 from kvplan.units import fmt_gb
 
 GiB = 2**30

@@ -3,10 +3,10 @@
 import pytest
 
 from kvplan import estimate, load_model
-from kvplan.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
 from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
-from kvplan.planner import plan
+from kvplan.planning.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
+from kvplan.planning.planner import plan
 
 
 def _peak(model, length, batch):

@@ -1,6 +1,6 @@
 """Issue #14 in the planner: no impossible answer. A card too small for SGLang's reserve, a model SGLang's token pool
 cannot size, a setting the engine lacks, a garbage version or GPU name: one line on stderr, exit 2 (the CLI in a
-subprocess). And every plan returned keeps its invariants (`planner.checked`)."""
+subprocess). And every plan returned keeps its invariants (`kvplan.planning.result.checked`)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.errors import ConfigError
-
-from kvplan import planner
-from kvplan.errors import PlanInvariantError, WorkloadError
-from kvplan.library import bundled_ids
-from kvplan.planner import checked, plan
+from kvplan.errors import ConfigError, PlanInvariantError, WorkloadError
+from kvplan.planning import search
+from kvplan.planning.planner import plan
+from kvplan.planning.result import checked
+from kvplan.sources.library import bundled_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = "meta-llama/Llama-3.1-8B"
@@ -56,7 +55,7 @@ def test_sglang_tiny_card_through_the_api_and_fewest_gpus():
     with pytest.raises(WorkloadError, match="smaller than the"):
         plan(LLAMA, engine="sglang", gpu="custom:1KiB")
     with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
-        planner.fewest_gpus(LLAMA, engine="sglang", gpu="custom:1KiB", max_model_len=8192)
+        search.fewest_gpus(LLAMA, engine="sglang", gpu="custom:1KiB", max_model_len=8192)
 
 
 def test_version_is_printed_as_read():
@@ -106,7 +105,7 @@ def test_every_bundled_plan_keeps_the_invariants(engine, gpu):
             raise
         except WorkloadError:  # a model this engine or card cannot take: an error, not an answer
             continue
-        except ConfigError as exc:  # weights kvplan refuses to count (kvplan.verified, a field it lacks): no plan
+        except ConfigError as exc:  # weights kvplan refuses to count (kvplan.config.verified, a field it lacks): no plan
             assert "\n" not in str(exc), exc
             continue
         assert p.kv_pool_bytes >= 0 and 0 < p.gpu_memory_utilization <= 1

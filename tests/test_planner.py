@@ -19,14 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kvplan
-
 from kvplan.cli import main
-from kvplan.engines import weights_split
+from kvplan.config import load
+from kvplan.config.load import load_model
 from kvplan.errors import KVPlanError, ModelNotAvailableError, WorkloadError
 from kvplan.gpus import list_gpus
-from kvplan.library import bundled_ids, load_model
-from kvplan import planner
-from kvplan.planner import Plan, fewest_gpus, plan
+from kvplan.planning.planner import plan
+from kvplan.planning.result import Plan
+from kvplan.planning.search import fewest_gpus
+from kvplan.sources.library import bundled_ids
+from kvplan.weights import split as weights_split
 
 REPO = Path(__file__).resolve().parents[1]
 JSON_KEYS = ("weights_bytes", "activation_bytes", "non_torch_bytes", "kv_pool_bytes", "kv_bytes_per_token",
@@ -223,7 +225,7 @@ def test_cli_does_not_fit_text_and_json(capsys):
 
 def test_does_not_fit_suggests_what_does():
     """Issue #12: Mixtral-8x7B on one H100 was "short by 21.60 GiB" and nothing more. Each fix is a plan that fits."""
-    from kvplan.planner import fixes
+    from kvplan.planning.search import fixes
 
     found = fixes("mistralai/Mixtral-8x7B-v0.1", gpu="H100-SXM", max_model_len=8192)
     assert found[0][0].startswith("2 x H100-SXM") and ("weights quantized to fp8" in found[1][0]
@@ -342,7 +344,7 @@ def test_caches_do_not_change_results():
     settings_ = [dict(gpu="H200", tp=8, max_model_len=8192), dict(gpu="H100-80GB", pp=2, max_model_len=4096),
                  dict(engine="sglang", gpu="H200", tp=4, max_model_len=8192)]
     warm = [plan(n, **s).model_dump() for n in names for s in settings_]
-    planner._load_bundled.cache_clear()
+    load._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
     weights_split._tensor_table.cache_clear()
     cold = [plan(load_model(n), **s).model_dump() for n in names for s in settings_]

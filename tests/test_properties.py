@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import kvplan
-from kvplan.config import HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, TEXT_CONFIG_KEYS
-from kvplan.hf_cache import CACHE_CHOICES
-from kvplan.library import bundled_index, read_config_file
+from kvplan.cache.hf import CACHE_CHOICES
+from kvplan.config.reader import HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, TEXT_CONFIG_KEYS
+from kvplan.sources.files import read_config_file
+from kvplan.sources.library import bundled_index
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import kvplan
-from kvplan.weights import param_count
+from kvplan.weights.rule import param_count
 
 T = 32_768  # tokens per sequence, batch 1, the config's bf16
 

@@ -64,3 +64,20 @@ def test_sglang_figures():
     total = re.search(r"\((\d+) rows;", (ROOT / "validation" / "sglang_calibration.md").read_text()).group(1)
     _quoted(f"replays {total} published SGLang start-ups")
     _quoted(f"bytes per token in every row ({cell_median} median, print rounding)")
+
+
+def test_every_path_readme_names_exists():
+    """Issue #21: the layout README shows is the layout there is (a module moved or renamed breaks this). Paths are
+    the repository's (`kvplan/config/load.py`, `tests/test_layout.py`), and the bare names a layout row lists after
+    a folder are checked inside it (`units.py` beside `kvplan/errors.py`)."""
+    named = set(re.findall(r"`((?:kvplan|tests|tools|validation|benchmarks|app_pages|docs|model_configs)/[\w./-]*)`",
+                           README))
+    missing = sorted(p for p in named if not (ROOT / p.rstrip("/")).exists())
+    assert missing == []
+    layout = README[README.index("## Layout"):]
+    for row in (line for line in layout.splitlines() if line.startswith("| ") and "kvplan/" in line):
+        folders = [ROOT] + [ROOT / f for f in re.findall(r"`((?:kvplan|app_pages)/[\w/]*?)(?:\w+\.py)?`", row)]
+        bare = re.findall(r"`(\w+\.py)`", row)
+        assert [n for n in bare if not any((f / n).exists() or list(f.rglob(n)) for f in folders[1:])
+                and not (ROOT / n).exists()] == [], row
+    assert len(named) > 40  # the check reads README's paths at all

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V053, V0523, SglangSettings, batch_defaults,
-                                       cell_size, default_mem_fraction, prefill_graph_sizes, sglang_pool)
-from kvplan.engines.vllm_kv import rank_layer_specs
+from kvplan.config.load import load_model
 from kvplan.errors import KVPlanError
 from kvplan.gpus import resolve_gpu
-from kvplan.library import load_model
-from kvplan.planner import plan
+from kvplan.planning.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V053, V0523, SglangSettings,
+                                                 batch_defaults, cell_size, default_mem_fraction, prefill_graph_sizes,
+                                                 sglang_pool)
+from kvplan.planning.engines.vllm_kv import rank_layer_specs
+from kvplan.planning.planner import plan
 from validation import sglang_calibration
 
 MiB = 2**20

@@ -4,7 +4,7 @@ import pytest
 
 from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
-from kvplan.speed import SpeedAssumptions, roofline
+from kvplan.planning.speed import SpeedAssumptions, roofline
 
 H100 = resolve_gpu("H100-80GB")
 LLAMA_8B = dict(active_params=8_030_261_248, weight_bytes=16_060_522_496, kv_bytes_per_token=131_072,

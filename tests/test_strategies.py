@@ -1,13 +1,13 @@
-"""kvplan.strategies: every row is kvplan.estimate on the real model or on a stated variant of its layout."""
+"""kvplan.cache.strategies: every row is kvplan.estimate on the real model or on a stated variant of its layout."""
 
 from __future__ import annotations
 
 import pytest
 
 import kvplan
-from kvplan import strategies as S
+from kvplan.cache import strategies as S
 from kvplan.errors import WorkloadError
-from kvplan.layers import FullAttentionSpec, SlidingWindowSpec, StateSpec
+from kvplan.model.layers import FullAttentionSpec, SlidingWindowSpec, StateSpec
 
 
 @pytest.fixture(scope="module")

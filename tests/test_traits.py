@@ -1,4 +1,4 @@
-"""Family traits and extras (kvplan/config_traits.py, data from tools/gen_family_traits.py): the tensors a family adds
+"""Family traits and extras (kvplan/config/traits.py, data from tools/gen_family_traits.py): the tensors a family adds
 to the standard block are counted from the config's own sizes, so a resized checkpoint is counted right."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import kvplan
-from kvplan import config_traits
-from kvplan.config_read import ConfigReader
+from kvplan.config import traits as config_traits
+from kvplan.config.reader import ConfigReader
 from kvplan.errors import ConfigError
-from kvplan.weights import inventory, param_count
+from kvplan.weights.rule import inventory, param_count
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -25,12 +25,11 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import pytest
-
-from truth import (SAME_ARCHITECTURE, bundled_configs, config_windows, hf_config, known_to_transformers,
-                   meta_points, meta_workloads)
+from truth import (SAME_ARCHITECTURE, bundled_configs, config_windows, hf_config, known_to_transformers, meta_points,
+                   meta_workloads)
 
 import kvplan
-from kvplan.config import text_config
+from kvplan.config.reader import text_config
 
 transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[1]
 
 import kvplan  # noqa: E402
-from kvplan.engines.hf_peak import hf_peak_for  # noqa: E402
+from kvplan.planning.engines.hf_peak import hf_peak_for  # noqa: E402
 from validation import report as vreport  # noqa: E402
 from validation.harness import main as harness_main  # noqa: E402
 from validation.harness import run_suite  # noqa: E402
@@ -116,8 +116,8 @@ def test_resume_reruns_what_is_missing(tmp_path, monkeypatch):
 
 def test_simulated_memory_limit_is_an_oom_result(tmp_path):
     case = Case(SMOKE_RECIPES["llama"], "dynamic", 2, 40, 6, "fp32")
-    from validation.models import build_model
     from validation.measure import module_bytes
+    from validation.models import build_model
 
     weights = module_bytes(build_model(case.recipe.text_dict(), torch.float32, CPU))
     limit = weights + 10_000                     # the weights fit; the 40-token prefill cache (40,960 B) does not
@@ -369,10 +369,9 @@ def test_gpu_suite_plan_fits_the_default_budget_on_an_h200(capsys):
     """`--plan` decides every gpu case as a run would, without CUDA: the cases predicted not to fit an H200
     are the eager-attention ones at long prompts (gemma-2, gpt-oss: B x heads x P^2 scores), and what runs is
     estimated inside the default 480 s budget."""
+    from kvplan.gpus import resolve_gpu
     from validation.runner import plan_cases
     from validation.suites import gpu_cases
-
-    from kvplan.gpus import resolve_gpu
 
     h200 = resolve_gpu("H200").memory_bytes
     rows = plan_cases(gpu_cases(), "cuda", h200)
@@ -442,12 +441,11 @@ def test_gpu_suite_models_build_and_weigh_as_predicted_on_meta():
     """Every gpu-suite model builds from its config with the harness's own path (on the meta device: shapes
     only, no memory), picks the attention kernel kvplan's peak assumes, and weighs what the peak prediction
     counts to within the RoPE inv_freq buffers (2 x head_dim / 2 float32 per rotary module, <= 1 KiB)."""
+    from kvplan.planning.engines.hf_peak import EAGER_ONLY
     from validation.measure import module_bytes
     from validation.models import build_model
     from validation.runner import predict
     from validation.suites import gpu_cases
-
-    from kvplan.engines.hf_peak import EAGER_ONLY
 
     seen = set()
     for case in gpu_cases():

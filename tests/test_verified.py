@@ -1,6 +1,6 @@
 """Never a silent guess: a figure kvplan has not verified against transformers says so in every face (API, CLI text
 and JSON, plan notes, every app page that shows a number), and a figure the conformance sweep measured wrong is
-refused with the class and the error named (kvplan/verified.py, data from validation/conformance.py)."""
+refused with the class and the error named (kvplan/config/verified.py, data from validation/conformance.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan import verified
 from kvplan.cli import main
+from kvplan.config import verified
 from kvplan.errors import UnsupportedArchitectureError
-from kvplan.library import bundled_index, read_config_file
+from kvplan.sources.files import read_config_file
+from kvplan.sources.library import bundled_index
 
 UNVERIFIED = "THUDM/chatglm3-6b"     # chatglm ships only as remote code: transformers has no class for it
 VERIFIED = "meta-llama/Llama-3.1-8B"

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.engines.vllm_profile import batch_defaults, parse_version
-from kvplan.engines.vllm_mxfp4 import padding_bytes
+from kvplan.config.load import load_model
+from kvplan.dtypes import resolve_dtype
 from kvplan.errors import WorkloadError
 from kvplan.gpus import custom_gpu, resolve_gpu
-from kvplan.library import load_model
-from kvplan.engines.weights_split import rope_cache_bytes as _rope_cache
-from kvplan.planner import plan
-from kvplan.dtypes import resolve_dtype
+from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
+from kvplan.planning.engines.vllm_profile import batch_defaults, parse_version
+from kvplan.planning.planner import plan
 from kvplan.units import GiB, MiB
+from kvplan.weights.split import rope_cache_bytes as _rope_cache
 from validation import vllm_holdout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
     = 461,815,808 B against 32 x (5760 x 1532 + 2880 x 1532) = 423,567,360 B: +38,248,448 B x 24 layers."""
     p = plan("openai/gpt-oss-20b", gpu="A100", max_model_len=131072, gpu_memory_utilization=0.65)
     model = load_model("openai/gpt-oss-20b")
-    from kvplan.config_dims import parse_dims
+    from kvplan.config.parse import parse_dims
 
     extra, line = padding_bytes(model.require_arch(), resolve_gpu("A100"), 1, range(24))
     assert extra == 38_248_448 * 24 == 917_962_752
@@ -52,7 +52,7 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
 
 def test_mxfp4_padding_follows_the_kernel_of_the_gpu():
     model = load_model("openai/gpt-oss-20b")
-    from kvplan.config_dims import parse_dims
+    from kvplan.config.parse import parse_dims
 
     shape = model.require_arch()
     # B200 (SM100, FlashInfer): both to 256; TP2 gives 1440 per rank -> 1536, hidden 2880 -> 3072

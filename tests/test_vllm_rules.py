@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.engines.vllm_profile import ENGINE_CONSTANTS, non_torch_bytes, parse_version, pp_layer_split
-from kvplan.engines.vllm_kv import (VllmLayerSpec, cdiv, kv_groups, max_usage_bytes, pool_capacity,
-                                    rank_layer_specs)
+from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
-from kvplan.library import load_model
-from kvplan.engines.vllm import max_concurrency_at
-from kvplan.planner import plan
+from kvplan.planning.engines.vllm import max_concurrency_at
+from kvplan.planning.engines.vllm_kv import (VllmLayerSpec, cdiv, kv_groups, max_usage_bytes, pool_capacity,
+                                             rank_layer_specs)
+from kvplan.planning.engines.vllm_profile import ENGINE_CONSTANTS, non_torch_bytes, parse_version, pp_layer_split
+from kvplan.planning.planner import plan
 from validation import vllm_calibration
 
 GiB = 2**30

@@ -9,11 +9,11 @@ import math
 import pytest
 
 from kvplan.cli import main
-from kvplan.engines.vllm_cudagraph import capture_sizes, v2_runner
-from kvplan.engines.weights_split import stage_weight_bytes
+from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
-from kvplan.library import load_model
-from kvplan.planner import plan
+from kvplan.planning.engines.vllm_cudagraph import capture_sizes, v2_runner
+from kvplan.planning.planner import plan
+from kvplan.weights.split import stage_weight_bytes
 
 GRAPHS = "CUDA graphs (estimate)"
 LLAMA = "meta-llama/Llama-3.1-8B"
@@ -207,7 +207,7 @@ def test_version_eras_and_refusals(capsys):
 
 
 def test_fewest_gpus_counts_the_data_parallel_engines():
-    from kvplan.planner import fewest_gpus
+    from kvplan.planning.search import fewest_gpus
 
     p = fewest_gpus("Qwen/Qwen3-235B-A22B", gpu="H100-80GB", max_model_len=32768, dp=2, expert_parallel=True)
     assert p.fits and p.num_gpus == 2 * p.tensor_parallel_size * p.pipeline_parallel_size and p.num_gpus % 2 == 0

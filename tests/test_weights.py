@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.config import text_config
-from kvplan.arch import QuantDims
-from kvplan.config_dims import SAME_ARCHITECTURE, WEIGHT_DEFAULTS, parse_dims
-from kvplan.config_quant import parse_quant
 import kvplan
-from kvplan import verified
+from kvplan.config import verified
+from kvplan.config.parse import parse_dims
+from kvplan.config.quant import parse_quant
+from kvplan.config.reader import SAME_ARCHITECTURE, WEIGHT_DEFAULTS, text_config
 from kvplan.errors import ConfigError, UnsupportedArchitectureError
-from kvplan.weights import matrix_bytes, param_count, weights_bytes
+from kvplan.model.arch import QuantDims
+from kvplan.weights.rule import matrix_bytes, param_count, weights_bytes
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "model_configs"
 CONFIGS = {p.stem.replace("__", "/", 1): json.loads(p.read_text()) for p in sorted(MODEL_DIR.glob("*.json"))}
@@ -97,7 +97,7 @@ UNKNOWN = [m for m in CONFIGS if m not in KNOWN]  # chatglm x2, phi3small, nemot
 
 def _refused(model_id: str) -> bool:
     """True when kvplan gives no weights for this config because the conformance sweep measured its family's
-    parameter rule wrong (kvplan.verified); then the raw rule must really be off here too, or the record is stale."""
+    parameter rule wrong (kvplan.config.verified); then the raw rule must really be off here too, or the record is stale."""
     model = kvplan.parse_config(CONFIGS[model_id], name=model_id)
     if model.arch is not None:
         return False
@@ -360,7 +360,7 @@ def test_encoder_only_models_are_refused():
 
 
 def test_weights_modules_never_import_torch_or_transformers():
-    code = ("import sys, json, kvplan.weights, kvplan.config_dims; "
+    code = ("import sys, json, kvplan.weights.rule, kvplan.weights.split, kvplan.config.arch; "
             "print(json.dumps([m for m in ('torch', 'transformers') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
@@ -369,7 +369,7 @@ def test_weights_modules_never_import_torch_or_transformers():
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 2.5])
 def test_non_integral_floats_are_config_errors_not_crashes(value):
     # int(inf) raises OverflowError and int(nan) ValueError: both halves of the config boundary share
-    # kvplan.config.check_int, which refuses them first
+    # kvplan.config.reader.check_int, which refuses them first
     data = json.loads((MODEL_DIR / "meta-llama__Llama-3.1-8B.json").read_text())
     data["intermediate_size"] = value
     with pytest.raises(ConfigError, match="must be an integer"):

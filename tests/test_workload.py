@@ -7,12 +7,12 @@ import json
 import pytest
 
 from kvplan.cli import main
-from kvplan.engines.vllm import max_concurrency_at
+from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
-from kvplan.library import load_model
-from kvplan.planner import plan
-from kvplan.speed import plan_speed
-from kvplan.workload import RequestMix, workload_plan
+from kvplan.planning.engines.vllm import max_concurrency_at
+from kvplan.planning.planner import plan
+from kvplan.planning.speed import plan_speed
+from kvplan.planning.workload import RequestMix, workload_plan
 
 LLAMA70 = "meta-llama/Llama-3.1-70B"
 

@@ -27,9 +27,9 @@ transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM  # noqa: E402
 
 import kvplan  # noqa: E402
-from kvplan.config import text_config  # noqa: E402
-from kvplan.library import bundled_index, read_config_file  # noqa: E402
-
+from kvplan.config.reader import text_config  # noqa: E402
+from kvplan.sources.files import read_config_file
+from kvplan.sources.library import bundled_index  # noqa: E402
 from validation.measure import walk_cache  # noqa: E402  (validation/ is importable through pytest's pythonpath)
 
 transformers.logging.set_verbosity_error()

@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvplan.checkpoint import component_of  # noqa: E402
-from kvplan.library import bundled_ids, load_model  # noqa: E402
-from kvplan.weights import stored_bytes_by_rule  # noqa: E402
+from kvplan.config.load import load_model
+from kvplan.sources.library import bundled_ids  # noqa: E402
+from kvplan.sources.safetensors import component_of  # noqa: E402
+from kvplan.weights.rule import stored_bytes_by_rule  # noqa: E402
 
 SOURCES = ROOT / "tools" / "checkpoint_sources"
 OUT = ROOT / "model_configs" / "checkpoints"

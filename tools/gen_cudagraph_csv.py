@@ -1,5 +1,5 @@
 """Collect vLLM's own CUDA-graph memory figures from the llm-d-planner v0.19.0 start-up logs into
-validation/measured/vllm_cudagraph_v0190.csv (the data kvplan.engines.vllm_cudagraph is calibrated on).
+validation/measured/vllm_cudagraph_v0190.csv (the data kvplan.planning.engines.vllm_cudagraph is calibrated on).
 
 Each log prints, per capture mode, what `profile_cudagraph_memory` measured (v1/worker/gpu_model_runner.py:5928,
 DEBUG): "Estimated PIECEWISE CUDA graph memory: 138.00 MiB first-capture + (51-1) x 6.00 MiB per-graph", the

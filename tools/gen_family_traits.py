@@ -1,6 +1,6 @@
 """Regenerate kvplan/data/family_traits.json: how each transformers family wires its blocks, read off its modules.
 
-For every causal-LM family without a hand-written rule in kvplan.config_dims, build the model on the meta device at
+For every causal-LM family without a hand-written rule in kvplan.config.arch, build the model on the meta device at
 its config class's defaults and read, from the parameter names and shapes, what no config field says: gated or
 plain MLP, fused QKV, which projections have biases (and whether a flag decides it: built again with the flag
 flipped), q/k norms per head or per projection, norms per block and their biases, routers and shared experts,
@@ -160,8 +160,8 @@ def _flag_driven(cls_cfg, cfg, t: dict) -> None:
 
 def _spec(cfg):
     """kvplan's reading of a transformers config (its refusals off: this is what checks them)."""
-    from kvplan import verified
-    from kvplan.config import parse_config
+    from kvplan.config import verified
+    from kvplan.config.parse import parse_config
 
     verified.ENFORCE = False
     spec = parse_config(cfg.to_dict())
@@ -172,14 +172,14 @@ def _spec(cfg):
 
 def _layer_extra(cfg, model, t: dict) -> int:
     """Parameters kvplan's count with these traits does not explain, per layer (must be a constant)."""
-    from kvplan.weights import param_count
+    from kvplan.weights.rule import param_count
 
     spec = _spec(cfg)
     return _total(cfg, model) - param_count(spec.arch).total, spec.num_layers
 
 
 def _wrapper(cfg) -> bool:
-    from kvplan.config_read import multimodal
+    from kvplan.config.reader import multimodal
 
     return multimodal(cfg.to_dict())
 
@@ -247,7 +247,7 @@ HINTS = {"attention": ("attn", "attention", "q", "k", "v", "o", "query", "key", 
 
 
 def _unexplained(truth: dict[str, tuple], ours: list) -> tuple[list[str], list[int]]:
-    """The truth tensors kvplan's own tensors (kvplan.weights.Tensor) leave unexplained, matched by size: one to
+    """The truth tensors kvplan's own tensors (kvplan.weights.rule.Tensor) leave unexplained, matched by size: one to
     one, then one of ours to two or three of theirs (kvplan sums q_norm and k_norm), then two of ours to one of
     theirs (a fused gate_up). Returns (their names left, the sizes of ours that match nothing: kvplan counts a
     tensor transformers does not have)."""
@@ -307,11 +307,10 @@ CORE = ("hidden", "q_dim", "kv_dim", "head_dim", "heads", "kv_heads", "inter", "
 
 
 def _symbols(spec, t: dict, cfg) -> dict[str, int]:
-    """The values each dimension name takes for this config, as kvplan.config_traits resolves them."""
-    from kvplan.config_read import ConfigReader, text_config
-    from kvplan.config_traits import size_table
-
-    from kvplan.layers import StateSpec
+    """The values each dimension name takes for this config, as kvplan.config.traits resolves them."""
+    from kvplan.config.reader import ConfigReader, text_config
+    from kvplan.config.traits import size_table
+    from kvplan.model.layers import StateSpec
 
     text, mt = text_config(cfg.to_dict())
     r = ConfigReader(text, mt)
@@ -375,7 +374,7 @@ def _sum_of_terms(d0: int, d1: int, sym0: dict, sym1: dict) -> str | None:
 
 def _extras_at(cfg, model, t: dict):
     """({(scope, name): shape}, spec) of the tensors kvplan's traits leave unexplained at this config."""
-    from kvplan.weights import inventory
+    from kvplan.weights.rule import inventory
 
     spec = _spec(cfg)
     n = spec.num_layers
@@ -400,7 +399,7 @@ def _extras_at(cfg, model, t: dict):
 
 
 def _kind_of(layer: tuple) -> str:
-    from kvplan.config import _kind
+    from kvplan.config.layout import layer_kind as _kind
 
     return _kind(layer)
 
@@ -463,7 +462,7 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
 
 
 def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict) -> dict:
-    from kvplan.weights import param_count
+    from kvplan.weights.rule import param_count
 
     if t.get("attention") == "all":
         del t["attention"]
@@ -490,14 +489,14 @@ def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict) -> dict:
 
 
 def _text_type(cfg) -> str:
-    from kvplan.config_read import text_config
+    from kvplan.config.reader import text_config
 
     return text_config(cfg.to_dict())[1]
 
 
 def _published(text_type: str) -> list[tuple[str, dict]]:
     """The bundled published configs (model_configs/) whose language model is of this type."""
-    from kvplan.config_read import text_config
+    from kvplan.config.reader import text_config
 
     out = []
     for path in sorted((ROOT / "model_configs").glob("*.json")):
@@ -514,10 +513,10 @@ def _check_published(text_type: str) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    from kvplan import verified
-    from kvplan.config import parse_config
-    from kvplan.config_read import text_config
-    from kvplan.weights import param_count
+    from kvplan.config import verified
+    from kvplan.config.parse import parse_config
+    from kvplan.config.reader import text_config
+    from kvplan.weights.rule import param_count
 
     for name, data in _published(text_type):
         text, _ = text_config(data)
@@ -533,14 +532,15 @@ def _check_published(text_type: str) -> None:
 
 def _base(mt: str) -> dict:
     """Settings the causal LM needs: BERT-style families are decoders only with is_decoder true."""
-    from kvplan.config import ENCODER_ONLY
+    from kvplan.config.parse import ENCODER_ONLY
 
     return {"is_decoder": True} if mt in ENCODER_ONLY else {}
 
 
 def family(mt: str) -> dict:
-    import kvplan.config_traits as ct
     from transformers import CONFIG_MAPPING
+
+    import kvplan.config.traits as ct
 
     cls_cfg = CONFIG_MAPPING[mt]
     base = _base(mt)
@@ -614,10 +614,10 @@ def family(mt: str) -> dict:
 
 def main(argv: list[str]) -> int:
     import transformers
+    from transformers import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from kvplan.config_dims import _BUILDERS
-    from transformers import CONFIG_MAPPING
+    from kvplan.config.arch import _BUILDERS
 
     transformers.logging.set_verbosity_error()
     old = json.loads(OUT.read_text())["families"] if OUT.exists() and argv else {}

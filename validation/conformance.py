@@ -58,7 +58,7 @@ class Row:
     reason: str = ""
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)  # the default config's structural keys (kvplan.verified)
+    keys: list[str] = field(default_factory=list)  # the default config's structural keys (kvplan.config.verified)
 
 
 # ---------------------------------------------------------------- transformers side (imported lazily)
@@ -142,7 +142,6 @@ def cpu_fallback(mt: str, variant: dict, length: int, error: Exception):
     """Run the model on CPU with the MLP / vocab shrunk but the cache geometry (heads, head dims, layers,
     windows, state sizes) untouched. Raises the meta error when even that cannot run."""
     import torch
-
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     shrink = {"vocab_size": 512, "intermediate_size": 64, "moe_intermediate_size": 32,
@@ -168,11 +167,11 @@ def cpu_fallback(mt: str, variant: dict, length: int, error: Exception):
 
 
 def kvplan_figures(config: dict, length: int) -> dict:
-    """kvplan's raw rules on `config` (the refusals of kvplan.verified off: this is what re-measures them)."""
+    """kvplan's raw rules on `config` (the refusals of kvplan.config.verified off: this is what re-measures them)."""
     import kvplan
-    from kvplan import verified
+    from kvplan.config import verified
     from kvplan.errors import KVPlanError
-    from kvplan.weights import param_count
+    from kvplan.weights.rule import param_count
 
     verified.ENFORCE = False
     out: dict[str, Any] = {}
@@ -263,7 +262,7 @@ def run_one(mt: str, variant_name: str, variant: dict) -> Row:
         row.cls, row.device, row.prompt = truth["cls"], truth["device"], truth["prompt"]
         length = truth["prompt"]
         row.kv_measured, row.kv_logical_measured, row.params_measured = truth["storage"], truth["logical"], truth["params"]
-        from kvplan.verified import structural_keys
+        from kvplan.config.verified import structural_keys
 
         row.keys = structural_keys(truth["config"])
         ours = kvplan_figures(truth["config"], length)

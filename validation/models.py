@@ -23,8 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.config import text_config
-from kvplan.library import bundled_index, read_config_file
+from kvplan.config.reader import text_config
+from kvplan.sources.files import read_config_file
+from kvplan.sources.library import bundled_index
 
 INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "intermediate_size_mlp")
 MOE_INTERMEDIATE_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size")

@@ -9,7 +9,7 @@ Predicted vs measured, per case:
 - KV bytes after prefill and after decode: `Estimate.prefill_peak_bytes` / `kv_cache_bytes` against the unique
   storage bytes the walk finds (exact on every device); on CUDA also `memory_allocated` deltas (the caching
   allocator rounds every block to 512 bytes; right after the prefill the last position's logits are in flight).
-- peak: `kvplan.engines.hf_peak.hf_peak_for` against `max_memory_allocated` (CUDA, reset between phases) or the
+- peak: `kvplan.planning.engines.hf_peak.hf_peak_for` against `max_memory_allocated` (CUDA, reset between phases) or the
   CPU allocator's events (torch profiler).
 An out-of-memory error (real on CUDA, simulated with --memory-limit on CPU) is a result, set against the fit
 kvplan predicted.
@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 import kvplan
-from kvplan.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
 from kvplan.errors import KVPlanError
+from kvplan.planning.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
 
 from .measure import CpuPeak, CudaMemory, allocator_bytes, free_memory, module_bytes, tensor_bytes, walk_cache
 from .models import build_model, hf_config, local_weights
@@ -485,8 +485,8 @@ def estimate_seconds(case: Case, est, peak, ctx: RunContext) -> tuple[float, flo
     weights = peak.weights_bytes
     params = weights / (4 if case.dtype == "fp32" else 2)
     try:                                  # MoE: a token runs its top-k experts only
-        from kvplan.config_dims import parse_dims
-        from kvplan.weights import param_count
+        from kvplan.config.parse import parse_dims
+        from kvplan.weights.rule import param_count
 
         counts = param_count(parse_dims(case.recipe.text_dict()))
         if counts.active and counts.total:

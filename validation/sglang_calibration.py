@@ -9,7 +9,7 @@ allows:
    or avail mem after loading + mem usage), the context kvplan takes as PRELOAD_BYTES;
 4. tokens: "max_total_num_tokens" against kvplan's plan, where the GPU and mem_fraction_static are known.
 
-The two SGLang constants (PRELOAD_BYTES, LOAD_EXTRA_BYTES in kvplan/engines/sglang.py) were read off these
+The two SGLang constants (PRELOAD_BYTES, LOAD_EXTRA_BYTES in kvplan/planning/engines/sglang.py) were read off these
 rows, so checks 2-4 are a calibration, not a hold-out; check 1 involves no constant.
 
     python validation/sglang_calibration.py      # writes validation/sglang_calibration.md
@@ -26,12 +26,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from kvplan.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
-from kvplan.engines.vllm_kv import rank_layer_specs  # noqa: E402
+from kvplan.config.load import load_model  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
-from kvplan.library import load_model  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
-
+from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
+from kvplan.planning.engines.vllm_kv import rank_layer_specs  # noqa: E402
+from kvplan.planning.planner import plan  # noqa: E402
 from validation.vllm_calibration import _err, _num  # noqa: E402
 from validation.vllm_holdout import write_results  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Compare kvplan's vLLM profile with real vLLM start-ups (validation/measured/, copied from the project's
 shared reference set ../shared/reference/measured/).
 
-Runs every row of vllm_runs_calibration.csv with its settings through `kvplan.planner.plan` and prints, per
+Runs every row of vllm_runs_calibration.csv with its settings through `kvplan.planning.planner.plan` and prints, per
 row and in summary, the error of weights, activation, non-torch, KV pool and KV tokens. Writes the table to
 validation/vllm_calibration.md (and .csv) next to this script.
 
@@ -19,8 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from kvplan.library import load_model  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
+from kvplan.config.load import load_model  # noqa: E402
+from kvplan.planning.planner import plan  # noqa: E402
 
 # a copy of ../shared/reference/measured/vllm_runs_calibration.csv (its README beside it), so a fresh clone runs
 DEFAULT_CSV = HERE / "measured" / "vllm_runs_calibration.csv"

@@ -1,4 +1,4 @@
-"""kvplan's CUDA-graph estimate (kvplan.engines.vllm_cudagraph) against what vLLM itself estimated and captured.
+"""kvplan's CUDA-graph estimate (kvplan.planning.engines.vllm_cudagraph) against what vLLM itself estimated and captured.
 
 Each row of measured/vllm_cudagraph_v0190.csv is a v0.19.0 start-up on one H100 whose log printed, per capture
 mode, the two captures vLLM's estimator measured, its total ("Estimated CUDA graph memory: X GiB total") and the
@@ -18,11 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from kvplan.config.load import load_model  # noqa: E402
 from kvplan.dtypes import resolve_dtype  # noqa: E402
-from kvplan.engines.vllm_cudagraph import capture_sizes, estimate, graph_dims  # noqa: E402
-from kvplan.engines.vllm_profile import pp_layer_split  # noqa: E402
-from kvplan.engines.weights_split import with_online_quant  # noqa: E402
-from kvplan.library import load_model  # noqa: E402
+from kvplan.planning.engines.vllm_cudagraph import capture_sizes, estimate, graph_dims  # noqa: E402
+from kvplan.planning.engines.vllm_profile import pp_layer_split  # noqa: E402
+from kvplan.weights.split import with_online_quant  # noqa: E402
 
 DEFAULT_CSV = HERE / "measured" / "vllm_cudagraph_v0190.csv"
 GiB, MiB = 2**30, 2**20

@@ -31,17 +31,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from kvplan.config.load import load_model  # noqa: E402
 from kvplan.dtypes import resolve_dtype  # noqa: E402
-from kvplan.engines import spec_decode  # noqa: E402
-from kvplan.engines.vllm import VLLM_BLOCK_SIZES, capacity_semantics  # noqa: E402
-from kvplan.engines.vllm_extras import GRAPHS_CAPTURED, stage_specs  # noqa: E402
-from kvplan.engines.vllm_profile import parse_version, pp_layer_split  # noqa: E402
-from kvplan.engines.vllm_kv import kv_groups, pool_capacity  # noqa: E402
 from kvplan.errors import KVPlanError  # noqa: E402
-from kvplan.library import load_model  # noqa: E402
-from kvplan.plan_inputs import speculative_settings  # noqa: E402
-from kvplan.planner import plan  # noqa: E402
-
+from kvplan.planning.engines import spec_decode  # noqa: E402
+from kvplan.planning.engines.vllm import VLLM_BLOCK_SIZES, capacity_semantics  # noqa: E402
+from kvplan.planning.engines.vllm_extras import GRAPHS_CAPTURED, stage_specs  # noqa: E402
+from kvplan.planning.engines.vllm_kv import kv_groups, pool_capacity  # noqa: E402
+from kvplan.planning.engines.vllm_profile import parse_version, pp_layer_split  # noqa: E402
+from kvplan.planning.inputs import speculative_settings  # noqa: E402
+from kvplan.planning.planner import plan  # noqa: E402
 from validation.vllm_calibration import _dtype, _err, _num, gpu_for  # noqa: E402
 
 GiB = 2**30
@@ -189,13 +188,13 @@ MISSES = {
 LEARNED = [
     "Gated DeltaNet state dtype: vLLM keeps the recurrent state of Qwen3.5 / 3.6 in float32 (their configs' "
     "`mamba_ssm_dtype: float32` becomes vLLM's mamba_ssm_cache_dtype): the attention block of Qwen3.6-27B with fp8 "
-    "KV is the printed 1,568 tokens, not 800 (kvplan/config_state.py, engines/vllm_kv.py).",
+    "KV is the printed 1,568 tokens, not 800 (kvplan/config/state.py, kvplan/planning/engines/vllm_kv.py).",
     "Prefix caching on a Mamba / GDN hybrid (mamba_cache_mode 'align', vLLM's default): each state group holds "
     "2 + k blocks per request with k speculative tokens, and the state page is padded to the attention page "
-    "(engines/vllm.py `stage_specs`, engines/vllm_kv.py `kv_groups`).",
+    "(kvplan/planning/engines/vllm_extras.py `stage_specs`, vllm_kv.py `kv_groups`).",
     "MTP on Qwen3.5 / 3.6 (`mtp_num_hidden_layers: 1`): one more full-attention layer in the KV groups (17 per "
-    "group for Qwen3.6-27B), and each GDN conv state widened to kernel - 1 + k columns (config_dims MTP_FAMILIES, "
-    "engines/spec_decode.py).",
+    "group for Qwen3.6-27B), and each GDN conv state widened to kernel - 1 + k columns (kvplan/config/reader.py "
+    "MTP_FAMILIES, kvplan/planning/engines/spec_decode.py).",
 ]
 SUSPECTED = [
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "

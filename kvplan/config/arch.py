@@ -1,0 +1,400 @@
+"""The weight shape (`ModelSpec.arch`, an `ArchShape` of `kvplan.model.arch`), read from a config.json.
+
+`read_arch` is called by `kvplan.config.parse` with the same `ConfigReader` that read the cache layout: every size
+the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from
+the same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which
+projections carry biases). Families without a hand-written builder here get their structure from their traits
+(`traits`); towers come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
+Nothing here imports transformers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..dtypes import BFLOAT16, DType
+from ..errors import ConfigError
+from ..model.arch import ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims
+from .quant import parse_quant
+from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
+                     MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
+from .towers import Towers, read_towers, vit_size
+from .traits import body as traited_body
+from .traits import layers as traited_layers
+from .traits import traits_for, unexplained
+
+
+def _int(key: str, value: Any, minimum: int = 1) -> int:
+    return check_int(key, value, minimum=minimum)
+
+
+@dataclass(frozen=True)
+class _Core:
+    hidden: int
+    layers: int
+    heads: int | None
+
+
+def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any]) -> ArchShape:
+    """The weight-relevant shape, read by the same reader that read the cache layout (`kvplan.config`).
+
+    Multimodal wrappers (gemma3, llama4) are unwrapped to their language model; the vision tower and projector
+    are counted apart (`towers`) where kvplan.config.towers has their rule.
+    """
+    model_type = f.model_type
+    notes: list[str] = []
+    builder = _BUILDERS.get(f.family)
+    traits = traits_for(f.family) if builder is None else None
+    if traits is not None:
+        builder = _traited
+    elif builder is None and (why := unexplained(f.family)):
+        # transformers has the family and its modules were read: a count they do not explain is no estimate
+        raise ConfigError(f"kvplan's weight rule does not explain model_type {model_type!r} as transformers 5.24 "
+                          f"builds it ({why[:200]}), so its parameters are not counted", field="model_type")
+    elif builder is None:
+        notes.append(f"model_type {model_type!r} has no dedicated rule: counted as a llama-like decoder "
+                     "(gated MLP, RMSNorm, no biases unless the config says so)")
+        builder = _generic
+    hidden = f.hidden_size()
+    heads = f.num_heads() if f.first(HEAD_KEYS) or f.overrides.num_heads else None  # Mamba has none
+    # Nemotron-H gives no layer count: its pattern has one entry per layer, as the cache read it
+    n = len(f.layer_kinds) if f.layer_kinds and f.first(LAYER_KEYS) is None and not f.overrides.num_layers \
+        else f.num_layers()
+    core = _Core(hidden, n, heads)
+    body = builder(f, core, notes)
+    tied = f.get("tie_word_embeddings")
+    if multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
+        # a wrapper's own flag decides: transformers 5.24 ties what `self.config.tie_word_embeddings` says of the
+        # model it builds (modeling_utils.get_expanded_tied_weights_keys), the wrapper's config for a
+        # ...ForConditionalGeneration (MOSS-Transcribe-Diarize: True over its Qwen3 text config's False)
+        tied = data["tie_word_embeddings"]
+    if not isinstance(tied, bool):
+        tied = False
+        notes.append("config does not say whether lm_head is tied to the embeddings: counted separately")
+    mtp = f.first(MTP_KEYS)
+    wrapper = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    towers = read_towers(data, wrapper, hidden) if multimodal(data) else None
+    if isinstance(towers, str):
+        notes.append(f"language model only: {towers}")
+    quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
+    return ArchShape(
+        model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
+        layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
+        norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
+        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
+        quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
+        extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
+        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
+        if isinstance(towers, Towers) else (),
+        image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
+        vit=vit_size(data) if multimodal(data) else None,
+        draft_vocab=_draft_vocab(data),
+    )
+
+
+def _draft_vocab(data: Mapping[str, Any]) -> int:
+    """An EAGLE-3 head's own output vocabulary (`draft_vocab_size`, with a d2t map back to the target's):
+    yuhuili's head for Llama-3.1-8B predicts 32,000 of its 128,256 tokens; 0 for any other model."""
+    arch = data.get("architectures")
+    value = data.get("draft_vocab_size")
+    if not (isinstance(arch, list) and any(isinstance(a, str) and "Eagle" in a for a in arch)):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _dtype(text: Mapping[str, Any], quant: QuantDims | None, notes: list[str]) -> DType:
+    """The config's dtype; a quantized checkpoint that names none (gpt-oss-20b) keeps its other weights in bf16,
+    which transformers' dtype="auto" reads from the checkpoint tensors."""
+    if quant is not None and text.get("dtype") is None and text.get("torch_dtype") is None:
+        notes.append("config names no dtype: the unquantized weights of this quantized checkpoint are taken as bf16")
+        return BFLOAT16
+    return config_dtype(text)
+
+
+@dataclass
+class _Body:
+    layers: list[LayerDims]
+    norm_bias: bool = False
+    lm_head_bias: bool = False
+    positions: int = 0
+    layer_extra: int = 0
+    final_norm: bool = True
+    extra: tuple = ()
+    top_dims: bool = True
+
+
+def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """A family without a hand-written rule, counted from its fields and the traits transformers' modules show
+    (kvplan.config.traits, data from tools/gen_family_traits.py)."""
+    t = traits_for(f.family)
+    positions = 0
+    top = t.get("top", "dims") == "dims"
+    if t.get("positions_offset") is not None and top:  # BioGPT: max_position_embeddings + 2 learned rows
+        positions = f.need_int(("max_position_embeddings", "n_positions"), "max_position_embeddings") \
+            + t["positions_offset"]
+    heads = _heads(c)
+    extras = t.get("extras", ())
+    if extras:
+        shown = ", ".join(f"{e['name']} [{' x '.join(map(str, e['dims']))}] ({e['scope']})" for e in extras[:3])
+        more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
+        notes.append(f"{len(extras)} tensor kinds beyond the standard block counted as transformers 5.24 builds "
+                     f"them (tools/gen_family_traits.py): {shown}{more}")
+    blocks, outside = traited_body(f, t, c.hidden, heads, c.layers)
+    return _Body(blocks, norm_bias=bool(t.get("norm_bias")), lm_head_bias=bool(t.get("lm_head_bias")) and top,
+                 positions=positions, layer_extra=int(t.get("layer_extra", 0)),
+                 final_norm=bool(t.get("final_norm", True)), extra=outside, top_dims=top)
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def _kv_heads(f: ConfigReader, heads: int) -> int:
+    if f.overrides.kv_heads is not None:
+        return f.overrides.kv_heads
+    found = f.first(KV_HEAD_KEYS)
+    return heads if found is None else _int(*found)
+
+
+def _head_dim(f: ConfigReader, c: _Core, keys: tuple[str, ...] = ("head_dim",)) -> int:
+    """`head_dim` when the config sets it (Qwen3-0.6B: 128 != 1024/16), else hidden // heads."""
+    if f.overrides.head_dim is not None:
+        return f.overrides.head_dim
+    found = f.first(keys)
+    return _int(*found) if found else c.hidden // _heads(c)
+
+
+def _heads(c: _Core) -> int:
+    if not c.heads:
+        raise ConfigError(f"config has no head count ({' / '.join(HEAD_KEYS)}): add it to the config.json",
+                          field="num_heads")
+    return c.heads
+
+
+def _attention(f: ConfigReader, c: _Core, *, bias: bool = False, o_bias: bool | None = None, **kw) -> AttentionDims:
+    heads = _heads(c)
+    head_dim = kw.pop("head_dim", None) or _head_dim(f, c)
+    kv = kw.pop("kv_heads", None) or _kv_heads(f, heads)
+    o = bias if o_bias is None else o_bias
+    return AttentionDims(heads, kv, head_dim, head_dim, bias, bias, bias, o, **kw)
+
+
+def _mlp(f: ConfigReader, c: _Core, key: str = "intermediate_size", **kw) -> MLPDims:
+    return MLPDims(f.req_int(key), **kw)
+
+
+def _uniform(n: int, layer: LayerDims) -> list[LayerDims]:
+    return [layer] * n
+
+
+def _moe_or_dense(c: _Core, is_moe, moe: MoEDims, dense: MLPDims, mixer, norms: int) -> list[LayerDims]:
+    return [LayerDims(mixer(i), moe if is_moe(i) else dense, norms) for i in range(c.layers)]
+
+
+# ---------------------------------------------------------------- families
+
+
+def _llama_like(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Llama, Mistral, Qwen2/3, Gemma 1/2/3, OLMo-2: q/k/v/o, gated MLP, RMSNorm."""
+    mt = f.family
+    if mt == "qwen2":  # Qwen2Attention: q/k/v biases always, o_proj none
+        attn = _attention(f, c, bias=True, o_bias=False)
+    else:
+        qk_norm = {"qwen3": "head", "gemma3_text": "head", "olmo2": "proj"}.get(mt, "none")
+        attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm=qk_norm)
+    norms = 4 if mt in ("gemma2", "gemma3_text") else 2  # Gemma 2/3 add pre- and post-feedforward norms
+    mlp = _mlp(f, c, bias=f.flag("mlp_bias"))
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)))
+
+
+def _generic(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    if f.first(EXPERT_KEYS) is not None:  # experts are in the fields even where the wiring is not known
+        t = {"attn_bias": dict.fromkeys("qkvo", "attention_bias"), "mlp_bias": "mlp_bias", "moe": True}
+        return _Body(traited_layers(f, t, c.hidden, _heads(c), c.layers))
+    bias = bool(f.get("attention_bias") or f.get("add_qkv_bias") or f.get("bias"))
+    attn = _attention(f, c, bias=bias, o_bias=bool(f.get("attention_bias")),
+                      head_dim=_head_dim(f, c, HEAD_DIM_KEYS))
+    mlp = MLPDims(f.need_int(INTERMEDIATE_KEYS, "intermediate size"), bias=bool(f.get("mlp_bias")))
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)))
+
+
+def _mixtral(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), _mlp(f, c))
+    return _Body(_uniform(c.layers, LayerDims(_attention(f, c), moe, 2)))
+
+
+def _qwen_moe(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Qwen3-MoE and Qwen3-Next: MoE where (i+1) % decoder_sparse_step == 0 and i not in mlp_only_layers."""
+    next_like = f.family in QWEN_NEXT_LIKE
+    found = f.first(EXPERT_KEYS)
+    experts = f.int_(*found, minimum=0) if found else 0
+    step = f.req_int("decoder_sparse_step", default=1)
+    dense_only = f.layer_set("mlp_only_layers") or set()
+    moe = None
+    if experts:
+        shared = MLPDims(f.req_int("shared_expert_intermediate_size")) if next_like else None
+        moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c, "moe_intermediate_size"),
+                      shared=shared, shared_gate=shared is not None)
+    attn = _attention(f, c, bias=f.flag("attention_bias"), qk_norm="head", q_gate=next_like)
+    mixers = _qwen3_next_mixers(f, c, attn) if next_like else [attn] * c.layers
+    is_moe = lambda i: i not in dense_only and experts > 0 and (i + 1) % step == 0  # noqa: E731
+    dense = _mlp(f, c) if not all(is_moe(i) for i in range(c.layers)) else None
+    return _Body(_moe_or_dense(c, is_moe, moe, dense, mixers.__getitem__, 2))
+
+
+# Qwen3-Next and Qwen3.5 (dense and MoE): gated DeltaNet layers, q_proj emitting its output gate too.
+QWEN_NEXT_LIKE = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+
+
+def _qwen3_next_mixers(f: ConfigReader, c: _Core, attn: AttentionDims) -> list:
+    types = f.get("layer_types")
+    if types is None:
+        interval = f.req_int("full_attention_interval", default=4)
+        types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(c.layers)]
+    if not isinstance(types, list) or len(types) != c.layers:
+        raise ConfigError(f"config field 'layer_types' must list one type per layer ({c.layers}): "
+                          "fix the config.json")
+    gdn = DeltaNetDims(f.req_int("linear_num_key_heads"), f.req_int("linear_num_value_heads"),
+                       f.req_int("linear_key_head_dim"), f.req_int("linear_value_head_dim"),
+                       f.req_int("linear_conv_kernel_dim"))
+    return [gdn if t == "linear_attention" else attn for t in types]
+
+
+def _deepseek(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """DeepSeek-V2/V3 (Kimi-K2): MLA; MoE from layer first_k_dense_replace on (transformers ignores moe_layer_freq)."""
+    v3 = f.family == "deepseek_v3"
+    nope, rope = f.req_int("qk_nope_head_dim"), f.req_int("qk_rope_head_dim", minimum=0)
+    bias = f.flag("attention_bias")
+    attn = AttentionDims(_heads(c), _heads(c), nope + rope, f.req_int("v_head_dim"), q_bias=bias, k_bias=bias,
+                         o_bias=bias, q_lora_rank=f.opt_int("q_lora_rank", minimum=1),
+                         kv_lora_rank=f.req_int("kv_lora_rank"), qk_rope_dim=rope)
+    expert = _mlp(f, c, "moe_intermediate_size", bias=f.flag("mlp_bias"))
+    shared_n = f.opt_int("n_shared_experts", minimum=0) or 0
+    shared = MLPDims(expert.intermediate * shared_n, bias=expert.bias) if shared_n else None
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.opt_int("num_experts_per_tok", minimum=0) or 0, expert,
+                  shared=shared, router_fp32=True, score_bias=v3)
+    first_dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
+    freq = f.opt_int("moe_layer_freq", minimum=1, default=1)
+    if freq != 1:
+        notes.append(f"moe_layer_freq {freq} is ignored as transformers 5.24 does (every layer from "
+                     f"{first_dense} on is MoE); vLLM makes only every {freq}th layer MoE")
+    return _Body(_moe_or_dense(c, lambda i: i >= first_dense, moe, _mlp(f, c, bias=f.flag("mlp_bias")),
+                               lambda i: attn, 2))
+
+
+def _gpt_oss(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    bias = f.flag("attention_bias")
+    expert = MLPDims(f.req_int("intermediate_size"), bias=True)  # gate_up_proj_bias [E, 2I], down_proj_bias [E, H]
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, router_bias=True)
+    return _Body(_uniform(c.layers, LayerDims(_attention(f, c, bias=bias, sinks=True), moe, 2)))
+
+
+def _llama4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Llama-4 text: MoE layers every interleave_moe_layer_step (or `moe_layers`), a shared expert in each;
+    dense layers use intermediate_size_mlp. The QK norm is weightless (L2)."""
+    step = f.req_int("interleave_moe_layer_step")
+    listed = f.layer_set("moe_layers")
+    moe_layers = set(range(step - 1, c.layers, step)) if listed is None else listed
+    expert = _mlp(f, c)
+    moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"), expert, shared=expert)
+    attn = _attention(f, c, bias=f.flag("attention_bias"))
+    return _Body(_moe_or_dense(c, moe_layers.__contains__, moe, _mlp(f, c, "intermediate_size_mlp"),
+                               lambda i: attn, 2))
+
+
+def _phi(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Phi-1/2: biased q/k/v/dense, ungated biased MLP, one LayerNorm per block (parallel), biased lm_head."""
+    attn = _attention(f, c, bias=True, qk_norm="head_ln" if f.flag("qk_layernorm") else "none")
+    mlp = _mlp(f, c, gated=False, bias=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
+
+
+def _phi3(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, fused_qkv=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, fused_gate_up=True), 2)))
+
+
+def _gpt2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """GPT-2 and GPT-BigCode: fused biased c_attn, learned positions (wpe), LayerNorms, n_inner or 4 x hidden."""
+    kv = 1 if f.family == "gpt_bigcode" and f.flag("multi_query", True) else None
+    if f.flag("add_cross_attention"):
+        notes.append("add_cross_attention: the cross-attention blocks of an encoder-decoder setup are not counted")
+    attn = _attention(f, c, bias=True, fused_qkv=True, head_dim=c.hidden // _heads(c), kv_heads=kv)
+    mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
+    positions = f.req_int("n_positions") if f.get("n_positions") is not None else f.req_int("max_position_embeddings")
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)), norm_bias=True, positions=positions)
+
+
+def _gptj(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, head_dim=c.hidden // _heads(c), kv_heads=_heads(c))
+    mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 1)), norm_bias=True, lm_head_bias=True)
+
+
+def _gpt_neox(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    attn = _attention(f, c, bias=f.flag("attention_bias"), fused_qkv=True, head_dim=c.hidden // _heads(c),
+                      kv_heads=_heads(c))
+    return _Body(_uniform(c.layers, LayerDims(attn, _mlp(f, c, gated=False, bias=True), 2)), norm_bias=True)
+
+
+def _starcoder2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    bias = f.flag("use_bias")
+    layer = LayerDims(_attention(f, c, bias=bias), _mlp(f, c, gated=False, bias=bias), 2)
+    return _Body(_uniform(c.layers, layer), norm_bias=True)
+
+
+def _falcon(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Falcon: query_key_value is [heads + 2 kv, hd] rows; kv = 1 for multi_query, num_kv_heads for the new
+    decoder architecture (Falcon-40B: 128 + 2 x 8 heads). Parallel blocks carry 1 LayerNorm, or 2 (ln_attn,
+    ln_mlp) with the new architecture."""
+    heads, bias, new_arch = _heads(c), f.flag("bias"), f.flag("new_decoder_architecture")
+    if new_arch:
+        kv = f.opt_int("num_kv_heads", minimum=1) or heads
+    else:
+        kv = 1 if f.flag("multi_query", True) else heads
+    attn = _attention(f, c, bias=bias, fused_qkv=True, head_dim=c.hidden // heads, kv_heads=kv)
+    mlp = MLPDims(f.opt_int("ffn_hidden_size", minimum=1) or 4 * c.hidden, gated=False, bias=bias)
+    ln_parallel = f.opt_int("num_ln_in_parallel_attn", minimum=1) or (2 if new_arch else 1)
+    norms = ln_parallel if f.flag("parallel_attn") else 2
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, norms)), norm_bias=True)
+
+
+def _mamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Mamba-1 / FalconMamba: mixer-only blocks. intermediate_size from the file wins over expand x hidden
+    (falcon-mamba-7b: 8192, not 16 x 4096), as transformers' from_dict sets it after __post_init__."""
+    inner = f.opt_int("intermediate_size", minimum=1) if "intermediate_size" in f.data else None
+    inner = inner or f.req_int("expand") * c.hidden
+    mixer = MambaDims(inner, f.req_int("state_size"), f.req_int("conv_kernel"), _dt_rank(f, "time_step_rank", c),
+                      conv_bias=f.flag("use_conv_bias"), proj_bias=f.flag("use_bias"))
+    return _Body(_uniform(c.layers, LayerDims(mixer, None, 1)))
+
+
+def _dt_rank(f: ConfigReader, key: str, c: _Core) -> int:
+    value = f.get(key, "auto")
+    return math.ceil(c.hidden / 16) if value == "auto" else _int(key, value)
+
+
+def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba elsewhere; MoE where
+    i % expert_layer_period == expert_layer_offset (1.5-Mini: 16 MoE layers of 32)."""
+    attn = _attention(f, c)
+    mamba = MambaDims(f.req_int("mamba_expand") * c.hidden, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
+                      _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias"),
+                      proj_bias=f.flag("mamba_proj_bias"), inner_norms=True)
+    period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
+    e_period, e_offset = f.req_int("expert_layer_period"), f.req_int("expert_layer_offset", minimum=0)
+    experts = f.need_int(EXPERT_KEYS, "expert count")
+    moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c))
+    return _Body(_moe_or_dense(c, lambda i: experts > 1 and i % e_period == e_offset, moe, _mlp(f, c),
+                               lambda i: attn if i % period == offset else mamba, 2))
+
+
+_BUILDERS = {
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
+    "qwen3_5_moe_text": _qwen_moe,
+    "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
+    "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
+    "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
+}

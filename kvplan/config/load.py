@@ -1,0 +1,93 @@
+"""`load_model`: a model read completely, once, before anything plans with it.
+
+One pass, down the stages: the source is found (`kvplan.sources.locate.find_config`: a dict, a bundled id, a local
+file or folder, a Hub id), the config read into its `ModelSpec` (`parse.parse_config`), and the checkpoint's own
+bytes attached where they can be read (`find_checkpoint`: the bundled record, the folder's or the Hub's safetensors
+headers), or the reason they cannot. Every later stage takes the finished ModelSpec and reads no source again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import KVPlanError, ModelNotAvailableError
+from ..model.checkpoint import CheckpointTotal
+from ..model.spec import ModelSpec
+from ..sources.library import find_bundled
+from ..sources.locate import find_checkpoint, find_config
+from .parse import parse_config
+from .reader import Overrides
+
+WEIGHT_SOURCES = ("auto", "checkpoint", "config")
+
+
+def load_model(
+    source: str | Path | Mapping[str, Any],
+    *,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    overrides: Overrides | None = None,
+    name: str | None = None,
+    weights: str = "auto",
+) -> ModelSpec:
+    """Resolve `source` to a ModelSpec.
+
+    Order: a config dict; a bundled model id (no network, works for gated models); a path to a
+    config.json or a folder holding one; otherwise a Hub id fetched with `huggingface_hub`
+    (`revision`, `token`, `HF_TOKEN`, `HF_HUB_OFFLINE` and the Hub cache honoured).
+
+    `weights`: "auto" attaches the checkpoint's own tensor bytes where they can be read (the bundled record,
+    the safetensors headers in the folder, or on the Hub) and says why not in `checkpoint_note`; "checkpoint"
+    makes their absence an error; "config" never looks (the config rule only).
+    """
+    if weights not in WEIGHT_SOURCES:
+        raise ModelNotAvailableError(f"unknown weights source {weights!r}: use one of {', '.join(WEIGHT_SOURCES)}")
+    found = find_config(source, revision, token, name)
+    model = parse_config(found.data, name=found.name, source=found.source, overrides=overrides)
+    if weights == "config" or (isinstance(source, Mapping) and weights == "auto"):
+        return model
+    if overrides is not None and any(v is not None for v in dataclasses.astuple(overrides)):
+        why = "the overrides change the model's sizes, so its checkpoint's bytes do not apply"
+        if weights == "checkpoint":
+            raise ModelNotAvailableError(f"{why}, and weights from the checkpoint were asked for: drop the overrides")
+        return dataclasses.replace(model, checkpoint_note=f"{why}: the weights come from the config rule")
+    return with_checkpoint(model, source, revision, token, weights == "checkpoint")
+
+
+def with_checkpoint(model: ModelSpec, source, revision=None, token=None, required: bool = False,
+                    cache_fallback: bool = True) -> ModelSpec:
+    """The model with its checkpoint summary, or (not `required`) with the one-line reason there is none.
+    `cache_fallback=False` (the shared web app): Hub headers only with the Hub's yes for this token."""
+    layers = len(model.arch.layers) if model.arch is not None else model.num_layers
+    hidden = model.arch.hidden if model.arch is not None else None
+    try:
+        found = find_checkpoint(model.source, source, layers, hidden, revision, token, cache_fallback)
+    except KVPlanError as exc:
+        if required:
+            raise
+        return dataclasses.replace(model, checkpoint_note=str(exc))
+    if isinstance(found, str):
+        if required:
+            raise ModelNotAvailableError(found)
+        return dataclasses.replace(model, checkpoint_note=found)
+    if isinstance(found, CheckpointTotal):  # a total, no tensors: the rule keeps the per-GPU shares
+        if required:
+            raise ModelNotAvailableError(f"kvplan's record of {model.name}'s checkpoint holds its total bytes only "
+                                         f"({found.what}): pass the downloaded checkpoint folder for its tensors")
+        return dataclasses.replace(model, checkpoint_total=found, checkpoint_note=(
+            f"kvplan bundles the checkpoint's total, not its tensors: {found.total_bytes:,} B ({found.what}; "
+            f"{found.source})"))
+    return dataclasses.replace(model, checkpoint=found)
+
+
+def load_cached(name: str) -> ModelSpec:
+    """A model by name; bundled ones are read once per process (ModelSpec is frozen, safe to share)."""
+    return _load_bundled(name) if find_bundled(name) else load_model(name)
+
+
+@lru_cache(maxsize=256)
+def _load_bundled(name: str) -> ModelSpec:
+    return load_model(name)

@@ -1,0 +1,296 @@
+"""The config boundary's one reader: typed access to a (text) config.json with transformers' class defaults.
+
+`layout` builds the cache layout and `arch` the weight shape from the same `ConfigReader`, in one pass
+(`parse.parse_config`), so a value is read once, checked once and recorded once in `ModelSpec.fields`, and a CLI
+override (`--num-layers`, `--kv-heads` ...) changes the cache and the weights alike. The field aliases here are the
+names every module of `kvplan.config` reads, the only folder that knows Hugging Face field names. Nothing here
+imports transformers or runs code the config names (`auto_map` is ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..dtypes import FLOAT32, DType, resolve_dtype
+from ..errors import ConfigError, WorkloadError
+from ..sources.files import check_text
+
+# Field aliases, first match wins (vLLM's `get_total_num_kv_heads` order for KV heads).
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads")
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "model_dim", "emb_dim")
+HEAD_DIM_KEYS = ("head_dim", "hidden_size_per_head", "attention_head_dim", "d_kv", "kv_channels")
+VOCAB_KEYS = ("vocab_size", "padded_vocab_size")
+INTERMEDIATE_KEYS = ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", "ff_intermediate_size", "dim_ff")
+EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "num_experts_routed")
+DTYPE_KEYS = ("dtype", "torch_dtype")
+MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers")
+# families whose checkpoint carries MTP layers past the model's own (DeepSeek-V3 / R1 `model.layers.61`, Qwen3.5
+# `mtp.layers.0`): transformers builds none of them; vLLM loads them for --speculative-config mtp
+MTP_FAMILIES = frozenset({"deepseek_v3", "qwen3_5_text", "qwen3_5_moe_text"})
+# BART-style encoder-decoder configs (BART, mBART, Marian, Pegasus, PLBart, MVP, BlenderbotSmall, BigBirdPegasus,
+# Whisper, TrOCR) describe the decoder under decoder_* keys, and their causal LM (BartForCausalLM ...) is that
+# decoder alone. These win over the generic aliases: distil-whisper-large-v3's config.json says num_hidden_layers
+# 32 (the encoder) beside decoder_layers 2, and transformers' WhisperForCausalLM builds 2 decoder layers.
+DECODER_KEYS = {"num_hidden_layers": "decoder_layers", "num_attention_heads": "decoder_attention_heads",
+                "intermediate_size": "decoder_ffn_dim", "max_position_embeddings": "max_target_positions"}
+MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.1-405B: 126)
+# Every other size a config gives (heads, head_dim, hidden, vocab, window, experts ...) stays under 2**40. The largest
+# published ones are near 2**18 (Gemma 3's vocab_size 262,144), so no real config is refused; and a formula
+# multiplies at most a handful of them, so even 2**40 x 2**40 x 2**40 x 2**40 x 2 B (2**161 bytes) stays far inside
+# a float's 2**1024, where head_dim 10**400 raised OverflowError as soon as a figure was divided or printed in GiB.
+MAX_SIZE = 1 << 40
+
+# Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
+TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
+# Sub-configs of towers kvplan's weights leave out (Phi-4-multimodal and GIT keep their language model flat).
+TOWER_CONFIG_KEYS = ("vision_config", "audio_config", "speech_config", "vision_tower_config")
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
+
+# Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+
+# Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
+# stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
+# `sliding_window` gets 4096 from MistralConfig, so every layer becomes a 4096-token window.
+_GENERATED = json.loads((Path(__file__).parent.parent / "data" / "family_defaults.json").read_text())
+# Values set outside the dataclass fields (kwargs read in __post_init__), and families transformers lacks.
+_EXTRA_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"sliding_window_pattern": 6},
+    "kimi_k2": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
+    "chatglm": {"multi_query_attention": False},
+}
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}
+    for mt in set(_GENERATED) | set(_EXTRA_DEFAULTS) if not mt.startswith("_")
+}
+
+# Weight-only class defaults the generated table leaves out, from transformers 5.24's config dataclasses;
+# tests/test_weights.py checks each against transformers. Pythia's config.json has no attention_bias:
+# GPTNeoXConfig's default True puts a bias on every attention projection.
+WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"attention_bias": False, "mlp_bias": False},
+    "qwen3": {"attention_bias": False},
+    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1},
+    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1},
+    "gemma": {"attention_bias": False},
+    "gemma2": {"attention_bias": False},
+    "gemma3_text": {"attention_bias": False},
+    "olmo2": {"attention_bias": False},
+    "phi": {"qk_layernorm": False},
+    "gpt_neox": {"attention_bias": True},
+    "falcon": {"bias": False, "parallel_attn": True},
+    "starcoder2": {"use_bias": True},
+    "deepseek_v2": {"attention_bias": False, "mlp_bias": False},
+    "deepseek_v3": {"attention_bias": False},
+    "gpt_oss": {"attention_bias": True},
+    "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1},
+    "mamba": {"use_bias": False, "use_conv_bias": True},
+    "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
+    "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
+}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Values the user supplies for fields a config lacks (CLI flags `--num-layers` ... `--head-dim`)."""
+
+    num_layers: int | None = None
+    num_heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+
+    def __post_init__(self):
+        for name in ("num_layers", "num_heads", "kv_heads", "head_dim", "hidden_size"):
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            maximum = MAX_LAYERS if name == "num_layers" else MAX_SIZE
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{flag} must be a whole number, got {value!r}", field=name, flag=flag)
+            if not 1 <= value <= maximum:
+                raise ConfigError(f"{flag} must be between 1 and {maximum:,}, got {_short_number(value)}",
+                                  field=name, flag=flag)
+
+
+def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
+    """A config value that must be a whole number in range (2.0 is accepted as 2), or a ConfigError."""
+    # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+        raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json", field=key)
+    if value < minimum:
+        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {_short_number(value)}: fix the "
+                          "config.json", field=key)
+    if value > maximum:  # before int(): int(1e300) is exact but useless
+        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {_short_number(value)}: fix the "
+                          "config.json", field=key)
+    return int(value)
+
+
+def _short_number(value: int | float) -> str:
+    """A number for a one-line message: str() of a 5,000-digit int raises, and a 400-digit one is no help."""
+    if isinstance(value, float) or abs(value) < 10**15:
+        return repr(value)
+    return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length():,} bits"
+
+
+def check_flag(key: str, value: Any, default: bool) -> bool:
+    """A config switch: true / false, null meaning the class default, anything else a ConfigError."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+    return value
+
+
+class ConfigReader:
+    """One (text) config dict with its family's transformers defaults and the user's overrides.
+
+    `used` records every value read (under the config's own key, or kvplan's concept for an override).
+    """
+
+    def __init__(self, data: Mapping[str, Any], model_type: str, overrides: Overrides | None = None):
+        self.data = data
+        self.model_type = model_type
+        self.family = SAME_ARCHITECTURE.get(model_type, model_type)
+        self.defaults = {**WEIGHT_DEFAULTS.get(self.family, {}), **FAMILY_DEFAULTS.get(self.family, {}),
+                         **FAMILY_DEFAULTS.get(model_type, {})}
+        self.overrides = overrides or Overrides()
+        self.used: dict[str, Any] = {}
+        self.class_keys: frozenset | None = None  # structural keys the family's transformers class has (None: any)
+        # what each layer caches ("attn", "state:mamba2", "none", "attn+state:mamba2"), set once the cache layout
+        # is read: the weights put attention only where it is (kvplan.config.traits)
+        self.layer_kinds: tuple[str, ...] | None = None
+        self.state_shape: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the first state layer's
+        # the decoder of a BART-style encoder-decoder config (DECODER_KEYS)
+        self.decoder_layout = "decoder_layers" in data or "decoder_layers" in self.defaults
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self.data:
+            value = self.data[key]
+            if key not in self.used and value is not None:  # read: not "unread" (kvplan.config.verified)
+                self.used[key] = f"{len(value)} entries" if isinstance(value, (list, dict)) else value
+            return value
+        return self.defaults.get(key, default)
+
+    def has(self, key: str) -> bool:
+        return key in self.data or key in self.defaults
+
+    def first(self, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+        """The first alias the config sets; only then the family defaults (older Falcon files say
+        `n_head`, which must win over FalconConfig's default `num_attention_heads` of 71)."""
+        if self.decoder_layout and keys and keys[0] in DECODER_KEYS:
+            keys = (DECODER_KEYS[keys[0]],) + keys
+        for source in (self.data, self.defaults):
+            for key in keys:
+                if source.get(key) is not None:
+                    return key, source[key]
+        return None
+
+    def int_(self, key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE) -> int:
+        self.used[key] = check_int(key, value, minimum=minimum, maximum=maximum)
+        return self.used[key]
+
+    def req_int(self, key: str, *, minimum: int = 1, default: Any = None) -> int:
+        """A field the family's formula cannot do without."""
+        value = self.get(key, default)
+        if value is None:
+            raise ConfigError(f"config has no {key!r}, which sizes this model: fix the config.json", field=key)
+        return self.int_(key, value, minimum=minimum)
+
+    def opt_int(self, key: str, *, minimum: int = 1, default: Any = None) -> int | None:
+        value = self.get(key, default)
+        return None if value is None else self.int_(key, value, minimum=minimum)
+
+    def need_int(self, keys: tuple[str, ...], concept: str, flag: str | None = None,
+                 override: int | None = None) -> int:
+        """The first alias of `concept` the config sets, or the user's override of it."""
+        # one spec object per layer is built, so an absurd layer count (2**70) must stop here
+        maximum = MAX_LAYERS if concept == "num_layers" else MAX_SIZE
+        if override is not None:  # in range: Overrides checks itself
+            self.used[concept] = override
+            return override
+        found = self.first(keys)
+        if found is None:
+            what = f"pass {flag} N" if flag else "add it to the config.json"
+            raise ConfigError(f"config has no {concept} ({' / '.join(keys)}): {what}", field=concept, flag=flag)
+        return self.int_(found[0], found[1], maximum=maximum)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = check_flag(key, self.get(key, default), default)
+        self.used[key] = value
+        return value
+
+    def layer_set(self, key: str) -> set[int] | None:
+        """A list of layer indices (`mlp_only_layers`, `moe_layers`), or None when absent."""
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise ConfigError(f"config field {key!r} must list layer indices, got {value!r}: fix the config.json")
+        return {check_int(key, v, minimum=0, maximum=MAX_LAYERS) for v in value}
+
+    # the sizes every family has, with the user's overrides
+    def num_layers(self) -> int:
+        return self.need_int(LAYER_KEYS, "num_layers", "--num-layers", self.overrides.num_layers)
+
+    def num_heads(self) -> int:
+        return self.need_int(HEAD_KEYS, "num_heads", "--num-heads", self.overrides.num_heads)
+
+    def hidden_size(self, flag: str = "--hidden-size") -> int:
+        return self.need_int(HIDDEN_KEYS, "hidden_size", flag, self.overrides.hidden_size)
+
+
+def text_config(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """Unwrap a multimodal config to its language model, as transformers' `get_text_config()` does.
+
+    Returns the text dict (dtype inherited from the wrapper when absent) and its model_type.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError("config.json must hold a JSON object: pass the model's config.json, not a list or a value")
+    check_text(data)
+    top_type = data.get("model_type")
+    for key in TEXT_CONFIG_KEYS:
+        nested = data.get(key)
+        if isinstance(nested, Mapping) and nested:
+            text = dict(nested)
+            for dkey in ("dtype", "torch_dtype"):
+                if dkey not in text and dkey in data:
+                    text[dkey] = data[dkey]
+            model_type = text.get("model_type") or TEXT_MODEL_TYPES.get(str(top_type), top_type)
+            return text, _model_type(model_type)
+    return dict(data), _model_type(top_type)
+
+
+def multimodal(data: Mapping[str, Any]) -> bool:
+    """A config whose checkpoint holds more than its language model: a nested text config or a tower's config."""
+    return any(isinstance(data.get(key), Mapping) and data.get(key) for key in TEXT_CONFIG_KEYS + TOWER_CONFIG_KEYS)
+
+
+def _model_type(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if not isinstance(value, str):
+        raise ConfigError(f"config field 'model_type' must be a string, got {value!r}: fix the config.json")
+    return value
+
+
+def config_dtype(text: Mapping[str, Any]) -> DType:
+    """The activation dtype a model runs (and caches) in: `dtype` or `torch_dtype`, else float32
+    (what transformers' from_config uses when the config names none)."""
+    for key in DTYPE_KEYS:
+        value = text.get(key)
+        if value is None:
+            continue
+        try:
+            return resolve_dtype(value if isinstance(value, str) else str(value))
+        except WorkloadError:
+            raise ConfigError(f"config field {key!r} has unknown dtype {value!r}: pass --dtype explicitly") from None
+    return FLOAT32

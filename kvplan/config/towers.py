@@ -1,0 +1,267 @@
+"""Vision towers and projectors by rule, from a multimodal config's `vision_config` (a boundary module: it alone
+knows the towers' field names).
+
+vLLM and SGLang load the tower and the projector with the language model (in the model dtype, split across TP
+ranks), so a plan that leaves them out overstates the KV pool: gemma-3-27b-it's SigLIP is 0.40 B parameters,
+0.80 GiB in bf16. Each rule lists the tensors transformers 5.24 builds (`modeling_<tower>.py`), with the
+defaults of its config class for fields a published config leaves out; tests/test_multimodal.py checks every rule
+against `model.parameters()` of the model built on the meta device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Towers:
+    """Parameters of the vision tower and of the projector into the language model's hidden size."""
+
+    kind: str          # the tower's model_type, e.g. siglip_vision_model
+    vision: int
+    projector: int
+    # the largest image in the language model's tokens, where kvplan knows it (vLLM's multimodal profiling):
+    # `image_tokens` embeddings the projector emits, `image_span` prompt tokens its placeholder takes
+    image_tokens: int = 0
+    image_span: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.vision + self.projector
+
+
+def _lin(n_in: int, n_out: int, bias: bool) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+class _Fields:
+    """vision_config values with the tower config class's defaults (transformers 5.24): whole sizes from 1 to
+    2**40, and for the fractions (Llama 4's pixel_shuffle_ratio) a finite number in (0, 1]."""
+
+    FRACTIONS = frozenset({"pixel_shuffle_ratio"})
+
+    def __init__(self, data: Mapping[str, Any], defaults: Mapping[str, Any]):
+        self.data, self.defaults = data, defaults
+
+    def __getitem__(self, key: str):
+        value = self.data.get(key, self.defaults.get(key))
+        if key in self.FRACTIONS:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+                return value
+            raise ValueError(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**40:
+            return value
+        raise ValueError(key)
+
+
+def _siglip(v: _Fields, text_hidden: int, top: Mapping[str, Any], use_head: bool) -> tuple[int, int]:
+    """SigLIP (modeling_siglip.py): conv patch embedding with bias, learned positions, pre-norm blocks of
+    LayerNorms, biased q/k/v/out and fc1/fc2, a post LayerNorm; the attention-pooling head when vision_use_head.
+    gemma-3-4b-it: 1152 hidden, 27 blocks, 896 / 14 = 64^2 = 4,096 positions -> 416,866,032."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    block = 4 * h + 4 * _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
+    vision = v["num_channels"] * p * p * h + h + (v["image_size"] // p) ** 2 * h + v["num_hidden_layers"] * block
+    vision += 2 * h
+    if use_head:  # probe + nn.MultiheadAttention (in_proj 3h x h + bias, out_proj) + LayerNorm + MLP
+        vision += h + 3 * h * h + 3 * h + _lin(h, h, True) + 2 * h + _lin(h, i, True) + _lin(i, h, True)
+    return vision, 0
+
+
+def _gemma3(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Gemma 3: SigLIP (its pooling head only where vision_use_head is left at SiglipVisionConfig's True: the
+    published configs set it False); Gemma3MultiModalProjector = mm_input_projection_weight
+    [vision hidden, text hidden] + mm_soft_emb_norm (RMSNorm over the vision hidden). 4b: 1152 x 2560 + 1152."""
+    vision, _ = _siglip(v, text_hidden, top, use_head=bool(v.data.get("vision_use_head", True)))
+    return vision, v["hidden_size"] * text_hidden + v["hidden_size"]
+
+
+def _pixtral(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Pixtral (modeling_pixtral.py): conv patches without bias, ln_pre, blocks of RMSNorms, q/k/v/o without bias
+    and a gated MLP; 2-D RoPE, so no position table. Mistral3MultiModalProjector (modeling_mistral3.py): RMSNorm,
+    patch_merger.merging_layer [h, h x merge^2], linear_1 [text, h] and linear_2 [text, text], biased when
+    multimodal_projector_bias."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    heads = v["num_attention_heads"]
+    inner = heads * int(v.data.get("head_dim") or h // heads)
+    block = 2 * h + 3 * h * inner + inner * h + 3 * h * i
+    vision = v["num_channels"] * p * p * h + h + v["num_hidden_layers"] * block
+    merge = int(top.get("spatial_merge_size", 2))
+    bias = bool(top.get("multimodal_projector_bias", False))
+    projector = h + h * merge * merge * h + _lin(h, text_hidden, bias) + _lin(text_hidden, text_hidden, bias)
+    return vision, projector
+
+
+def _llama4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Llama 4 (modeling_llama4.py Llama4VisionModel): class embedding, (image/p)^2 + 1 positions, a linear patch
+    embedding [h, C p^2], pre and post LayerNorms, blocks of biased q/k/v/o and fc1/fc2 with two LayerNorms, and
+    the pixel-shuffle adapter (Llama4VisionMLP2: fc1 [projector_input_dim, intermediate_size] + fc2 [out, out],
+    no bias); the projector linear_1
+    [text hidden, vision_output_dim]. Scout: 1408 hidden, 34 blocks -> 850,960,896 + 20,971,520."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    block = 4 * h + 4 * _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
+    positions = (v["image_size"] // p) ** 2 + 1
+    adapter = i * v["projector_input_dim"] + v["projector_output_dim"] ** 2
+    vision = h + positions * h + v["num_channels"] * p * p * h + 4 * h + v["num_hidden_layers"] * block + adapter
+    bias = bool(v.data.get("multi_modal_projector_bias", False))
+    return vision, _lin(v["vision_output_dim"], text_hidden, bias)
+
+
+def _qwen_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Qwen3-VL / Qwen3.5 vision (modeling_qwen3_5.py): Conv3d patches [h, C, t, p, p] with bias, a learned
+    position table, blocks of LayerNorms, fused biased qkv, proj and linear_fc1/fc2; the merger (LayerNorm, fc1
+    [h m^2, h m^2], fc2 [out, h m^2]) and one deepstack merger per deepstack index (its norm over h m^2), all in
+    `model.visual`. Qwen3.5-27B: 1152 hidden, 27 blocks, out 5120 -> 460,730,096."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    block = 4 * h + _lin(h, 3 * h, True) + _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
+    patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
+    merged = h * v["spatial_merge_size"] ** 2
+    merger = _lin(merged, merged, True) + _lin(merged, v["out_hidden_size"], True)
+    deepstack = len(v.data.get("deepstack_visual_indexes") or ())
+    vision = patch + v["num_position_embeddings"] * h + v["depth"] * block + 2 * h + merger
+    return vision + deepstack * (2 * merged + merger), 0
+
+
+def _qwen25_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Qwen2.5-VL vision (modeling_qwen2_5_vl.py): Conv3d patches without bias, no position table, blocks of
+    RMSNorms, fused biased qkv, biased proj and a biased gated MLP; the merger (ln_q RMSNorm, mlp.0
+    [h m^2, h m^2] and mlp.2 [out, h m^2], biased). Qwen2.5-VL-7B: 1280 hidden, 32 blocks, out 3584."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    block = 2 * h + _lin(h, 3 * h, True) + _lin(h, h, True) + 2 * _lin(h, i, True) + _lin(i, h, True)
+    merged = h * v["spatial_merge_size"] ** 2
+    merger = h + _lin(merged, merged, True) + _lin(merged, v["out_hidden_size"], True)
+    return v["in_channels"] * v["temporal_patch_size"] * p * p * h + v["depth"] * block + merger, 0
+
+
+def _clip(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """CLIP (modeling_clip.py CLIPVisionModel, every layer built whatever vision_feature_layer picks): class
+    embedding, conv patches without bias, (image/p)^2 + 1 positions, pre and post LayerNorms, blocks of
+    LayerNorms and biased q/k/v/out and fc1/fc2. LlavaMultiModalProjector: linear_1 [text, h x the number of
+    feature layers] and linear_2 [text, text], biased when multimodal_projector_bias (default True)."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    block = 4 * h + 4 * _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
+    positions = (v["image_size"] // p) ** 2 + 1
+    vision = h + v["num_channels"] * p * p * h + positions * h + 4 * h + v["num_hidden_layers"] * block
+    layers = top.get("vision_feature_layer", -2)
+    width = h * (len(layers) if isinstance(layers, list) else 1)
+    bias = bool(top.get("multimodal_projector_bias", True))
+    return vision, _lin(width, text_hidden, bias) + _lin(text_hidden, text_hidden, bias)
+
+
+def _gemma4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Gemma 4 vision (modeling_gemma4.py): a 2-D position table [2, position_embedding_size, h], input_proj
+    [h, 3 p^2], blocks of q/k/v/o without bias, q/k RMSNorms over head_dim, a gated MLP and four RMSNorms;
+    embed_vision.embedding_projection [text hidden, h]. 26B-A4B: 1152 hidden, 27 blocks -> 569,548,080 + 3,244,032."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    heads, kv_heads, dim = v["num_attention_heads"], v["num_key_value_heads"], v["head_dim"]
+    bias = bool(v.data.get("attention_bias", False))
+    attention = (_lin(h, heads * dim, bias) + 2 * _lin(h, kv_heads * dim, bias) + _lin(heads * dim, h, bias)
+                 + 2 * dim)
+    block = attention + 3 * h * i + 4 * h
+    vision = 2 * v["position_embedding_size"] * h + 3 * p * p * h + v["num_hidden_layers"] * block
+    return vision, h * text_hidden
+
+
+# SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
+_SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "num_channels": 3, "image_size": 224, "patch_size": 16}
+# tower model_type -> (the wrapper model_types it is verified in, rule, the tower config class's defaults)
+_RULES: dict[str, tuple[frozenset[str], Callable, Mapping[str, Any]]] = {
+    "siglip_vision_model": (frozenset({"gemma3"}), _gemma3, _SIGLIP),
+    "pixtral": (frozenset({"mistral3"}), _pixtral,  # PixtralVisionConfig's defaults
+                {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+                 "num_channels": 3, "image_size": 1024, "patch_size": 16}),
+    "llama4_vision_model": (frozenset({"llama4"}), _llama4,
+                            {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34,
+                             "num_attention_heads": 16, "num_channels": 3, "image_size": 448, "patch_size": 14,
+                             "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096, "projector_output_dim": 4096,
+                             "vision_output_dim": 7680}),
+    "qwen3_5_vision": (frozenset({"qwen3_5", "qwen3_5_moe"}), _qwen_vision,
+                       {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3,
+                        "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584,
+                        "num_position_embeddings": 2304}),
+    "gemma4_vision": (frozenset({"gemma4"}), _gemma4,
+                      {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16,
+                       "num_attention_heads": 12, "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16,
+                       "position_embedding_size": 10240}),
+}
+_RULES["qwen3_5_moe_vision"] = _RULES["qwen3_5_vision"]
+_RULES["qwen2_5_vl_vision"] = (frozenset({"qwen2_5_vl"}), _qwen25_vision,
+                               {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3,
+                                "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2,
+                                "out_hidden_size": 3584})
+_RULES["clip_vision_model"] = (frozenset({"llava"}), _clip,  # CLIPVisionConfig's defaults
+                               {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32})
+# the tower a wrapper's config builds when its vision_config names no model_type (sub_configs_defaults in each
+# configuration_<wrapper>.py of transformers 5.24)
+_DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava": "clip_vision_model",
+                  "llama4": "llama4_vision_model", "gemma4": "gemma4_vision", "qwen2_5_vl": "qwen2_5_vl_vision",
+                  "qwen3_5": "qwen3_5_vision", "qwen3_5_moe": "qwen3_5_moe_vision"}
+# published Qwen configs name the wrapper's own type in vision_config; transformers renames it
+# (configuration_qwen3_5.py: `if self.vision_config.get("model_type") == "qwen3_5": ... = "qwen3_5_vision"`)
+_RENAMED = frozenset({"qwen2_5_vl", "qwen3_5", "qwen3_5_moe"})
+
+
+def tower_kind(vision: Mapping[str, Any], model_type: str | None) -> str:
+    """The tower model_type transformers builds for this vision_config inside a `model_type` wrapper."""
+    kind = vision.get("model_type")
+    if not kind or not isinstance(kind, str):
+        return _DEFAULT_TOWER.get(model_type or "", "")
+    return f"{kind}_vision" if kind == model_type and kind in _RENAMED else kind
+
+
+def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: int) -> Towers | str | None:
+    """The towers of a multimodal config; a sentence naming what kvplan cannot count; None without a tower."""
+    vision = data.get("vision_config")
+    other = [k for k in ("audio_config", "speech_config", "vision_tower_config") if isinstance(data.get(k), Mapping)
+             and data.get(k)]
+    if not isinstance(vision, Mapping) or not vision:
+        return f"its {other[0]} tower is not counted by kvplan's rule" if other else None
+    kind = tower_kind(vision, model_type)
+    rule = _RULES.get(kind)
+    if rule is None or model_type not in rule[0]:
+        return (f"its vision tower ({kind or 'no model_type'} in {model_type}) is not counted by kvplan's rule")
+    if other:
+        return f"its {other[0]} tower is not counted by kvplan's rule"
+    try:
+        fields = _Fields(vision, rule[2])
+        counts = rule[1](fields, text_hidden, data)
+        tokens = _image_tokens(model_type, fields, data)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return f"its vision_config ({kind}) lacks or garbles a size kvplan's rule needs"
+    return Towers(kind, *counts, *tokens)
+
+
+def _image_tokens(model_type: str | None, v: _Fields, top: Mapping[str, Any]) -> tuple[int, int]:
+    """(embeddings, placeholder span) of the largest image, as vLLM's processors build them.
+
+    Gemma 3: mm_tokens_per_image (256) soft tokens inside "\n\n<start_of_image>" ... "<end_of_image>\n\n",
+    4 tokens more (vllm 0.11 gemma3_mm.py `_get_prompt_updates`; the 0.11 log of gemma-3-27b-it profiles
+    8192 // 260 = 31 images). Mistral 3: a 1540 px image is 110 x 110 patches of 14, merged 2 x 2 into 55 x 55
+    = 3,025 embeddings, each row closed by [IMG_BREAK] or [IMG_END]: 3,080 tokens (pixtral.py)."""
+    if model_type == "gemma3":
+        n = int(top.get("mm_tokens_per_image", 256))
+        return n, n + 4
+    if model_type == "mistral3":
+        side = v["image_size"] // v["patch_size"] // int(top.get("spatial_merge_size", 2))
+        return side * side, side * side + side
+    return 0, 0
+
+
+def vit_size(data: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """(architecture, layers, hidden) of the vision tower as SGLang reads them to shrink its memory fraction
+    (`getattr(vision_config, "num_hidden_layers", 24)`, `hidden_size` 1024; the transformers config object answers
+    `depth` for Qwen's num_hidden_layers and its class defaults for absent fields). None without a vision_config."""
+    vision = data.get("vision_config")
+    archs = data.get("architectures")
+    if not isinstance(vision, Mapping) or not vision or not isinstance(archs, list) or not archs:
+        return None
+    wrapper = data.get("model_type") if isinstance(data.get("model_type"), str) else None
+    defaults = _RULES.get(tower_kind(vision, wrapper), (None, None, {}))[2]
+    layers = vision.get("num_hidden_layers", vision.get("depth", defaults.get("num_hidden_layers",
+                                                                              defaults.get("depth", 24))))
+    hidden = vision.get("hidden_size", defaults.get("hidden_size", 1024))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**20 for v in (layers, hidden)):
+        return None
+    return str(archs[0]), layers, hidden

@@ -1,0 +1,140 @@
+"""Which families kvplan has proven against transformers, and what it says about the rest.
+
+`kvplan/data/conformance.json` is written by the conformance sweep (`python -m validation.conformance
+--write-data`): for every causal-LM architecture transformers ships, whether kvplan's KV bytes and parameter count
+equalled what transformers builds on its default config and its cache-switching variants. Here that record
+becomes behaviour, in every face alike (CLI, JSON, API, app, plan notes):
+
+- measured exact: the number stands, `verified` is true;
+- measured wrong: kvplan refuses that figure and names the class and the measured error, rather than print a
+  number it knows to be off (the sweep re-measures the raw rule, so a fixed rule lifts the refusal);
+- never measured (a family transformers lacks, remote code only): the number carries a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import UnsupportedArchitectureError
+from .reader import SAME_ARCHITECTURE
+
+_DATA = Path(__file__).parent.parent / "data" / "conformance.json"
+ENFORCE = True  # the sweep itself turns the refusals off, to measure the raw rules again
+
+
+@dataclass(frozen=True)
+class FamilyStatus:
+    """The sweep's verdict on one model_type: 'exact', 'wrong', 'refused', 'no-build' or '' (not measured)."""
+
+    model_type: str
+    kv: str = ""
+    params: str = ""
+    cls: str = ""
+    kv_error: str = ""      # "-35.7 %" where kv is wrong
+    params_error: str = ""
+    transformers: str = ""
+    known_keys: frozenset = frozenset()   # structural keys of the family's own config class
+    needs_decoder: bool = False           # BERT-style: a causal LM only with is_decoder true
+
+    @property
+    def measured(self) -> bool:
+        return self.kv in ("exact", "wrong", "refused")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    if not _DATA.exists():
+        return {"transformers": "?", "families": {}}
+    return json.loads(_DATA.read_text())
+
+
+def family_status(model_type: str, wrapper_type: str | None = None) -> FamilyStatus:
+    """The record of the multimodal wrapper a text model sits in when the sweep built that wrapper (Mllama, a
+    Qwen3 text model inside MOSS's audio wrapper: what it measured is this architecture), else of the text family."""
+    table = _table()
+    families = table["families"]
+    key = SAME_ARCHITECTURE.get(model_type, model_type)  # Kimi-K2 is checked as the DeepSeek-V3 it ships
+    wrapper = families.get(wrapper_type) if wrapper_type != model_type else None
+    if wrapper is not None and (wrapper.get("kv") in ("exact", "wrong", "refused") or key not in families):
+        key = wrapper_type
+    row = families.get(key)
+    if row is None:
+        return FamilyStatus(model_type, transformers=table["transformers"])
+    return FamilyStatus(model_type, row.get("kv", ""), row.get("params", ""), row.get("cls", ""),
+                        row.get("kv_error", ""), row.get("params_error", ""), table["transformers"],
+                        frozenset(row.get("keys", ())), bool(row.get("needs_decoder")))
+
+
+def kv_refusal(status: FamilyStatus, name: str) -> UnsupportedArchitectureError | None:
+    """The error for a family whose KV rule the sweep measured wrong, or None."""
+    if status.kv != "wrong":
+        return None
+    return UnsupportedArchitectureError(
+        f"{name}: kvplan's cache rule for model_type {status.model_type!r} ({status.cls}) does not match "
+        f"transformers {status.transformers} yet ({status.kv_error} on its default config), so it gives no "
+        "number: open an issue with the model id")
+
+
+def params_refusal(status: FamilyStatus, name: str) -> str | None:
+    """Why the weights of a family the sweep measured and did not find exact are not counted, or None.
+
+    Stricter than the cache: a family whose default config kvplan could not count (Nemotron-H's Mamba-2 mixers)
+    would be counted by the llama-like fallback on a fuller config, and that number is known to be wrong."""
+    if status.params == "wrong":
+        return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} ({status.cls}) does not "
+                f"match transformers {status.transformers} yet ({status.params_error} on its default config), so "
+                "its weights are not counted and no plan is made: open an issue with the model id")
+    if status.params in ("refused", "no-build") and status.kv != "no-build":
+        return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} ({status.cls}) is not "
+                f"verified against transformers {status.transformers}, so its weights are not counted and no plan "
+                "is made: open an issue with the model id")
+    return None
+
+
+def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
+    """What to say beside a number kvplan has not proven for this family."""
+    if status.measured and status.kv == "exact":
+        return ()
+    if status.kv == "no-build":
+        return (f"model_type {status.model_type!r}: transformers {status.transformers} cannot build its default "
+                "config here, so kvplan's figures for it are not verified against it",)
+    if status.kv == "refused":
+        return (f"model_type {status.model_type!r}: kvplan could not size its default config when it was checked "
+                f"against transformers {status.transformers}, so its figures for this config are not verified",)
+    return (f"model_type {status.model_type!r} is not one transformers {status.transformers} ships: kvplan's "
+            "figures for it follow its general rules and are not verified",)
+
+
+# Words in a config key that may change what a layer caches or holds: `hybrid_override_pattern`, `block_configs`,
+# `index_topk`, `num_kv_shared_layers`, `moe_layer_freq`. A key with one of them that the family's own config class
+# does not define and kvplan did not read is named in a warning.
+STRUCTURAL = re.compile(r"layer|block|pattern|expert|moe|window|chunk|kv|lora|index|linear|mamba|ssm|conv|state|"
+                        r"shared|sparse|dense|attn|attention|head|hybrid|nextn|mtp|group|rank|intermediate|ffn")
+IGNORED = frozenset({"num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk", "router_aux_loss_coef", "output_router_logits", "attention_dropout",
+                     "attn_implementation", "_attn_implementation", "head_dim", "norm_topk_prob"})
+
+
+NOT_STRUCTURAL = re.compile(r"eps|dropout|softmax|init|scal|rope|theta|temperature|loss|coef|jitter|fp32|output_|"
+                            r"return_|use_cache|token_id|_std|implementation|torch_dtype|checkpoint|topk|top_k|n_group|routed_scaling|"
+                            r"scoring_func|aux_loss")
+
+
+def structural_keys(config: dict) -> list[str]:
+    return sorted(k for k in config if isinstance(k, str) and STRUCTURAL.search(k) and k not in IGNORED
+                  and not NOT_STRUCTURAL.search(k))
+
+
+def unread_fields(text: dict, reader, status: FamilyStatus) -> tuple[str, ...]:
+    """One warning naming the structural keys kvplan neither read nor knows the family's class to have."""
+    off = {"sliding_window", "max_window_layers"} if text.get("use_sliding_window") is False else set()
+    unread = [k for k in structural_keys(text) if k not in reader.used and k not in status.known_keys
+              and k not in off and text.get(k) not in (None, False, 0, [], {})]
+    if not unread:
+        return ()
+    shown = ", ".join(unread[:6]) + (f" and {len(unread) - 6} more" if len(unread) > 6 else "")
+    return (f"config field(s) {shown} may change the cache or the weights and kvplan does not read them: "
+            "the figures ignore them",)

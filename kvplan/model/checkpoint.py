@@ -1,0 +1,136 @@
+"""What a checkpoint holds, as a summary of its safetensors headers: bytes by component, layer and dtype.
+
+The header readers (a local folder: `kvplan.sources.safetensors`; the Hub: `kvplan.sources.hub_headers`) and the
+bundled records (`kvplan.sources.library`) all meet in `CheckpointWeights`, a list of `WeightRow`s, never a
+tensor. `stage_bytes` is one GPU's share of it, the layout the planner prices the config rule with too
+(`kvplan.weights.split`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
+from math import ceil
+
+from ..dtypes import DType
+
+# Bits per element of each safetensors dtype (safetensors/src/tensor.rs Dtype::bitsize).
+DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+              "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64,
+              "U64": 64, "F64": 64, "C64": 64}
+FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
+
+COMPONENTS = ("language_model", "embeddings", "lm_head", "vision", "projector", "audio", "mtp")
+TOWERS = frozenset({"vision", "projector", "audio"})
+
+
+@dataclass(frozen=True)
+class WeightRow:
+    """Tensors of one kind, summed: `bytes` as stored, in `tensors` tensors of safetensors `dtype`.
+
+    `layer` is the language-model layer (-1 outside the layers); `replicated` marks norms, which every TP rank
+    holds whole; `castable` marks float weights an engine loads into the model dtype (a float32 copy of a
+    bf16 model is served in bf16), where scales and packed data stay as stored.
+    """
+
+    component: str
+    layer: int
+    replicated: bool
+    dtype: str
+    castable: bool
+    tensors: int
+    bytes: int
+    expert: bool = False   # a routed expert's tensor (`.experts.`, not `shared_experts`): spread over the MoE ranks
+    attention: bool = False  # an attention tensor (`self_attn.`): split over the attention TP ranks
+
+    def resident(self, model_dtype: DType, keep_f32: bool = False) -> int:
+        """Bytes once loaded: castable floats in the model dtype, everything else as stored (`keep_f32`: float32
+        tensors too, in a checkpoint that stores its other floats in 16 bits)."""
+        if not self.castable or (keep_f32 and self.dtype == "F32"):
+            return self.bytes
+        elements = self.bytes * 8 // DTYPE_BITS[self.dtype]
+        return ceil(elements * model_dtype.bits / 8)
+
+
+@dataclass(frozen=True)
+class CheckpointWeights:
+    """A checkpoint's tensors by component, layer and dtype; `source` says where the headers came from."""
+
+    source: str
+    rows: tuple[WeightRow, ...]
+    files: int
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(r.bytes for r in self.rows)
+
+    @property
+    def tensors(self) -> int:
+        return sum(r.tensors for r in self.rows)
+
+    def by_component(self) -> dict[str, int]:
+        out = dict.fromkeys(COMPONENTS, 0)
+        for r in self.rows:
+            out[r.component] += r.bytes
+        return {k: v for k, v in out.items() if v}
+
+    def by_dtype(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for r in self.rows:
+            out[r.dtype] += r.bytes
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def has(self, component: str) -> bool:
+        return any(r.component == component for r in self.rows)
+
+    @cached_property
+    def keeps_f32(self) -> bool:
+        """True when float32 tensors sit among 16-bit floats: the model keeps those in float32 on purpose
+        (MiniMax-M2's router and e_score_correction_bias: vllm 0.19 minimax_m2.py builds the gate with
+        params_dtype=torch.float32), where an all-float32 checkpoint is a copy served in the model dtype."""
+        return any(r.castable and r.dtype in ("F16", "BF16") for r in self.rows)
+
+    def resident_bytes(self, model_dtype: DType, skip: frozenset[str] = frozenset({"mtp"})) -> int:
+        """Bytes one copy of the loaded model holds (MTP layers are not loaded without speculative decoding)."""
+        keep = self.keeps_f32
+        return sum(r.resident(model_dtype, keep) for r in self.rows if r.component not in skip)
+
+    def stage_bytes(self, model_dtype: DType, tp: int, layers: range, first: bool, last: bool, tied: bool,
+                    skip: frozenset[str] = frozenset({"mtp"}), moe_ranks: int | None = None,
+                    attn_ranks: int | None = None) -> int:
+        """One GPU's share: TP rank of the pipeline stage owning `layers` (vLLM's layout, as
+        kvplan.weights.split prices the config rule): layers to their stage, embeddings and towers to the
+        first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
+        split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
+        across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None)."""
+        total = tied_copy = 0
+        keep, copy_head = self.keeps_f32, tied and last and not first and not self.has("lm_head")
+        for r in self.rows:
+            if r.component in skip:
+                continue
+            size = r.resident(model_dtype, keep)
+            if r.layer >= 0 and r.component == "language_model":
+                if r.layer not in layers:
+                    continue
+            elif r.component == "embeddings" or r.component in TOWERS:
+                if r.component == "embeddings" and copy_head:
+                    tied_copy += size
+                if not first:
+                    continue
+            elif not last:  # lm_head, the final norm
+                continue
+            ranks = (moe_ranks or tp) if r.expert else (attn_ranks or tp) if r.attention else tp
+            total += size if r.replicated else ceil(size / ranks)
+        return total + ceil(tied_copy / tp)
+
+
+@dataclass(frozen=True)
+class CheckpointTotal:
+    """What a bundled record knows when no per-tensor header was found: the checkpoint's total stored bytes
+    (an index's metadata.total_size, summed shard sizes, a quoted hf-mem sum) and why the config rule differs."""
+
+    total_bytes: int
+    what: str
+    source: str
+    explained: str = ""

@@ -1,0 +1,179 @@
+"""One frozen spec per kind of cached layer (the vocabulary of vLLM's `kv_cache_interface.py`).
+
+A spec says what one layer stores for one sequence. How many tokens it keeps under a given cache
+strategy is the business of `kvplan.cache.hf` (transformers) and of the engine profiles; a model's
+layout is the tuple of its layers' specs, and every total is a sum over them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec:
+    """Keys `[B, kv_heads, T, k_head_dim]` and values `[B, kv_heads, T, v_head_dim]`, every token kept."""
+
+    kv_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    kind = "full"
+
+    @property
+    def k_elems_per_token(self) -> int:
+        return self.kv_heads * self.k_head_dim
+
+    @property
+    def v_elems_per_token(self) -> int:
+        return self.kv_heads * self.v_head_dim
+
+    @property
+    def elems_per_token(self) -> int:
+        # Llama-3.1-8B: 8 heads x (128 + 128) = 2,048 elements per token per layer
+        return self.k_elems_per_token + self.v_elems_per_token
+
+    @property
+    def window(self) -> int | None:
+        """Tokens the layer attends to (None: all of them)."""
+        return None
+
+    def describe(self) -> str:
+        if self.k_head_dim == self.v_head_dim:
+            return f"2 x {self.kv_heads} KV heads x {self.k_head_dim}"
+        return f"{self.kv_heads} KV heads x ({self.k_head_dim} + {self.v_head_dim})"
+
+
+@dataclass(frozen=True)
+class PrefixedAttentionSpec(FullAttentionSpec):
+    """Full attention over `prefix_tokens` learned prompt tokens the model prepends to every sequence, plus the
+    sequence (CPM-Ant: prompt_length 32, so a 1,000-token prompt caches 1,032 positions)."""
+
+    prefix_tokens: int = 0
+
+    def describe(self) -> str:
+        return f"{super().describe()}, + {self.prefix_tokens} learned prompt tokens"
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(FullAttentionSpec):
+    """Attends to the last `sliding_window` tokens (Mistral, Gemma 2/3 local layers, gpt-oss)."""
+
+    sliding_window: int = 0
+    kind = "sliding"
+
+    @property
+    def window(self) -> int:
+        return self.sliding_window
+
+    def describe(self) -> str:
+        return f"{super().describe()}, window {self.sliding_window}"
+
+
+@dataclass(frozen=True)
+class ChunkedAttentionSpec(FullAttentionSpec):
+    """Attends within chunks of `chunk_size` tokens (Llama 4 RoPE layers); transformers caches it as a window."""
+
+    chunk_size: int = 0
+    kind = "chunked"
+
+    @property
+    def window(self) -> int:
+        return self.chunk_size
+
+    def describe(self) -> str:
+        return f"{super().describe()}, chunk {self.chunk_size}"
+
+
+@dataclass(frozen=True)
+class MLASpec(FullAttentionSpec):
+    """DeepSeek-style latent: one 'head' holding `kv_lora_rank` (as keys) and the RoPE key part (as values).
+
+    No K/V pair and no per-head expansion: DeepSeek-V3 caches 512 + 64 = 576 elements per token per layer,
+    not 2 x 128 heads x 192 = 49,152.
+    """
+
+    kind = "mla"
+
+    @property
+    def kv_lora_rank(self) -> int:
+        return self.k_head_dim
+
+    @property
+    def qk_rope_head_dim(self) -> int:
+        return self.v_head_dim
+
+    def describe(self) -> str:
+        return f"latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+
+@dataclass(frozen=True)
+class IndexedMLASpec(MLASpec):
+    """DeepSeek-V3.2 / GLM-5 sparse attention: the MLA latent plus the lightning indexer's keys, one
+    `[B, T, index_head_dim]` tensor per layer (transformers' DynamicIndexedLayer). V3.2: 512 + 64 + 128 = 704
+    elements per token per layer, 18 % more than V3's 576."""
+
+    index_head_dim: int = 0
+    kind = "mla"
+
+    @property
+    def elems_per_token(self) -> int:
+        return self.k_elems_per_token + self.v_elems_per_token + self.index_head_dim
+
+    def describe(self) -> str:
+        return f"{super().describe()} + indexer {self.index_head_dim}"
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """Constant-size recurrent state per sequence (Mamba, gated DeltaNet): it does not grow with T.
+
+    transformers keeps the conv state `[B, *conv_shape]` (full kernel width) in the model dtype and the
+    recurrent state `[B, *recurrent_shape]` in float32 on its torch path.
+    """
+
+    conv_shape: tuple[int, ...]
+    recurrent_shape: tuple[int, ...]
+    mixer: str = "mamba"
+    recurrent_fp32: bool = True  # False: the recurrent state is in the model dtype (MiniMax lightning attention)
+    counter: bool = False  # the cache's int64 position counter sits with this layer (xLSTMCache.seqlen_offset)
+    kind = "state"
+
+    def recurrent_bytes(self, act_bytes: int) -> int:
+        """Bytes of one sequence's recurrent state."""
+        return self.recurrent_elems * (4 if self.recurrent_fp32 else act_bytes)
+
+    @property
+    def conv_elems(self) -> int:
+        return prod(self.conv_shape) if self.conv_shape else 0
+
+    @property
+    def recurrent_elems(self) -> int:
+        return prod(self.recurrent_shape) if self.recurrent_shape else 0
+
+    @property
+    def window(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        conv = "x".join(map(str, self.conv_shape))
+        rec = "x".join(map(str, self.recurrent_shape))
+        return f"{self.mixer}: conv {conv} + state {rec} ({'float32' if self.recurrent_fp32 else 'model dtype'})"
+
+
+@dataclass(frozen=True)
+class NoCacheSpec:
+    """A layer that stores nothing: KV shared with another layer, or MLP/MoE only."""
+
+    reason: str = "no attention"
+    kind = "none"
+
+    @property
+    def window(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        return self.reason
+
+
+LayerSpec = FullAttentionSpec | StateSpec | NoCacheSpec

@@ -1,0 +1,108 @@
+"""Two to four models or setups side by side: each planned with the same engine settings, one row each.
+
+A setup is `MODEL`, `MODEL@GPU` or `MODEL@GPUxN` (`meta-llama/Llama-3.1-70B@H100-80GBx4`,
+`Qwen/Qwen2.5-72B@H200x2`); the GPU and the count default to the shared ones. Each row is the plan's own figures
+(kvplan.planning.planner.plan) and, with a request mix, its workload (kvplan.planning.workload): nothing is computed here that the
+plan does not compute.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import KVPlanError, WorkloadError
+
+MAX_SETUPS = 4
+_COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d{1,4})$")
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: str
+    gpu: str | None = None
+    num_gpus: int | None = None
+
+    @property
+    def label(self) -> str:
+        where = f"@{self.gpu}" if self.gpu else ""
+        return f"{self.model}{where}{f'x{self.num_gpus}' if self.num_gpus else ''}"
+
+
+def parse_setup(text: str) -> Setup:
+    """'MODEL[@GPU[xN]]' -> Setup; a GPU name may hold 'x' (custom GPUs), only a trailing xN is a count."""
+    text = str(text).strip()
+    if not text:
+        raise WorkloadError("an empty setup: write MODEL, MODEL@GPU or MODEL@GPUxN")
+    model, at, where = text.partition("@")
+    if not at:
+        return Setup(model)
+    if not model or not where:
+        raise WorkloadError(f"setup {text[:60]!r} is not MODEL@GPU or MODEL@GPUxN: name both sides of the @")
+    match = _COUNT.match(where)
+    if match and int(match.group("n")) >= 1:
+        return Setup(model, match.group("gpu"), int(match.group("n")))
+    return Setup(model, where)
+
+
+class ComparisonRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    setup: str
+    model: str
+    gpu: str
+    num_gpus: int
+    layout: str
+    fits: bool
+    weights_bytes: int          # per GPU
+    kv_pool_bytes: int          # per GPU
+    kv_bytes_per_token: int     # per GPU
+    kv_cache_tokens: int
+    max_concurrency: float      # requests of max_model_len
+    max_model_len: int
+    verified: bool
+    error: str | None = None    # why this setup could not be planned (the others still are)
+    concurrent_requests: float | None = None     # at the request mix
+    output_tokens_per_s: float | None = None
+    cost_per_million_output_tokens: float | None = None
+    command: str = ""
+
+
+def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int | None = None,
+            mix=None, gpu_price_per_hour: float | None = None, **settings) -> list[ComparisonRow]:
+    """One row per setup, planned with the shared `settings` (kvplan.planning.planner.plan's keywords); a setup kvplan
+    cannot plan is a row with its one-line error, so the others are still compared."""
+    from ..config.load import load_cached
+    from .planner import plan
+    from .workload import workload_plan
+
+    parsed = [s if isinstance(s, Setup) else parse_setup(s) for s in setups]
+    if not 2 <= len(parsed) <= MAX_SETUPS:
+        raise WorkloadError(f"compare takes 2 to {MAX_SETUPS} setups, got {len(parsed)}: name each as MODEL, "
+                            "MODEL@GPU or MODEL@GPUxN")
+    rows = []
+    for setup in parsed:
+        try:
+            model = load_cached(setup.model)
+            p = plan(model, gpu=setup.gpu or gpu, num_gpus=setup.num_gpus or num_gpus, **settings)
+            load = workload_plan(model, p, mix, gpu_price_per_hour) if mix is not None and p.fits else None
+        except KVPlanError as exc:
+            rows.append(ComparisonRow(setup=setup.label, model=setup.model, gpu=setup.gpu or gpu,
+                                      num_gpus=setup.num_gpus or num_gpus or 0, layout="", fits=False,
+                                      weights_bytes=0, kv_pool_bytes=0, kv_bytes_per_token=0, kv_cache_tokens=0,
+                                      max_concurrency=0.0, max_model_len=0, verified=False,
+                                      error=str(exc)))
+            continue
+        layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}" + (
+            f" x DP {p.data_parallel_size}" if p.data_parallel_size > 1 else "")
+        rows.append(ComparisonRow(
+            setup=setup.label, model=p.model, gpu=p.gpu, num_gpus=p.num_gpus, layout=layout, fits=p.fits,
+            weights_bytes=p.weights_bytes, kv_pool_bytes=p.kv_pool_bytes, kv_bytes_per_token=p.kv_bytes_per_token,
+            kv_cache_tokens=p.kv_cache_tokens, max_concurrency=p.max_concurrency, max_model_len=p.max_model_len,
+            verified=p.verified, command=p.vllm_command,
+            concurrent_requests=load.concurrent_requests if load else None,
+            output_tokens_per_s=load.output_tokens_per_s if load else None,
+            cost_per_million_output_tokens=load.cost_per_million_output_tokens if load else None))
+    return rows

@@ -1,0 +1,129 @@
+"""Speculative decoding's memory: the drafter's weights on each rank and its KV layers in the same pool.
+
+Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llama_eagle3}.py) and SGLang 0.5.23
+(srt/speculative/, model_executor/model_runner.py):
+
+- `mtp` (DeepSeek-V3 / R1: num_nextn_predict_layers = 1; Qwen3.5 / 3.6: mtp_num_hidden_layers = 1, a full-attention
+  layer): the checkpoint's MTP block, one decoder layer like the
+  last (MLA + MoE) with enorm, hnorm and eh_proj [H, 2H]; vLLM shares embed_tokens and shared_head with the target
+  (deepseek_mtp.py), so they cost nothing more. eh_proj is a ReplicatedLinear, whole on every rank (2 x 7,168 x
+  7,168 x 2 B = 196 MiB in bf16). Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
+  k speculative tokens reuse the n MTP layers (spec_step_idx % n), so k must be a multiple of n.
+- `eagle3` (a head such as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B): its one layer TP-sharded like a target layer,
+  except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, 3H] replicated; its own
+  lm_head over draft_vocab_size rows, vocabulary-parallel; d2t, int64 per draft token; embed_tokens shared.
+- `eagle` (EAGLE-1 heads): one layer over hidden, fc [H, 2H] replicated, embed and lm_head shared.
+- `draft_model` (a whole small model): all of its weights, TP-sharded like the target, all of its layers' KV.
+
+The draft's layers join the target's KV-cache group: one block holds both pages, so a token costs the target's
+bytes plus the draft's (vLLM kv_cache_utils.py; SGLang 0.5.23 sizes its cell as target x (1 + draft layers / target
+layers) and gives the draft its own pool of as many tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import WorkloadError
+from ...weights.rule import tensor_bytes
+from ...weights.split import stage_weight_bytes
+from .vllm_kv import VllmLayerSpec, rank_layer_specs
+
+METHODS = ("mtp", "eagle3", "eagle", "draft_model")
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """--speculative-config: the method, k tokens, and the drafter's config (eagle / eagle3 / draft_model)."""
+
+    method: str
+    num_speculative_tokens: int
+    draft: object | None = None   # a ModelSpec
+    draft_argument: str = ""      # what the command names the draft by
+
+
+def check(model, spec: Speculative) -> Speculative:
+    """A speculative config kvplan can size, or a WorkloadError saying what to pass instead."""
+    if spec.method not in METHODS:
+        raise WorkloadError(f"speculative method {spec.method!r} is not one kvplan sizes: use {', '.join(METHODS)}")
+    k = spec.num_speculative_tokens
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
+        raise WorkloadError(f"speculative tokens must be a whole number from 1 to 64, got {k!r}")
+    if spec.method == "mtp":
+        n = model.require_arch().mtp_layers
+        if not n:
+            raise WorkloadError(f"{model.name}'s config declares no MTP layers kvplan reads (num_nextn_predict_layers "
+                                "of DeepSeek-V3-family configs): use an EAGLE head or a draft model")
+        if k % n:
+            raise WorkloadError(f"{k} speculative tokens do not divide over {model.name}'s {n} MTP layers: use a "
+                                f"multiple of {n}")
+        if spec.draft is not None:
+            raise WorkloadError("MTP drafts with the checkpoint's own layers: leave the draft model out")
+    elif spec.draft is None:
+        raise WorkloadError(f"speculative method {spec.method} needs the draft's config: name the draft model")
+    if spec.method == "eagle3" and not spec.draft.require_arch().draft_vocab:
+        raise WorkloadError(f"{spec.draft.name} is not an EAGLE-3 head (its config has no draft_vocab_size with an "
+                            "Eagle architecture): use method draft_model for a whole model")
+    return spec
+
+
+def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -> tuple[int, str]:
+    """(bytes one rank holds of the drafter, how they add up)."""
+    if spec.method == "mtp":
+        return _mtp_bytes(model.require_arch(), act, tp, moe_ranks)
+    shape = spec.draft.require_arch()
+    layers = range(len(shape.layers))
+    if spec.method == "draft_model":
+        total = stage_weight_bytes(shape, act, tp, layers, True, True)
+        return total, f"{spec.draft.name}: every weight, split over TP {tp}"
+    body = stage_weight_bytes(shape, act, tp, layers, False, False)
+    h, b = shape.hidden, act.bytes
+    fused = (3 if spec.method == "eagle3" else 2) * h * h * b          # fc [H, 3H] (EAGLE-1: [H, 2H]), replicated
+    total = body + int(fused)
+    parts = f"{len(shape.layers)} layer(s) {body:,} B + fc {int(fused):,} B (whole on every rank)"
+    if spec.method == "eagle3":
+        attn = shape.layers[0].mixer
+        wider = -(-(attn.heads + 2 * attn.kv_heads) * attn.head_dim * h // tp) * b   # q/k/v read 2H, not H
+        head = -(-shape.draft_vocab * h // tp) * b
+        d2t = shape.draft_vocab * 8
+        total += int(wider + head) + d2t
+        parts += (f" + q/k/v over 2 x hidden {int(wider):,} B + lm_head {shape.draft_vocab:,} x {h:,} / TP "
+                  f"{int(head):,} B + d2t {d2t:,} B")
+    return total, f"{spec.draft.name}: {parts}; embed_tokens shared with the target"
+
+
+def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
+    from ...weights.rule import mtp_module
+
+    total = 0
+    for t in mtp_module(shape):
+        size = tensor_bytes(t, act, shape.quant)
+        # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
+        # (qwen3_next_mtp.py); norms are whole
+        replicated = t.group == "norms" or (t.group == "other" and shape.model_type == "deepseek_v3")
+        total += size if replicated else -(-size // (moe_ranks if t.group == "experts" else tp))
+    total *= shape.mtp_layers
+    return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "
+                   "whole on every rank; embed_tokens and the head shared with the target")
+
+
+def draft_layer_specs(model, spec: Speculative, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
+    """The drafter's KV layers on one rank, as the pool sees them."""
+    if spec.method == "mtp":
+        last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, act_bytes)
+        return last * model.require_arch().mtp_layers
+    return rank_layer_specs(spec.draft, range(spec.draft.num_layers), tp, kv_bytes, act_bytes)
+
+
+def config_json(spec: Speculative) -> str:
+    """vLLM's --speculative-config value (method "mtp" for DeepSeek's layers since 0.26's rename of
+    deepseek_mtp)."""
+    parts = [f'"method": "{spec.method}"']
+    if spec.draft is not None:
+        parts.append(f'"model": "{spec.draft_argument or spec.draft.name}"')
+    parts.append(f'"num_speculative_tokens": {spec.num_speculative_tokens}')
+    return "{" + ", ".join(parts) + "}"
+
+
+def layer_count(spec: Speculative, model) -> int:
+    return model.require_arch().mtp_layers if spec.method == "mtp" else spec.draft.num_layers

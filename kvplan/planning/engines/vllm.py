@@ -1,0 +1,332 @@
+"""vLLM's plan, end to end: settings in, the per-GPU budget, the KV pool, vLLM's own "GPU KV cache size" and
+"Maximum concurrency" figures, the verdict and the `vllm serve` command out.
+
+    KV pool = gpu_memory_utilization x physical memory - weights - activation peak - non-torch memory
+
+(`vllm/v1/worker/gpu_worker.py::determine_available_memory`); the profile's terms are in `vllm_profile`, the
+KV accounting (groups, blocks, capacity) in `vllm_kv`, the multimodal encoder cache in `vllm_mm`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from math import ceil
+
+from ...dtypes import DType, resolve_dtype
+from ...errors import WorkloadError
+from ...gpus import GPU
+from ...model.arch import MLPDims, MoEDims
+from ...model.spec import ModelSpec
+from ...units import fmt_bytes
+from ...weights.split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
+from ..inputs import model_argument, positive
+from ..result import Plan, StageMemory
+from . import lora as lora_rules
+from . import spec_decode
+from . import vllm_cudagraph as cudagraph
+from .lora import LoraSettings
+from .spec_decode import Speculative
+from .vllm_extras import (GRAPHS_CAPTURED, Extras, engine_warnings, extra_lines, extra_notes, graphs_for, stage_specs,
+                          suggested_pool)
+from .vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
+                      rank_layer_specs)
+from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
+from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
+from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
+                           batch_defaults, non_torch_bytes, parse_version, pp_layer_split)
+
+# vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
+# models' internal page sizes such as Qwen3-Next's 528 are vLLM's own choice, never this flag's).
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, max_len: int, act: DType, kv: DType,
+              quantization: str | None, version: tuple[int, int, int], max_num_batched_tokens: int | None,
+              max_num_seqs: int | None, block_size: int | None, usage_context: str, limit: int | None,
+              dp: int = 1, expert_parallel: bool = False, enforce_eager: bool = False,
+              cudagraph_estimate: bool | None = None, kv_cache_memory_bytes: int | None = None,
+              speculative: Speculative | None = None, lora: LoraSettings | None = None,
+              auto_len: bool = False, nvls: bool | None = None) -> Plan:
+    """vLLM's start-up for these settings (checked by kvplan.planning.inputs); None = vLLM's default. `auto_len`:
+    --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
+    if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
+        raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
+                            f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
+    if version[:2] < OLDEST[:2]:
+        raise WorkloadError(f"kvplan plans vLLM from {'.'.join(map(str, OLDEST[:2]))} on, not "
+                            f"{'.'.join(map(str, version))}: pick a newer engine version")
+    if expert_parallel and not model.require_arch().has_experts:
+        raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    if speculative is not None and pp > 1:
+        raise WorkloadError("kvplan sizes speculative decoding without pipeline parallelism: use PP 1")
+    if speculative is not None:
+        speculative = spec_decode.check(model, speculative)
+    if lora is not None and (why := lora_rules.unsupported(model.require_arch())):
+        raise WorkloadError(f"{why}: plan {model.name} without LoRA")
+
+    def settings(length: int) -> VllmSettings:
+        default_tokens, default_seqs = batch_defaults(device.memory_bytes, device.name, usage_context, version,
+                                                      length)
+        return VllmSettings(tp, pp, util, length, max_num_batched_tokens or default_tokens,
+                            max_num_seqs or default_seqs, block_size, kv.name, act.name, ".".join(map(str, version)),
+                            usage_context, dp, expert_parallel, enforce_eager, cudagraph_estimate,
+                            kv_cache_memory_bytes, speculative.num_speculative_tokens if speculative else 0, nvls)
+
+    extras = Extras(speculative, lora)
+    if not auto_len:
+        return _plan(model, device, settings(max_len), act, kv, quantization, limit, extras)
+    # vLLM 0.14+ (config/model.py, `_maybe_auto_fit_max_model_len`): plan the config's length, then the longest
+    # one request fits in that pool (0.29+: less the null block), and start with it
+    first = _plan(model, device, settings(max_len), act, kv, quantization, limit, extras)
+    longest = first.max_model_len_that_fits
+    if longest <= 0:
+        return first
+    final = _plan(model, device, settings(longest), act, kv, quantization, limit, extras)
+    return final.model_copy(update={"notes": [f"max_model_len auto: {longest:,} tokens, the longest one request "
+                                              f"fits (of the config's {max_len:,})"] + final.notes})
+
+
+def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, limit: int | None,
+          extras: Extras = Extras()) -> Plan:
+    shape = with_online_quant(model.require_arch(), quantization)
+    version = s.version_tuple
+    tp, pp, dp = s.tensor_parallel_size, s.pipeline_parallel_size, s.data_parallel_size
+    moe_ranks = tp * dp   # vLLM's FusedMoE: experts over TP x DP ranks, whole (EP) or TP-sharded (no EP)
+    text_only = limit == 0
+    # a text-only start-up skips the tower's weights from 0.15 (`_mark_tower_model`); Mistral 3 did so before
+    early = shape.vit is not None and shape.vit[0] in TOWERS_SKIPPED_EARLY
+    towers = not (text_only and (version[:2] >= TOWERS_SKIPPED_FROM or early))
+    kept, kept_line = encoder_cache_bytes(shape, version, s.max_num_batched_tokens, int(act.bytes), text_only,
+                                          s.max_num_seqs, s.max_model_len, limit)
+    splits = pp_layer_split(model.num_layers, pp)
+    dims = _activation_dims(shape, tp, act)
+    stages, budgets = [], []
+    block = s.block_size or _default_block(model, device)
+    all_specs = stage_specs(model, range(model.num_layers), tp, kv, act, version, extras.speculative)
+    block = hybrid_block_size(all_specs, block, model.is_mla)   # the widened conv state of drafting counts
+    rows = min(s.max_num_batched_tokens, s.max_num_seqs)
+    inflight, from_concurrency = capacity_semantics(version, pp)
+    graphs = graphs_for(model, shape, device, s, act, extras)
+    padding_lines = []
+    for index, layers in enumerate(splits):
+        first, last = index == 0, index == len(splits) - 1
+        padding, line = mxfp4_padding_bytes(shape, device, tp, layers)
+        if line:
+            padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
+        weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
+                   + rope_cache_bytes(model, act) + padding)
+        activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
+                                     has_pp_buffers=pp > 1, version=version, kept=kept if first else 0)
+        other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
+        extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks)
+        if s.kv_cache_memory_bytes is not None:
+            pool = s.kv_cache_memory_bytes
+        else:
+            pool = _requested(s, device) - weights - activation.total_bytes - other - sum(
+                v for k, v in extra.items() if k != GRAPHS_CAPTURED)
+        specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative)
+        groups = kv_groups(specs, block)
+        cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=inflight,
+                            tokens_from_concurrency=from_concurrency)
+        stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
+                                  activation_bytes=activation.total_bytes, non_torch_bytes=other,
+                                  kv_pool_bytes=max(0, pool), kv_bytes_per_token=bytes_per_token(specs),
+                                  num_blocks=cap.num_blocks))
+        budgets.append((cap, groups, specs, activation, pool, extra))  # a negative pool: the weights overflow
+    # PP: every stage gets the smallest stage's number of blocks
+    binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
+    cap, groups, specs, activation, pool, extra = budgets[binding]
+    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, inflight) for x in specs)
+    head = stages[binding]
+    graph = graphs(splits[binding])
+    used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
+    over_card = max(0, used - device.memory_bytes) if s.kv_cache_memory_bytes is not None else 0
+    fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
+    fit_len = _max_len_that_fits(specs, block, pool, s, inflight)
+    notes = (_version_notes(version) + _vllm_notes(model, s, kv, groups) + padding_lines
+             + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
+    if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
+        notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
+                     "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
+    if tp > 1 and not ((device.name in NVLS_GPUS) if s.nvls is None else s.nvls):
+        notes.append("NCCL memory without NVLink SHARP is an assumption (0.25 GiB), not a measurement"
+                     + (" (NVLS off: run with NCCL_NVLS_ENABLE=0)" if s.nvls is False else ""))
+    if dp > 1:
+        notes.append(f"{dp} data-parallel engines, each with its own KV pool: the figures are one engine's, "
+                     f"{dp} x {cap.max_concurrency:,.2f} = {dp * cap.max_concurrency:,.2f} requests in all; the DP "
+                     "group's NCCL buffers (and DeepEP's, with --all2all-backend deepep_*) are not modelled")
+    suggested = suggested_pool(s, _requested(s, device), head, extra, graph)
+    formula = _formula(s, device, head, extra, pool, activation, groups, cap, block)
+    return Plan(
+        model=model.name, engine="vllm", engine_version=s.version, gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=tp * pp * dp,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp,
+        expert_parallel_size=moe_ranks if s.enable_expert_parallel else 1,
+        max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization, dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=block, max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=s.max_num_seqs, weights_bytes=head.weights_bytes, activation_bytes=head.activation_bytes,
+        non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
+        kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
+        fits=fits, shortfall_bytes=max(0, need - pool, over_card), max_model_len_that_fits=fit_len, stages=stages,
+        extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
+        vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
+        + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
+        formula=formula, notes=notes, warnings=engine_warnings(model, s), kv_layers=tuple(specs),
+    )
+
+
+def _requested(s: VllmSettings, device: GPU) -> int:
+    """The budget before it is spent: ceil(utilization x memory) (v1/worker/utils.py `requested_memory`)."""
+    return ceil(s.gpu_memory_utilization * device.memory_bytes)
+
+
+def capacity_semantics(version: tuple[int, int, int], pp: int) -> tuple[int, bool]:
+    """(batches in flight a sliding window must hold, tokens = int(concurrency x max_model_len))."""
+    inflight = (pp if pp > 1 else 2) if version[:2] >= (0, 26) else 1
+    return inflight, version[:3] >= (0, 20, 1)
+
+
+def _formula(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, int], pool: int, activation,
+             groups, cap, block: int) -> list[str]:
+    spent = "".join(f" - {name} {fmt_bytes(value)}" for name, value in extra.items() if name != GRAPHS_CAPTURED)
+    if s.kv_cache_memory_bytes is not None:
+        first = f"KV pool = --kv-cache-memory-bytes {s.kv_cache_memory_bytes:,} B = {fmt_bytes(pool)}"
+    else:
+        first = (f"KV pool = ceil({s.gpu_memory_utilization} x {fmt_bytes(device.memory_bytes)}) - weights "
+                 f"{fmt_bytes(head.weights_bytes)} - activation {fmt_bytes(head.activation_bytes)} - non-torch "
+                 f"{fmt_bytes(head.non_torch_bytes)}{spent} = {fmt_bytes(pool)}")
+    tokens = (f"tokens = int({cap.max_concurrency:.4f} x {s.max_model_len:,}) = {cap.kv_cache_tokens:,}"
+              if s.version_tuple[:3] >= (0, 20, 1) else f"tokens = {cap.kv_cache_tokens:,} ({block}-token blocks)")
+    return [
+        first,
+        f"activation = {activation.formula}",
+        f"blocks = {max(0, pool):,} // {groups.bytes_per_block:,} B per block = {cap.num_blocks:,}; {tokens}",
+        f"max concurrency = {cap.num_blocks:,} / {cap.blocks_per_request:,} blocks per {s.max_model_len:,}-token "
+        f"request = {cap.max_concurrency:.2f}",
+    ]
+
+
+def _version_notes(version: tuple[int, int, int]) -> list[str]:
+    """Which accounting era the version falls in; a version past the newest kvplan read gets its rules."""
+    v = version[:2]
+    era = ("V0 engine (profiles one max_model_len prompt)" if v < V1_ENGINE else
+           "V1 engine, no CUDA-graph estimate" if v < (0, 18) else
+           "V1 engine; CUDA-graph estimate computed, subtracted only with "
+           f"{cudagraph.ENV}=1" if v < (0, 20) else
+           "V1 engine; CUDA-graph estimate subtracted by default" if v < (0, 22) else
+           "CUDA-graph estimate subtracted by default on the V1 model runner; the V2 runner (Qwen3 from 0.22, "
+           "dense models from 0.25) makes none" if v < (0, 29) else
+           "V2 model runner; CUDA-graph estimate subtracted by default")
+    notes = [f"vLLM {'.'.join(map(str, version))}: {era}"]
+    if version > LATEST:
+        notes.append(f"vLLM {'.'.join(map(str, version))} is newer than {'.'.join(map(str, LATEST))}, the newest "
+                     "release kvplan's rules were read from: planned with those rules")
+    return notes
+
+
+def _default_block(model: ModelSpec, device: GPU) -> int:
+    """vLLM's block size when --block-size is not given: 16, and 64 for MLA where FlashMLA runs (Hopper and
+    newer; and GPUs kvplan knows no SM version for). FlashMLA needs SM90: on Ampere / Ada vLLM runs Triton MLA
+    with 16-token blocks (DeepSeek-V2-Lite on L4s: 807,792 tokens = 50,487 x 16, not a multiple of 64)."""
+    if not model.is_mla:
+        return 16
+    cc = device.compute_capability
+    return 16 if cc is not None and cc < (9, 0) else 64
+
+
+def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
+    dense, moe, topk = 0, 0, 0
+    for layer in shape.layers:
+        if isinstance(layer.ffn, MoEDims):
+            moe = max(moe, layer.ffn.expert.intermediate)
+            topk = max(topk, layer.ffn.top_k)
+            if layer.ffn.shared:
+                dense = max(dense, layer.ffn.shared.intermediate)
+        elif isinstance(layer.ffn, MLPDims):
+            dense = max(dense, layer.ffn.intermediate)
+    return ActivationModel(shape.hidden, cdiv(dense, tp), cdiv(moe, tp), topk, shape.vocab, int(act.bytes))
+
+
+def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: int = 1) -> int:
+    """vLLM's `estimate_max_model_len`: the longest single request the pool holds (binary search)."""
+    def fits(length: int) -> bool:
+        return sum(max_usage_bytes(x, block, length, s.max_num_batched_tokens, inflight) for x in specs) <= pool
+
+    if pool <= 0 or not fits(1):
+        return 0
+    lo, hi = 1, s.max_model_len
+    if fits(hi):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[str]:
+    notes = []
+    kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
+    if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
+        notes.append(f"{kv_heads} KV heads < TP {s.tensor_parallel_size}: vLLM replicates them, 1 head per rank")
+    if model.is_mla and s.tensor_parallel_size > 1:
+        notes.append("MLA latent is replicated on every TP rank: per-GPU KV does not shrink with TP")
+    if not groups.uniform:
+        notes.append(f"hybrid KV groups ({len(groups.groups)} groups of {len(groups.groups[0])} layers"
+                     + (f", {groups.padding_layers} padding layers" if groups.padding_layers else "")
+                     + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
+    if model.has_state:
+        notes.append("Mamba/linear state: one state per request; vLLM's token figure is not a token capacity")
+    return notes
+
+
+def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: Extras = Extras()) -> str:
+    env = _env_prefix(s)
+    parts = [f"{env}vllm serve {name}", f"--tensor-parallel-size {s.tensor_parallel_size}"]
+    if s.pipeline_parallel_size > 1:
+        parts.append(f"--pipeline-parallel-size {s.pipeline_parallel_size}")
+    if s.data_parallel_size > 1:
+        parts.append(f"--data-parallel-size {s.data_parallel_size}")
+    if s.enable_expert_parallel:
+        parts.append("--enable-expert-parallel")
+    parts += [f"--max-model-len {s.max_model_len}", f"--max-num-seqs {s.max_num_seqs}"]
+    if s.kv_cache_memory_bytes is not None:
+        parts.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
+    else:
+        parts.append(f"--gpu-memory-utilization {s.gpu_memory_utilization}")
+    if kv.bits == 8:
+        parts.append("--kv-cache-dtype fp8" if kv.name == "float8_e4m3" else "--kv-cache-dtype fp8_e5m2")
+    if quantization:
+        parts.append(f"--quantization {quantization}")
+    if s.enforce_eager:
+        parts.append("--enforce-eager")
+    if extras.speculative is not None:
+        parts.append("--speculative-config " + shlex.quote(spec_decode.config_json(extras.speculative)))
+    if extras.lora is not None:
+        parts.append(f"--enable-lora --max-loras {extras.lora.max_loras} --max-lora-rank {extras.lora.max_lora_rank}")
+    return " ".join(parts)
+
+
+def _env_prefix(s: VllmSettings) -> str:
+    """Environment the plan depends on: NVLS off when asked on an NVSwitch GPU, and the estimate switch when the
+    plan asks for what the version does not do by default."""
+    version = s.version_tuple
+    env = "NCCL_NVLS_ENABLE=0 " if s.nvls is False and s.tensor_parallel_size > 1 else ""
+    if s.cudagraph_estimate is None or version[:2] < cudagraph.ESTIMATE_FROM or s.enforce_eager:
+        return env
+    if s.cudagraph_estimate != cudagraph.applied_by_default(version):
+        return f"{env}{cudagraph.ENV}={int(s.cudagraph_estimate)} "
+    return env
+
+
+def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
+    """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length, with the plan's
+    version's sliding-window rule), over the KV layers the plan was sized with (its binding stage's, a drafter's
+    and the Mamba state pages included); a plan without them (SGLang's) is counted over the model's layers."""
+    length = positive("context_len", context_len)
+    specs = list(p.kv_layers) or rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
+                                                  resolve_dtype(p.kv_cache_dtype).bits / 8,
+                                                  int(resolve_dtype(p.dtype).bytes))
+    groups = kv_groups(specs, p.block_size)
+    inflight = capacity_semantics(parse_version(p.engine_version), p.pipeline_parallel_size)[0] \
+        if p.engine == "vllm" else 1
+    return pool_capacity(groups, p.kv_pool_bytes, length, p.max_num_batched_tokens, inflight=inflight).max_concurrency

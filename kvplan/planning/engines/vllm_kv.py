@@ -1,0 +1,208 @@
+"""vLLM's KV-cache accounting (v1 engine): per-rank layer specs, pages, groups, blocks, concurrency.
+
+Mirrors `vllm/v1/kv_cache_interface.py` and `vllm/v1/core/kv_cache_utils.py` (see
+../shared/reference/kv-rules.md Part 2). Pure integer arithmetic on kvplan's layer specs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
+                             StateSpec)
+from ...model.spec import ModelSpec
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class VllmLayerSpec:
+    """One layer as a vLLM worker allocates it: bytes per token (attention) or per request (Mamba)."""
+
+    kind: str                 # full / sliding / chunked / mla / mamba
+    bytes_per_token: int      # attention: KV bytes of one token in this layer on this rank
+    state_bytes: int = 0      # mamba: real state bytes per request
+    window: int = 0           # sliding window W or chunk size
+    states: int = 1           # mamba: state pages a request holds (vLLM's 'align' mode: 2 + speculative tokens)
+    conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
+    padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
+
+    def page_bytes(self, block_size: int) -> int:
+        if self.kind == "mamba":
+            return max(self.state_bytes, self.padded_bytes)
+        return block_size * self.bytes_per_token
+
+
+def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
+    """Per-rank specs of the layers a pipeline stage holds.
+
+    KV heads per rank are max(1, kv // tp): Qwen3-Coder-30B's 4 KV heads on TP8 keep 1 head per rank
+    (replicated), 24,576 B/token per rank, not 12,288. The MLA latent is one head on every rank, unsharded.
+    """
+    engine_kv = model.fields.get("engine_kv_heads")
+    ssm_bytes = SSM_BYTES.get(model.fields.get("engine_ssm_dtype"), act_bytes)
+    specs = []
+    for index in layer_ids:
+        for spec in model.layers[index]:
+            converted = _convert(spec, tp, kv_bytes, act_bytes, engine_kv, ssm_bytes)
+            if converted is not None:
+                specs.append(converted)
+            if isinstance(spec, IndexedMLASpec):
+                specs.append(_indexer(spec))
+    return specs
+
+
+# vllm/model_executor/models/deepseek_v2.py (0.19.0) Indexer: `DeepseekV32IndexerCache(head_dim=index_head_dim +
+# index_head_dim // quant_block_size * 4, dtype=torch.uint8)` with quant_block_size 128: fp8 keys and one fp32
+# scale per 128, a layer of its own reporting MLAAttentionSpec. DeepSeek-V3.2: 128 + 4 = 132 B per token per layer.
+INDEXER_QUANT_BLOCK = 128
+
+
+def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
+    dim = spec.index_head_dim
+    return VllmLayerSpec("mla", dim + dim // INDEXER_QUANT_BLOCK * 4)
+
+
+SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_bytes: int | None = None) -> VllmLayerSpec | None:
+    if isinstance(spec, StateSpec):
+        # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) in the model dtype and the SSM
+        # state in mamba_ssm_cache_dtype (the model dtype, or a Qwen3.5 config's float32); both sharded over TP.
+        # Qwen3.6-27B on a GB10 (vLLM 0.23): the float32 state is what makes its attention block 1,568 tokens.
+        channels, kernel = spec.conv_shape or (0, 1)  # MiniMax lightning attention: no conv state
+        conv = (channels // tp) * (kernel - 1)
+        recurrent = spec.recurrent_elems // tp
+        return VllmLayerSpec("mamba", 0, state_bytes=conv * act_bytes + recurrent * (ssm_bytes or act_bytes),
+                             conv_bytes_per_column=(channels // tp) * act_bytes)
+    if not isinstance(spec, FullAttentionSpec):
+        return None  # no cache
+    if isinstance(spec, MLASpec):  # the latent alone: an indexer's keys are a layer of their own (_indexer)
+        return VllmLayerSpec("mla", int((spec.k_elems_per_token + spec.v_elems_per_token) * kv_bytes))
+    kv = engine_kv or spec.kv_heads
+    per_rank = max(1, kv // tp)
+    per_token = int(per_rank * (spec.k_head_dim + spec.v_head_dim) * kv_bytes)
+    if isinstance(spec, SlidingWindowSpec):
+        return VllmLayerSpec("sliding", per_token, window=spec.sliding_window)
+    if isinstance(spec, ChunkedAttentionSpec):
+        return VllmLayerSpec("chunked", per_token, window=spec.chunk_size)
+    return VllmLayerSpec("full", per_token)
+
+
+def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int,
+                    inflight: int = 1) -> int:
+    """`max_memory_usage_bytes`: what one request of max_model_len tokens can occupy in this layer. `inflight`:
+    batches scheduled ahead, whose tokens a sliding layer must also hold (vllm 0.26+ kv_cache_interface.py:
+    W - 1 + max_concurrent_batches x max_num_batched_tokens; 2 with async scheduling, the default)."""
+    page = spec.page_bytes(block_size)
+    if spec.kind == "mamba":
+        return page * spec.states  # "none": one state per request; "align" (prefix caching): 2 + k (+ checkpoint)
+    if spec.kind == "sliding":
+        tokens = min(spec.window - 1 + inflight * batched_tokens, max_model_len)
+        return (cdiv(tokens, block_size) + 1) * page  # +1: a window can straddle blocks
+    if spec.kind == "chunked":
+        return cdiv(min(spec.window + batched_tokens, max_model_len), block_size) * page
+    return cdiv(max_model_len, block_size) * page
+
+
+@dataclass(frozen=True)
+class KVGroups:
+    """How vLLM splits the layers into KV-cache groups sharing one block pool."""
+
+    block_size: int
+    groups: tuple[tuple[VllmLayerSpec, ...], ...]   # padded to equal length for hybrid models
+    uniform: bool                                    # one group, possibly with different page sizes per layer
+    padding_layers: int
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes one block id costs across all the layers that share it."""
+        if self.uniform:
+            return sum(s.page_bytes(self.block_size) for s in self.groups[0])
+        return self.groups[0][0].page_bytes(self.block_size) * len(self.groups[0])
+
+
+def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, is_mla: bool) -> int:
+    """Attention block size vLLM forces on Mamba hybrids so an attention page can hold a Mamba state.
+
+    Qwen3-Next (GDN state ~1.1 MiB per layer, 2 KV heads x 256 x 2 x 2 B = 2 KiB per token): the block
+    becomes 16 x cdiv(state, 16 x 2 KiB) tokens, in the hundreds.
+    """
+    states = [s.state_bytes for s in specs if s.kind == "mamba"]
+    attn = [s.bytes_per_token for s in specs if s.kind != "mamba"]
+    if not states or not attn:
+        return block_size
+    alignment = 64 if is_mla else 16
+    needed = alignment * cdiv(max(states), alignment * max(attn))
+    return max(block_size, needed)
+
+
+def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
+    """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size. A Mamba
+    page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
+    block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
+    Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page."""
+    attention = max((x.page_bytes(block_size) for x in specs if x.kind != "mamba"), default=0)
+    if attention:
+        specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
+                 else x for x in specs]
+    kinds: dict[str, list[VllmLayerSpec]] = {}
+    for spec in specs:
+        kinds.setdefault(spec.kind, []).append(spec)
+    if len(kinds) == 1:
+        return KVGroups(block_size, (tuple(specs),), uniform=True, padding_layers=0)
+    counts = [len(v) for v in kinds.values()]
+    low, high = min(counts), max(counts)
+    group_size = high if high < 1.5 * low else low
+    groups, padding = [], 0
+    for layers in kinds.values():
+        for start in range(0, len(layers), group_size):
+            chunk = layers[start:start + group_size]
+            padding += group_size - len(chunk)
+            groups.append(tuple(chunk) + (chunk[-1],) * (group_size - len(chunk)))
+    return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=padding)
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    num_blocks: int
+    kv_cache_tokens: int          # what vLLM prints as "GPU KV cache size: N tokens"
+    max_concurrency: float        # "Maximum concurrency for max_model_len tokens per request"
+    blocks_per_request: int
+
+
+def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched_tokens: int, *,
+                  inflight: int = 1, tokens_from_concurrency: bool = False) -> PoolResult:
+    """num_blocks from the pool, then the two figures vLLM logs (`_report_kv_cache_config`). Through 0.20.0 the
+    "GPU KV cache size" is blocks per group x block size; from 0.20.1 it is int(max concurrency x max_model_len)
+    (`get_kv_cache_capacity` from 0.24; `tokens_from_concurrency`), which for a hybrid model counts requests, not
+    blocks."""
+    bs = groups.block_size
+    per_block = groups.bytes_per_block
+    num_blocks = max(0, pool_bytes) // per_block if per_block else 0
+    if groups.uniform:
+        tokens = num_blocks * bs
+        per_request = cdiv(max_model_len, bs)
+        if groups.groups[0][0].kind != "full":
+            per_request = cdiv(sum(max_usage_bytes(s, bs, max_model_len, batched_tokens, inflight)
+                                   for s in groups.groups[0]), per_block)
+    else:
+        tokens = num_blocks // len(groups.groups) * bs
+        layers_per_group = len(groups.groups[0])
+        usage = layers_per_group * sum(max_usage_bytes(g[0], bs, max_model_len, batched_tokens, inflight)
+                                       for g in groups.groups)
+        per_request = cdiv(usage, per_block)
+    concurrency = num_blocks / per_request if per_request else 0.0
+    if tokens_from_concurrency:
+        tokens = int(concurrency * max_model_len)
+    return PoolResult(num_blocks, tokens, concurrency, per_request)
+
+
+def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
+    """KV bytes one more token costs on this rank across its attention layers (no block rounding)."""
+    return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
+

@@ -1,0 +1,104 @@
+"""Searching plans: the fewest GPUs a model fits on (every TP x PP with TP inside a node, then the layout with the
+most KV capacity), and for a plan that does not fit, the nearest changes that do, each one planned
+(`kvplan.planning.planner.plan`)."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from ..config.load import load_cached
+from ..errors import WorkloadError
+from ..model.spec import ModelSpec
+from .inputs import positive
+from .planner import plan
+from .result import Plan
+
+GPUS_PER_NODE = 8  # an HGX / DGX node: tensor parallelism stays inside one, pipeline stages may cross nodes
+
+
+TP_SIZES = (1, 2, 4, 8)
+
+
+def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int = GPUS_PER_NODE,
+                **kwargs) -> Plan:
+    """The fewest GPUs that fit, over every TP x PP with TP inside one node (TP 1, 2, 4, 8: TP across nodes
+    would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
+    max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
+    DeepSeek-V3 on H100s: 11 (TP 1 x PP 11), where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
+    replicated on every TP rank). A layout over one node says so in its notes."""
+    if isinstance(model, str):
+        model = load_cached(model)
+    per_node = positive("gpus_per_node", gpus_per_node)
+    last_error = None
+    # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
+    dp = (positive("data parallel size", kwargs.get("dp")) or 1) if kwargs.get("engine", "vllm") == "vllm" else 1
+    for count in range(dp, positive("max_gpus", max_gpus) + 1, dp):
+        fitting = []
+        per_engine = count // dp
+        for tp in (t for t in TP_SIZES if t <= per_node and per_engine % t == 0):
+            try:
+                candidate = plan(model, tp=tp, pp=per_engine // tp, **kwargs)
+            except WorkloadError as exc:
+                last_error = exc
+                continue
+            if candidate.fits:
+                fitting.append(candidate)
+        if fitting:
+            best = max(fitting, key=lambda p: (p.max_concurrency, p.kv_cache_tokens, -p.pipeline_parallel_size))
+            return best.model_copy(update={"notes": best.notes + _node_notes(best, per_node, fitting)})
+    raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
+                        + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
+
+
+def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
+    """Why this layout among those of its size, and whether it spans nodes."""
+    notes = []
+    if len(fitting) > 1:
+        others = ", ".join(f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}: "
+                           f"{p.max_concurrency:,.2f}x" for p in fitting if p is not best)
+        notes.append(f"fewest GPUs: {best.num_gpus}; of the layouts that fit there, TP {best.tensor_parallel_size} x "
+                     f"PP {best.pipeline_parallel_size} holds the most requests ({best.max_concurrency:,.2f}x; {others})")
+    if best.num_gpus > per_node:
+        nodes = -(-best.num_gpus // per_node)
+        notes.append(f"{best.num_gpus} GPUs span {nodes} nodes of {per_node}: the {best.pipeline_parallel_size} "
+                     "pipeline stages pass activations between nodes (TP stays inside each node)")
+    return notes
+
+
+def fixes(model: ModelSpec | str, current: Plan | None = None, **settings) -> list[tuple[str, str]]:
+    """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
+    CLI flag that makes it). More GPUs (the fewest, any layout), an fp8 KV cache, online fp8 weights (vLLM,
+    unquantized checkpoints), the longest context that fits. Mixtral-8x7B on one H100: 2 GPUs, or fp8 weights.
+    Not part of plan(): fewest_gpus plans many layouts that do not fit. `current`: the plan of these settings,
+    when the caller has it already."""
+    if isinstance(model, str):
+        model = load_cached(model)
+    p = current or plan(model, **settings)
+    if p.fits:
+        return []
+    base = {k: v for k, v in settings.items() if k not in ("num_gpus", "tp", "pp")}
+    out = []
+    try:
+        more = fewest_gpus(model, **base)
+        out.append((f"{more.num_gpus} x {more.gpu} (TP {more.tensor_parallel_size} x PP "
+                    f"{more.pipeline_parallel_size}) fits: {more.max_concurrency:,.2f} requests of "
+                    f"{more.max_model_len:,} tokens",
+                    f"--tp {more.tensor_parallel_size} --pp {more.pipeline_parallel_size}"))
+    except WorkloadError:
+        pass
+    trials = []
+    if p.kv_cache_dtype not in ("float8_e4m3", "float8_e5m2") and p.engine != "hf":
+        trials.append(("an fp8 KV cache", {"kv_dtype": "fp8"}, "--kv-dtype fp8"))
+    if p.engine == "vllm" and model.arch is not None and model.arch.quant is None and not settings.get("quantization"):
+        trials.append(("weights quantized to fp8 at load", {"quantization": "fp8"}, "--quantization fp8"))
+    for what, change, flag in trials:
+        with suppress(WorkloadError):
+            tried = plan(model, **{**settings, **change})
+            if tried.fits:
+                out.append((f"{what} fits on these GPUs: {tried.max_concurrency:,.2f} requests of "
+                            f"{tried.max_model_len:,} tokens", flag))
+    if p.max_model_len_that_fits > 0:
+        out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
+                    f"--max-model-len {p.max_model_len_that_fits}"))
+    return out
+

@@ -1,0 +1,99 @@
+"""Reading a config.json as data, and nothing else: a size cap, regular files only, JSON only (no code, no
+pickle), text that any UTF-8 output can hold. The one reader for bundled files, local paths, uploads and the Hub
+(`library`, `locate` and `hub` all use it; `kvplan.config.reader` checks a dict given directly the same way)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+
+MAX_CONFIG_BYTES = 4 * 2**20  # real config.json files are < 100 KB; refuse anything absurd before parsing
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a config.json as JSON data only (no code, no pickle), with a size cap.
+
+    Regular files only: a named pipe would block until a writer came, `/dev/zero` never ends. The file is opened
+    without blocking, checked with fstat, and read for at most MAX_CONFIG_BYTES + 1 bytes whatever it claims.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{path} is a folder: pass the config.json inside it")
+        raise ConfigError(f"{path} is not a regular file (a pipe, socket or device): pass the model's config.json "
+                          "file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, too large for a config.json: "
+                          "pass the model's config.json")
+    return parse_json_bytes(raw, str(path))
+
+
+def _unreadable(path: Path, exc: OSError) -> ConfigError:
+    if exc.errno == errno.ELOOP:
+        return ConfigError(f"{path} is a symlink loop (its links point at each other): point it at the real "
+                           "config.json")
+    if exc.errno == errno.EISDIR:
+        return ConfigError(f"{path} is a folder: pass the config.json inside it")
+    return ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions")
+
+
+def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{label} is {len(raw):,} bytes, too large for a config.json "
+                          f"(limit {MAX_CONFIG_BYTES:,}): pass the model's config.json")
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label} is not UTF-8 text: pass the model's config.json") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{label} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+                          "pass the model's config.json") from None
+    except RecursionError:
+        raise ConfigError(f"{label} is nested too deeply to be a config.json: pass the model's config.json") from None
+    except ValueError:  # an integer literal over Python's 4,300-digit limit
+        raise ConfigError(f"{label} holds a number too long to parse: pass the model's config.json") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
+    check_text(data, label)
+    return data
+
+
+def check_text(data: Any, label: str = "the config") -> None:
+    """Refuse text no UTF-8 output can hold: JSON's "\\ud800" escape decodes to a lone surrogate, which reached
+    every face (a name, a note, a warning) and raised UnicodeEncodeError when printed or dumped as JSON."""
+    stack = [(None, data)]
+    while stack:  # a loop, not recursion: a dict built in Python may nest deeper than the stack
+        key, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend((k if key is None else key, v) for k, v in value.items())
+            stack.extend((k if key is None else key, k) for k in value)
+        elif isinstance(value, (list, tuple)):
+            stack.extend((key, v) for v in value)
+        elif isinstance(value, str) and not value.isascii() and not _is_utf8(value):
+            where = f"field {str(key)[:40]!r}" if isinstance(key, str) and _is_utf8(key) else "a field name"
+            raise ConfigError(f"{label} holds text that is not valid Unicode in {where} (a lone surrogate such as "
+                              "\\ud800): fix the config.json")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

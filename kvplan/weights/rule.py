@@ -1,0 +1,427 @@
+"""Weights memory: a parameter count per architecture, then bytes per storage format (pure arithmetic).
+
+`param_count(shape)` lists every tensor transformers 5.24 builds for the `ArchShape` (embeddings, attention
+incl. MLA, Mamba / Gated-DeltaNet mixers, dense MLPs, routed and shared experts, routers, norms, biases, an
+untied lm_head) and returns a named breakdown, as nanoGPT's sizing notebook does; tests/test_weights.py checks
+its total against `sum(p.numel() for p in model.parameters())` of the model built on the meta device.
+Tied weights count once. Persistent buffers (DeepSeek-V3's e_score_correction_bias) are reported apart.
+
+`weights_bytes(shape, dtype)` prices each tensor: the config dtype (or `dtype`) for unquantized weights, the
+checkpoint's `quantization_config` for the projections a quantizer packs (rules and worked numbers at
+`_RULES`). Embeddings, lm_head, norms, routers, biases, convolutions and SSM scalars stay in the model dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+from ..dtypes import DType, resolve_dtype
+from ..model.arch import ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims
+
+GROUPS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router", "norms", "lm_head",
+          "other")
+LINEAR_GROUPS = frozenset({"attention", "mixer", "mlp", "experts", "shared_experts"})  # what quantizers pack
+PACKED_GROUPS = {"mxfp4": frozenset({"experts"})}  # transformers' mxfp4 swaps only GptOssExperts
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """`copies` tensors of `numel` elements. `matrix` (rows, cols) marks a projection weight a quantizer may pack."""
+
+    group: str
+    numel: int
+    copies: int = 1
+    matrix: tuple[int, int] | None = None
+    layer: int = -1
+    bias: bool = False
+    fp32: bool = False  # float32 whatever the model dtype (DeepSeek's router: _keep_in_fp32_modules_strict)
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameter counts by group; `total` is what `model.parameters()` holds (tied weights once).
+
+    `buffers`: persistent buffers in the state dict (not parameters). `mtp`: DeepSeek multi-token-prediction
+    layers, stored in the checkpoint but not built by transformers (not in `total`; embeddings and head they
+    share are not repeated). `active`: parameters one token uses (top-k of each MoE layer's routed experts).
+    """
+
+    embeddings: int = 0
+    attention: int = 0
+    mixer: int = 0
+    mlp: int = 0
+    experts: int = 0
+    shared_experts: int = 0
+    router: int = 0
+    norms: int = 0
+    lm_head: int = 0
+    other: int = 0      # learned scalars outside the groups (kvplan.model.arch.ArchShape.layer_extra)
+    buffers: int = 0
+    mtp: int = 0
+    active: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, g) for g in GROUPS)
+
+    def rows(self) -> tuple[tuple[str, int], ...]:
+        """(group, count) for the non-empty groups, in GROUPS order, then ('total', total)."""
+        return tuple((g, getattr(self, g)) for g in GROUPS if getattr(self, g)) + (("total", self.total),)
+
+
+@dataclass(frozen=True)
+class WeightsEstimate:
+    """Bytes of resident weights: parameters by group, plus persistent buffers; `rules` says how each was priced."""
+
+    params: ParamBreakdown
+    dtype: DType
+    quant_method: str | None
+    group_bytes: tuple[tuple[str, int], ...]
+    buffers_bytes: int = 0
+    rules: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    # a multimodal model's vision tower and projector, (component, bytes), apart from the language model's
+    # `total_bytes`: serving engines load them, transformers' causal LM of some families does not
+    towers: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def params_bytes(self) -> int:
+        return sum(b for _, b in self.group_bytes)
+
+    @property
+    def towers_bytes(self) -> int:
+        return sum(b for _, b in self.towers)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.params_bytes + self.buffers_bytes
+
+
+# ---------------------------------------------------------------- the tensor inventory
+
+
+def inventory(shape: ArchShape) -> list[Tensor]:
+    """Every parameter tensor of the model, grouped as ParamBreakdown reports them."""
+    h = shape.hidden
+    out = [Tensor("embeddings", shape.vocab * h)] if shape.top_dims else []
+    if shape.learned_positions:
+        out.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
+    for i, layer in enumerate(shape.layers):
+        out += _layer(layer, h, i, shape.norm_bias)
+        if shape.layer_extra:
+            out.append(Tensor("other", shape.layer_extra, layer=i))
+    out += [Tensor(group, numel, matrix=matrix) for group, numel, matrix in shape.extra]
+    if shape.final_norm and shape.top_dims:
+        out.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
+    if not shape.tied_embeddings and shape.top_dims:
+        out.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h)))
+    if shape.lm_head_bias:  # GPT-J, Phi-2: a bias even when the weight is tied
+        out.append(Tensor("lm_head", shape.vocab, bias=True))
+    return out
+
+
+def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
+    out = _mixer(layer.mixer, h, i) if layer.mixer is not None and layer.mixer_weights else []
+    if layer.ffn_weights and isinstance(layer.ffn, MoEDims):
+        out += _moe(layer.ffn, h, i)
+    elif layer.ffn_weights and layer.ffn is not None:
+        out += _mlp(layer.ffn, h, i, "mlp")
+    # one tensor per norm weight and bias (replicated on every TP rank, so the split changes no byte)
+    out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
+                                                                                       else (False,))]
+    return out + [Tensor(group, numel, matrix=matrix, layer=i) for group, numel, matrix in layer.extra]
+
+
+def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1) -> list[Tensor]:
+    """nn.Linear(cols -> rows): weight [rows, cols] and an optional bias [rows]."""
+    out = [Tensor(group, rows * cols, copies, (rows, cols), layer)]
+    return out + [Tensor(group, rows, copies, layer=layer, bias=True)] if bias else out
+
+
+def _mixer(m, h: int, i: int) -> list[Tensor]:
+    if isinstance(m, MambaDims):
+        return _mamba(m, h, i)
+    if isinstance(m, DeltaNetDims):
+        return _deltanet(m, h, i)
+    return _mla(m, h, i) if m.kv_lora_rank else _attention(m, h, i)
+
+
+def _attention(a: AttentionDims, h: int, i: int) -> list[Tensor]:
+    q = a.heads * a.head_dim * (2 if a.q_gate else 1)  # Qwen3-Next: 16 heads x 256 x 2 = 8,192 rows
+    k, v = a.kv_heads * a.head_dim, a.kv_heads * a.v_head_dim
+    if a.fused_qkv:  # Falcon-7B: 71 x 64 + 2 x 64 = 4,672 rows
+        out = _linear("attention", q + k + v, h, a.q_bias, i)
+    else:
+        out = _linear("attention", q, h, a.q_bias, i) + _linear("attention", k, h, a.k_bias, i)
+        out += _linear("attention", v, h, a.v_bias, i)
+    out += _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
+    norm = {"none": 0, "head": 2 * a.head_dim, "head_ln": 4 * a.head_dim, "proj": q + k}[a.qk_norm]
+    extra = norm + (a.heads if a.sinks else 0)
+    return out + ([Tensor("attention", extra, layer=i)] if extra else [])
+
+
+def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
+    """DeepSeek MLA: q (through q_lora_rank when set), kv_a [kv_lora + rope, H], kv_b, o, two RMSNorms."""
+    q_rows = a.heads * a.head_dim  # DeepSeek-V3: 128 x (128 + 64) = 24,576
+    if a.q_lora_rank:
+        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i)
+        out += _linear("attention", q_rows, a.q_lora_rank, False, i)
+        out.append(Tensor("attention", a.q_lora_rank, layer=i))  # q_a_layernorm
+    else:
+        out = _linear("attention", q_rows, h, False, i)
+    out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i)  # kv_a_proj_with_mqa
+    nope = a.head_dim - a.qk_rope_dim
+    out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i)  # kv_b_proj
+    out.append(Tensor("attention", a.kv_lora_rank, layer=i))  # kv_a_layernorm
+    if a.indexer:  # DeepSeek-V3.2: wq_b [64 x 128, 1536], wk [128, 7168], k_norm (LayerNorm 128), weights_proj [64, H]
+        heads, dim = a.indexer
+        out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i) + _linear("attention", dim, h, False, i)
+        # weights_proj is in DeepSeek-V3.2's _keep_in_fp32_modules: fp8 checkpoints leave it unquantized
+        out += [Tensor("attention", 2 * dim, layer=i), Tensor("attention", heads * h, layer=i)]
+    return out + _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
+
+
+def _mamba(m: MambaDims, h: int, i: int) -> list[Tensor]:
+    """Mamba-2.8B: in_proj [10240, 2560], x_proj [160 + 2 x 16, 5120], dt_proj [5120, 160], A_log [5120, 16]."""
+    n, s = m.inner, m.state
+    out = _linear("mixer", 2 * n, h, m.proj_bias, i)
+    out.append(Tensor("mixer", n * m.conv_kernel + (n if m.conv_bias else 0), layer=i))  # depthwise conv1d
+    out += _linear("mixer", m.dt_rank + 2 * s, n, False, i) + _linear("mixer", n, m.dt_rank, True, i)
+    out.append(Tensor("mixer", n * s + n + ((m.dt_rank + 2 * s) if m.inner_norms else 0), layer=i))  # A_log, D
+    return out + _linear("mixer", h, n, m.proj_bias, i)
+
+
+def _deltanet(d: DeltaNetDims, h: int, i: int) -> list[Tensor]:
+    """Qwen3-Next-80B: qkvz [2 x 16 x 128 + 2 x 32 x 128 = 12,288, 2048], ba [64, 2048], conv [8192, 4]."""
+    key, value = d.k_heads * d.k_head_dim, d.v_heads * d.v_head_dim
+    out = _linear("mixer", 2 * key + 2 * value, h, False, i) + _linear("mixer", 2 * d.v_heads, h, False, i)
+    out.append(Tensor("mixer", (2 * key + value) * d.conv_kernel + 2 * d.v_heads + d.v_head_dim, layer=i))
+    return out + _linear("mixer", h, value, False, i)
+
+
+def _mlp(m: MLPDims, h: int, i: int, group: str, copies: int = 1) -> list[Tensor]:
+    n = m.intermediate
+    if not m.gated:
+        return _linear(group, n, h, m.bias, i, copies) + _linear(group, h, n, m.bias, i, copies)
+    if m.fused_gate_up:  # Phi-3: gate_up_proj [2I, H]
+        up = _linear(group, 2 * n, h, m.bias, i, copies)
+    else:
+        up = _linear(group, n, h, m.bias, i, copies) + _linear(group, n, h, m.bias, i, copies)
+    return up + _linear(group, h, n, m.bias, i, copies)
+
+
+def _moe(m: MoEDims, h: int, i: int) -> list[Tensor]:
+    out = _mlp(m.expert, h, i, "experts", copies=m.experts)
+    if m.shared:
+        out += _mlp(m.shared, h, i, "shared_experts")
+    router = (m.experts * h + (m.experts if m.router_bias else 0) + (h if m.shared_gate else 0)
+              + (m.experts if m.score_param else 0))
+    return out + [Tensor("router", router, layer=i, fp32=m.router_fp32)]
+
+
+# ---------------------------------------------------------------- counting
+
+
+def param_count(shape: ArchShape) -> ParamBreakdown:
+    """Parameters per group. Llama-3.1-8B: 525,336,576 embeddings + 32 layers + 525,336,576 lm_head = 8,030,261,248."""
+    counts = dict.fromkeys(GROUPS, 0)
+    for t in inventory(shape):
+        counts[t.group] += t.numel * t.copies
+    total = sum(counts.values())
+    return ParamBreakdown(**counts, buffers=_buffers(shape), mtp=_mtp(shape), active=total - _idle_experts(shape))
+
+
+def _buffer_bytes(shape: ArchShape, act: DType) -> int:
+    return sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
+               if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+
+
+def _buffers(shape: ArchShape) -> int:
+    return sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+
+
+def _idle_experts(shape: ArchShape) -> int:
+    """Routed-expert parameters a token does not use: (experts - top_k) x one expert, per MoE layer."""
+    idle = 0
+    for i, layer in enumerate(shape.layers):
+        if isinstance(layer.ffn, MoEDims) and layer.ffn.top_k and layer.ffn_weights:
+            one = sum(t.numel for t in _mlp(layer.ffn.expert, shape.hidden, i, "experts"))
+            idle += max(layer.ffn.experts - layer.ffn.top_k, 0) * one
+    return idle
+
+
+def mtp_module(shape: ArchShape) -> list[Tensor]:
+    """One DeepSeek-V3 MTP module: one decoder block like the last, eh_proj [H, 2H] (left unquantized in the fp8
+    checkpoint) and enorm, hnorm and a final norm."""
+    h = shape.hidden
+    return _layer(shape.layers[-1], h, -1, shape.norm_bias) + [Tensor("other", 2 * h * h), Tensor("norms", 3 * h)]
+
+
+def _mtp(shape: ArchShape) -> int:
+    """DeepSeek-V3 MTP parameters: 11,610,067,968 (the checkpoint also repeats embed_tokens and the head:
+    +1,853,358,080)."""
+    if not shape.mtp_layers:
+        return 0
+    return shape.mtp_layers * sum(t.numel * t.copies for t in mtp_module(shape))
+
+
+# ---------------------------------------------------------------- bytes
+
+
+def weights_bytes(shape: ArchShape, dtype: DType | str | None = None) -> WeightsEstimate:
+    """Resident bytes of the weights: `dtype` (default: the config's) for what is not quantized, the
+    checkpoint's quantization_config for the projections it packs.
+
+    Llama-3.1-8B in bf16: 8,030,261,248 x 2 = 16,060,522,496 B (14.96 GiB).
+    """
+    act = resolve_dtype(dtype) if dtype is not None else shape.dtype
+    q = shape.quant
+    by_group = dict.fromkeys(GROUPS, 0)
+    for t in inventory(shape):
+        by_group[t.group] += tensor_bytes(t, act, q)
+    notes = list(shape.notes)
+    if q is None and act.bits < 16:
+        notes.append(f"{act.name} without a quantization_config is priced as a plain cast: no scales counted")
+    return WeightsEstimate(
+        params=param_count(shape), dtype=act, quant_method=q.method if q else None,
+        group_bytes=tuple((g, b) for g, b in by_group.items() if b),
+        buffers_bytes=_buffer_bytes(shape, act),  # e_score_correction_bias: float32 in DeepSeek
+        rules=_rules(shape, act), notes=tuple(notes), towers=tower_bytes(shape, act),
+    )
+
+
+def tower_bytes(shape: ArchShape, act: DType) -> tuple[tuple[str, int], ...]:
+    """Vision tower and projector in the model dtype: quantized checkpoints leave them unquantized (their
+    quantization_config's ignore / modules_to_not_convert lists name them). Gemma-3-4b bf16: 833,732,064 B."""
+    return tuple((c, ceil(n * act.bits / 8)) for c, n in shape.towers)
+
+
+def tensor_bytes(t: Tensor, act: DType, q: QuantDims | None) -> int:
+    if t.fp32:
+        return 4 * t.numel * t.copies
+    if q and t.matrix and _quantized(t, q):
+        return t.copies * matrix_bytes(q, *t.matrix, act_bytes=ceil(act.bits / 8))
+    if q and q.method == "mxfp4" and t.bias and t.group == "experts":
+        return 4 * t.numel * t.copies  # Mxfp4GptOssExperts keeps gate_up/down biases in float32
+    return ceil(t.numel * t.copies * act.bits / 8)
+
+
+def _quantized(t: Tensor, q: QuantDims) -> bool:
+    if t.group not in PACKED_GROUPS.get(q.method, LINEAR_GROUPS) and not (t.group == "lm_head" and q.lm_head):
+        return False
+    return (t.group, -1) not in q.skip and (t.group, t.layer) not in q.skip
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def matrix_bytes(q: QuantDims, rows: int, cols: int, act_bytes: int = 2) -> int:
+    """Stored bytes of one quantized [rows, cols] weight (cols = input features), scales and metadata included."""
+    return _RULES[q.method][0](q, rows, cols, act_bytes)
+
+
+def _fp8(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    scales = _cdiv(rows, q.block[0]) * _cdiv(cols, q.block[1]) if q.block else 1
+    return rows * cols + (q.scale_bytes or 4) * scales + (4 if q.static_input_scale else 0)
+
+
+def _groups(q: QuantDims, cols: int) -> int:
+    return _cdiv(cols, q.group_size) if q.group_size else 1
+
+
+def _gptq(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    g = _groups(q, cols)
+    qweight = _cdiv(cols * q.bits, 32) * 4 * rows  # int32 [cols x bits / 32, rows]
+    qzeros = g * _cdiv(rows * q.bits, 32) * 4  # int32 [groups, rows x bits / 32]
+    return qweight + qzeros + 2 * g * rows + 4 * cols  # + fp16 scales [groups, rows] + int32 g_idx [cols]
+
+
+def _awq(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    g = _groups(q, cols)
+    packed_rows = _cdiv(rows * q.bits, 32) * 4  # int32 words along the output dim
+    return cols * packed_rows + (0 if q.symmetric else g * packed_rows) + 2 * g * rows
+
+
+def _compressed(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    block = q.block or (128, 128)
+    scales = {"tensor": 1, "channel": rows, "group": rows * _groups(q, cols), "tensor_group": rows * _groups(q, cols),
+              "block": _cdiv(rows, block[0]) * _cdiv(cols, block[1])}[q.strategy]
+    if q.packed:  # weight_packed int32 [rows, cols x bits / 32] + weight_shape int64 [2]
+        weight = rows * _cdiv(cols * q.bits, 32) * 4 + 16
+        zeros = _cdiv(rows * q.bits, 32) * 4 * (scales // rows) if q.strategy in ("group", "channel") else 0
+    else:  # int8 / fp8 weight, or uint8 holding two fp4 values (nvfp4-, mxfp4-pack-quantized)
+        weight, zeros = rows * _cdiv(cols * q.bits, 8), scales
+    zeros = 0 if q.symmetric else zeros
+    scale = q.scale_bytes or act
+    extra = (4 * cols if q.g_idx else 0) + (scale if q.static_input_scale else 0) + 4 * q.global_scales
+    return weight + scale * scales + zeros + extra
+
+
+def _mxfp4(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    blocks = rows * _cdiv(cols, 32)
+    return 16 * blocks + blocks  # 32 fp4 values in 16 bytes + one e8m0 scale byte per block
+
+
+def _bnb(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    n = rows * cols
+    if q.bits == 8:
+        return n + 4 * rows  # int8 weight + fp32 SCB per output row
+    blocks = _cdiv(n, 64)
+    # double quant: uint8 absmax, then an fp32 absmax per 256 of them, a 256-entry fp32 code and an fp32 offset
+    stats = blocks + 4 * _cdiv(blocks, 256) + 4 * 256 + 4 if q.double_quant else 4 * blocks
+    return _cdiv(n, 2) + stats + 4 * 16  # + the 16-entry fp32 nf4/fp4 quant_map; the ~100 B JSON state is not counted
+
+
+# method -> (bytes of one [rows, cols] weight, rule with a worked number on a [4096, 4096] projection)
+_RULES = {
+    "fp8": (_fp8, "fp8: 1 B per weight + a float32 scale per weight_block_size block (per tensor when unset); "
+                  "[4096, 4096] at 128x128: 16,777,216 + 1,024 x 4 = 16,781,312 B"),
+    "gptq": (_gptq, "gptq: bits/8 B per weight (int32-packed) + per group of group_size inputs an fp16 scale and "
+                    "a packed zero per output, + int32 g_idx per input; 4-bit g128 [4096, 4096]: 8,388,608 + "
+                    "65,536 zeros + 262,144 scales + 16,384 g_idx = 8,732,672 B (4.26 bits)"),
+    "awq": (_awq, "awq: bits/8 B per weight + per group an fp16 scale and a packed zero per output; 4-bit g128 "
+                  "[4096, 4096]: 8,388,608 + 65,536 + 262,144 = 8,716,288 B (4.16 bits)"),
+    "compressed-tensors": (_compressed, "compressed-tensors: num_bits/8 B per weight (int32-packed for "
+                           "pack-quantized) + a model-dtype scale per tensor/channel/group/block (+ zero points "
+                           "if asymmetric); w4a16 g128 [4096, 4096]: 8,388,608 + 16 + 131,072 x 2 = 8,650,768 B; "
+                           "w8a8 per channel: 16,777,216 + 4,096 x 2 = 16,785,408 B; nvfp4: 8,388,608 + 1,048,576 "
+                           "fp8 scales per 16 + 2 x 4 global = 9,437,192 B (4.5 bits)"),
+    "mxfp4": (_mxfp4, "mxfp4 (gpt-oss experts only): 4 bits per weight + an 8-bit scale per 32 = 4.25 bits; "
+                      "[5760, 2880]: 8,294,400 + 518,400 = 8,812,800 B; expert biases float32"),
+    "bitsandbytes": (_bnb, "bitsandbytes: 8-bit = 1 B per weight + an fp32 scale per output row ([4096, 4096]: "
+                           "16,793,600 B); 4-bit = 0.5 B + an fp32 absmax per 64 weights (double quant: 1 B per "
+                           "64 + fp32 per 16,384) + tables; [4096, 4096] nf4 double quant: 8,655,940 B"),
+}
+
+
+def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
+    q = shape.quant
+    if q is None:
+        rules = [f"every parameter in {act.name}: {act.bits / 8:g} B each"]
+    else:
+        kept = "embeddings, norms, routers, biases" + ("" if q.lm_head else ", lm_head")
+        rules = [_RULES[q.method][1], f"kept in {act.name}: {kept}"]
+        skipped = sorted({g if layer < 0 else f"{g} (layer {layer})" for g, layer in q.skip})
+        if skipped:
+            rules.append(f"left unquantized by the config: {', '.join(skipped)}")
+    if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
+        rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
+    if _buffers(shape):
+        rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
+    if shape.towers:
+        rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
+                     "(kvplan.config.towers: the tower's modules in transformers 5.24)")
+    return tuple(rules)
+
+
+def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None) -> int:
+    """What the config rule says the checkpoint stores: the resident weights, the towers, and DeepSeek's MTP
+    module as its fp8 checkpoint keeps it (the block priced like the last layer; eh_proj [H, 2H], its norms and
+    its own copy of the embeddings and the head in bf16), which the engines skip without speculative decoding.
+    DeepSeek-R1: 673,363,472,736 + 15,427,896,544 = 688,791,369,280 B. `priced`: weights_bytes(shape), if known."""
+    w = priced or weights_bytes(shape)
+    module = mtp_module(shape) + [Tensor("embeddings", 2 * shape.vocab * shape.hidden)] if shape.mtp_layers else []
+    return w.total_bytes + w.towers_bytes + shape.mtp_layers * sum(tensor_bytes(t, shape.dtype, shape.quant)
+                                                                   for t in module)

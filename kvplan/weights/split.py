@@ -1,0 +1,141 @@
+"""How a model's weights land on each GPU under tensor and pipeline parallelism (vLLM's layout).
+
+Projections, experts and the vocabulary-parallel embedding / lm_head are split across TP ranks; norms are
+replicated. Pipeline stages hold their own layers, the first stage the embeddings, the last the final norm
+and the lm_head (a tied lm_head is materialised again on the last stage when PP > 1).
+Llama-3.1-8B bf16: TP1 14.96 GiB; TP2 7.48 GiB per rank; PP2 stage 0: embeddings 0.98 + 16 layers x 0.41 GiB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from math import ceil
+
+from ..dtypes import DType
+from ..model.arch import ArchShape, QuantDims
+from ..model.layers import MLASpec
+from .rule import inventory, tensor_bytes, weights_bytes
+
+TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
+ONLINE_QUANT = {
+    # vLLM `--quantization fp8` on a 16-bit checkpoint: per-tensor fp8 weights for every linear layer
+    "fp8": QuantDims(method="fp8", bits=8, float_weights=True, strategy="tensor"),
+}
+
+
+def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
+    if not quantization or quantization in ("none", "None") or shape.quant is not None:
+        return shape
+    if quantization not in ONLINE_QUANT:
+        from ..errors import WorkloadError
+
+        raise WorkloadError(f"online quantization {quantization!r} is not modelled: use fp8, or a quantized "
+                            "checkpoint whose config.json has a quantization_config")
+    return dataclasses.replace(shape, quant=ONLINE_QUANT[quantization])
+
+
+def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                       towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
+    """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
+    tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
+    `moe_ranks`: the ranks the routed experts are spread over, TP x DP in vLLM (whole experts with
+    --enable-expert-parallel, each one TP-sharded over all of them without; the bytes are the same), TP when None.
+    `attn_ranks`: the ranks attention is split over, SGLang's attention TP = TP / DP with DP attention.
+
+    Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
+    inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
+    """
+    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp)
+
+
+@lru_cache(maxsize=256)
+def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int], ...], int]:
+    """((layer, group, bytes) per tensor, buffer bytes): the inventory priced once per shape and dtype."""
+    rows = tuple((t.layer, t.group, tensor_bytes(t, dtype, shape.quant)) for t in inventory(shape))
+    priced = _priced(shape, dtype)
+    return rows + tuple((-1, c, b) for c, b in priced.towers), priced.buffers_bytes
+
+
+@lru_cache(maxsize=4096)
+def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                        towers: bool, moe_ranks: int, attn_ranks: int) -> int:
+    total = 0
+    tied_embedding = 0
+    rows, buffers = _tensor_table(shape, dtype)
+    for layer, group, size in rows:
+        if layer >= 0:
+            if layer not in layers:
+                continue
+        elif group in TOWER_GROUPS:
+            if not (towers and first):
+                continue
+        elif group == "embeddings":
+            if shape.tied_embeddings and last and not first:
+                tied_embedding += size
+            if not first:
+                continue
+        elif group in ("lm_head", "norms") and not last:
+            continue
+        ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
+        total += size if group == "norms" else ceil(size / ranks)
+    total += ceil(tied_embedding / tp)
+    return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
+
+
+def checkpoint_for(model, shape: ArchShape):
+    """The checkpoint summary a plan prices, or None for the config rule: none was read, or online quantization
+    (`--quantization fp8`) rewrites what the checkpoint stores, which the config rule prices."""
+    return model.checkpoint if model.checkpoint is not None and shape is model.arch else None
+
+
+def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
+                     towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
+    """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
+    found = checkpoint_for(model, shape)
+    if found is None:
+        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks)
+    skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
+    return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip, moe_ranks or tp,
+                             attn_ranks or tp)
+
+
+@lru_cache(maxsize=256)
+def whole_model(shape: ArchShape, dtype: DType) -> tuple[int, tuple[tuple[str, int], ...], int]:
+    """(language-model bytes, the towers' (component, bytes), what the rule says the checkpoint stores), priced
+    once per shape and dtype: every plan reports them, and pricing DeepSeek-V3 costs ~8 ms."""
+    from .rule import stored_bytes_by_rule
+
+    priced = _priced(shape, dtype)
+    return priced.total_bytes, priced.towers, stored_bytes_by_rule(shape, _priced(shape, shape.dtype))
+
+
+@lru_cache(maxsize=256)
+def _priced(shape: ArchShape, dtype: DType):
+    return weights_bytes(shape, dtype)
+
+
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt", "bloom", "mamba", "falcon_mamba", "mamba2"}
+
+
+def rope_cache_bytes(model, act: DType) -> int:
+    """vLLM builds one rotary cos/sin table per distinct RoPE on each GPU: max_position x rotary width in the
+    model dtype (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
+    14.99 GiB vLLM reports). The width is the rotating part of a head (Qwen3-Next: 256 x 0.25 = 64; MLA: the
+    64-wide RoPE key); Gemma 3 keeps two tables (local and global bases). A linear-scaled RoPE caches
+    max_position x factor positions (vllm 0.11-0.19 rotary_embedding/linear_scaling_rope.py: "the maximum length
+    after applying the rope scaling is self.max_position_embeddings * self.scaling_factor"): gemma-3-4b-it's
+    global table is 131,072 x 8 x 256 x 2 B = 512 MiB, its local one 64 MiB."""
+    dims = model.dims
+    if model.model_type in LEARNED_POSITIONS or dims is None or not dims.max_position_embeddings:
+        return 0
+    if model.is_mla:
+        spec = next(s for _, s in model.specs() if isinstance(s, MLASpec))
+        width = spec.qk_rope_head_dim
+    elif model.head_dim:
+        width = dims.rotary_dim or int(model.head_dim * dims.rotary_fraction)
+    else:
+        return 0
+    positions = dims.max_position_embeddings
+    scaled = int(positions * dims.rope_linear_factor)
+    return ((dims.rope_tables - 1) * positions + scaled) * width * int(act.bytes)
