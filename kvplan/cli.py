@@ -63,6 +63,9 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (no graph estimate)")
     p.add_argument("--no-nvls", action="store_true", help="vLLM TP > 1: NCCL without NVLink SHARP buffers "
                    "(NCCL_NVLS_ENABLE=0, or no NVSwitch), ~1.6 GiB less non-torch memory on H100 / H200 / B200")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM: prefix caching on / off (default: the version's; it sets how many Mamba states a "
+                        "hybrid model's request holds)")
     p.add_argument("--cudagraph-estimate", choices=("on", "off"),
                    help="vLLM: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default: on from vLLM 0.20)")
     p.add_argument("--speculative", metavar="METHOD", choices=("mtp", "eagle3", "eagle", "draft_model"),
@@ -235,7 +238,8 @@ def cmd_plan(args) -> int:
                   expert_parallel=args.enable_expert_parallel or None, enforce_eager=args.enforce_eager or None,
                   cudagraph_estimate=None if args.cudagraph_estimate is None else args.cudagraph_estimate == "on",
                   kv_cache_memory_bytes=args.kv_cache_memory_bytes, speculative=_speculative(args),
-                  lora=_lora(args), nvls=False if args.no_nvls else None)
+                  lora=_lora(args), nvls=False if args.no_nvls else None,
+                  enable_prefix_caching=args.enable_prefix_caching)
     if args.fewest_gpus:
         if args.tp is not None or args.num_gpus is not None or args.pp != 1:
             raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")

@@ -60,10 +60,9 @@ def test_cli_json_has_the_contract_keys(capsys):
     assert data["kv_cache_tokens"] == data["num_blocks"] * 16
     # vLLM 0.33 by default: 0.92 of the card, and its CUDA-graph estimate is one more line of the budget
     assert data["engine_version"] == "0.33.0" and data["gpu_memory_utilization"] == 0.92
-    assert list(data["extra"]) == ["CUDA graphs (estimate)"]
+    assert list(data["extra"]) == ["V2 sampler buffers", "CUDA graphs (estimate)"]
     assert data["kv_pool_bytes"] == (math.ceil(0.92 * data["gpu_memory_bytes"]) - data["weights_bytes"]
-                                     - data["activation_bytes"] - data["non_torch_bytes"]
-                                     - data["extra"]["CUDA graphs (estimate)"])
+                                     - data["activation_bytes"] - data["non_torch_bytes"] - sum(data["extra"].values()))
     assert Plan.model_validate(data).model == "meta-llama/Llama-3.1-8B"
 
 

@@ -45,18 +45,31 @@ def _rows(report: str, label: str) -> list[list[str]]:
 
 
 def test_holdout_figures():
-    """The all-rows table first, then the vLLM >= 0.21 one (validation/vllm_holdout.py writes them in that order)."""
+    """The all-rows table first, then the vLLM >= 0.20 one (validation/vllm_holdout.py writes them in that order)."""
     (_, _, tokens_all, _), (_, tokens_rows, tokens_new, tokens_max) = _rows("vllm_holdout.md",
                                                                            "KV tokens from the printed pool")[:2]
     (_, _, conc_all, _), (_, conc_rows, conc_new, _) = _rows("vllm_holdout.md", "concurrency from the printed pool")[:2]
     (_, _, weights_median, weights_max) = _rows("vllm_holdout.md", "weights GiB")[0]
-    (_, _, pool_median, _) = _rows("vllm_holdout.md", "KV pool GiB (whole budget)")[0]
-    total = re.search(r"\((\d+) rows;", (ROOT / "validation" / "vllm_holdout.md").read_text()).group(1)
+    (_, pool_rows, pool_median, _), (_, pool_new_rows, pool_new, _) = _rows("vllm_holdout.md",
+                                                                            "KV pool GiB (whole budget)")[:2]
+    (_, card_rows, card_median, _), (_, card_new_rows, card_new, _) = _rows("vllm_holdout.md",
+                                                                            "KV tokens predicted from the card")[:2]
+    text = (ROOT / "validation" / "vllm_holdout.md").read_text()
+    total = re.search(r"\((\d+) rows;", text).group(1)
+    newer = re.search(r"Rows planned at vLLM >= 0.20 \((\d+) rows", text).group(1)
     _quoted(f"checks {total} start-ups published")
+    _quoted(f"the searches behind the {newer} rows of vLLM 0.20 and newer")
     _quoted(f"agree to {tokens_all} % / {conc_all} % median over all rows, and {tokens_new} % / {conc_new} % over "
             f"the {tokens_rows} and {conc_rows} rows")
     _quoted(f"the worst, {tokens_max} %")
-    _quoted(f"weights {weights_median} % median, {weights_max} % worst; the whole KV-pool prediction {pool_median} %")
+    _quoted(f"weights {weights_median} % median, {weights_max} % worst): the KV pool {pool_median} % median over "
+            f"{pool_rows} rows, the KV tokens {card_median} % over {card_rows}")
+    _quoted(f"only {pool_new_rows} and {card_new_rows} rows can be checked so far ({pool_new} % and {card_new} % "
+            "median)")
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ") and line.count("|") > 10]
+    hybrid_exact = sum(1 for cells in rows if any(m in cells[1] for m in ("qwen3.5", "qwen3.6"))
+                       and cells[8].strip().endswith("/ +0.00"))
+    _quoted(f"({hybrid_exact} logs of vLLM 0.20-0.24 reproduced to the token")
 
 
 def test_sglang_figures():

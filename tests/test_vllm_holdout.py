@@ -40,7 +40,6 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
     = 461,815,808 B against 32 x (5760 x 1532 + 2880 x 1532) = 423,567,360 B: +38,248,448 B x 24 layers."""
     p = plan("openai/gpt-oss-20b", gpu="A100", max_model_len=131072, gpu_memory_utilization=0.65)
     model = load_model("openai/gpt-oss-20b")
-    from kvplan.config.parse import parse_dims
 
     extra, line = padding_bytes(model.require_arch(), resolve_gpu("A100"), 1, range(24))
     assert extra == 38_248_448 * 24 == 917_962_752
@@ -52,7 +51,6 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
 
 def test_mxfp4_padding_follows_the_kernel_of_the_gpu():
     model = load_model("openai/gpt-oss-20b")
-    from kvplan.config.parse import parse_dims
 
     shape = model.require_arch()
     # B200 (SM100, FlashInfer): both to 256; TP2 gives 1440 per rank -> 1536, hidden 2880 -> 3072
@@ -124,67 +122,60 @@ def test_rope_tables_follow_the_rotating_width():
 # ------------------------------------------------------------------------------------- the whole holdout set
 
 
-def test_holdout_set_kv_accounting_is_exact_within_print_rounding(tmp_path):
-    """From the KV pool a log printed, kvplan's blocks, tokens and concurrency for every usable row; the
-    report is written. Rows without a bundled config or parallel settings are listed as skipped. The rows
-    planned before vLLM 0.21 are exact within print rounding; the >= 0.21 rows are pinned in the next test."""
-    holdout = vllm_holdout
-    assert holdout.main(["--out", str(tmp_path)]) == 0
-    results = [holdout.check_row(row) for row in _rows().values()]
-    older = [r for r in results if not holdout.newer(r)]
-    tokens = [abs(r["tokens"][2]) for r in older if r.get("tokens")]
-    concurrency = [abs(r["concurrency"][2]) for r in older if r.get("concurrency")]
+def test_the_report_regenerates_byte_identical(tmp_path):
+    """Every row's every check is pinned: validation/vllm_holdout.md and vllm_holdout_results.csv, written again by
+    the script, equal the committed files byte for byte, so a rule changed for one log cannot move another unseen
+    (regenerate with `python validation/vllm_holdout.py` and read the diff before committing it)."""
+    assert vllm_holdout.main(["--out", str(tmp_path)]) == 0
+    for name in ("vllm_holdout.md", "vllm_holdout_results.csv"):
+        assert (tmp_path / name).read_bytes() == (REPO / "validation" / name).read_bytes(), name
+
+
+def test_holdout_kv_accounting_is_exact_within_print_rounding():
+    """From the KV pool a log printed, kvplan's tokens and concurrency, every usable row. The rows before vLLM 0.20
+    are exact within print rounding but for an LMCache run; from 0.20 every token miss over 0.1 % is explained
+    from its log (vllm_holdout.MISSES), and none is over 3.5 % (a KV dtype kvplan does not plan)."""
+    results = [vllm_holdout.check_row(row) for row in _rows().values()]
+    older = [r for r in results if not vllm_holdout.newer(r) and r.get("tokens")]
+    assert len(older) >= 16 and statistics.median(abs(r["tokens"][2]) for r in older) < 0.1
+    assert [r["run_id"] for r in older if abs(r["tokens"][2]) >= 0.1] == [
+        "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache"]   # an LMCache connector (MISSES)
+    newer = [r for r in results if vllm_holdout.newer(r)]
+    tokens = [r for r in newer if r.get("tokens")]
+    assert len(tokens) == 30 and statistics.median(abs(r["tokens"][2]) for r in tokens) < 0.05
+    assert max(abs(r["tokens"][2]) for r in tokens) < 3.5
+    # over print rounding (a two-decimal GiB figure of a 3 GiB pool: 0.17 %), each miss is explained from its log,
+    # or is MiniMax M2.7's pool read from the author's prose ("23.25 GiB KV cache is needed"), 0.9 %
+    unexplained = [r["run_id"] for r in tokens if abs(r["tokens"][2]) > 0.2 and not any(
+        part in r["run_id"] for part in vllm_holdout.MISSES)]
+    assert unexplained == ["eugr-spark-396/minimax-m2.7-awq-2xgb10-tp2-196608-util0.85"]
     weights = [abs(r["weights"][2]) for r in results if r.get("weights") and r["weights"][2] is not None]
-    assert len(tokens) >= 10 and statistics.median(tokens) < 0.1
-    # the row off by more than 0.1 %: an LMCache connector (vllm#21348)
-    assert all(t < 0.1 for r in older if r.get("tokens") and "lmcache" not in r["run_id"]
-               for t in [abs(r["tokens"][2])])
-    assert len(concurrency) >= 10 and max(concurrency) < 0.3
-    assert len(weights) >= 10 and statistics.median(weights) < 0.5 and max(weights) < 3
+    assert len(weights) >= 30 and statistics.median(weights) < 0.5 and max(weights) < 3
     skipped = {r["run_id"] for r in results if r["reason"].startswith("no bundled config")}
     assert any("gpt-oss-120b" in s for s in skipped)
-    text = (tmp_path / "vllm_holdout.md").read_text()
-    assert "| KV tokens from the printed pool |" in text and f"({len(results)} rows;" in text
-    assert "Rows planned at vLLM >= 0.21" in text and "| check | why skipped |" in text
-    assert "NO EXPLANATION RECORDED" not in text
 
 
-# rows checked per check among the rows planned at vLLM >= 0.21 (37 from vllm_holdout21, 4 older rows at 0.23 /
-# 0.27), and the largest error each check holds today
-NEWER_COUNTS = {"weights": 8, "tokens": 13, "blocks": 0, "concurrency": 12, "pool": 3}
-NEWER_MAX = {"weights": 2.5, "tokens": 9.0, "concurrency": 9.0, "pool": 18.5}
-# the one row whose tokens miss, by the KV dtype vllm_holdout.SUSPECTED names (int8_per_token_head)
-GDN_MISSES = ("int8kv-mtp3",)
-# the Qwen3.5 / 3.6 hybrids the rules of vllm_holdout.LEARNED reproduce to the token (float32 GDN state, 'align'
-# state blocks, Qwen's MTP layer and widened conv state)
-GDN_EXACT = ("qwen3.6-27b-nvfp4-gb10", "qwen3.6-35b-a3b-nvfp4-rtx5090", "tp4-262144-mtp3-v0.24.0")
+# the Qwen3.5 / 3.6 hybrids the rules of vllm_holdout.LEARNED reproduce to the token (float32 GDN state, the
+# mamba_cache_mode's state blocks, Qwen's MTP layer and widened conv state), vLLM 0.20-0.24
+GDN_EXACT = ("qwen3.6-27b-nvfp4-gb10", "qwen3.6-35b-a3b-nvfp4-rtx5090", "qwen3.6-35b-a3b-nvfp4-wsl",
+             "qwen3.6-27b-text-nvfp4-mtp-wsl", "qwen3.6-35b-a3b-nvfp4-dgxspark", "qwen3.6-35b-a3b-nvfp4-mtp2",
+             "prismaquant-4.75bit-mtp3")
 
 
-def test_holdout_rows_from_vllm_0_21_on():
-    """The published start-ups of vLLM >= 0.21 (a version read as a lower bound counts at that bound): how many
-    rows each check reaches, the median KV-token error from the printed pool within 2 %, and the misses each
-    explained from the row's own log."""
-    holdout = vllm_holdout
-    results = [holdout.check_row(row) for row in _rows().values()]
-    newer = [r for r in results if holdout.newer(r)]
-    assert len(newer) == 41
-    errors = {key: [abs(r[key][2]) for r in newer if r.get(key) and r[key][2] is not None]
-              for key in NEWER_COUNTS}
-    assert {key: len(e) for key, e in errors.items()} == NEWER_COUNTS
-    assert statistics.median(errors["tokens"]) <= 2
-    assert statistics.median(errors["weights"]) < 0.5
-    for key, limit in NEWER_MAX.items():
-        assert max(errors[key]) < limit, key
-    # outside the GDN hybrids the tokens from the printed pool hold within 2 % (MiniMax M2.7's prose pool: 0.9 %)
-    assert all(abs(r["tokens"][2]) < 2 for r in newer if r.get("tokens")
-               and not any(part in r["run_id"] for part in GDN_MISSES))
-    # every token miss over 2 % and whole-budget miss over 3 % carries an explanation from its log
-    missed = holdout.misses(results)
-    assert missed and all(why for _, _, _, why in missed)
-    assert {r["run_id"] for r, key, _, _ in missed if key == "tokens"} == {
-        r["run_id"] for r in newer if r.get("tokens") and any(part in r["run_id"] for part in GDN_MISSES)}
+def test_holdout_from_the_card_for_todays_releases():
+    """Predicted from the card alone (kvplan's own budget), the rows of vLLM 0.20 and newer: too few published logs
+    with a priced checkpoint and a known card to meet the 20-row target of issue #22 yet (8 token rows), each miss
+    over 5 % explained from its log."""
+    results = [vllm_holdout.check_row(row) for row in _rows().values()]
+    newer = [r for r in results if vllm_holdout.newer(r)]
+    card = [r for r in newer if r.get("card_tokens")]
+    pool = [r for r in newer if r.get("pool")]
+    assert (len(card), len(pool)) == (8, 10)
+    assert statistics.median(abs(r["card_tokens"][2]) for r in card) < 1.0
+    big = [r["run_id"] for r in pool if abs(r["pool"][2]) > 5]
+    assert big and all(any(part in run for part in vllm_holdout.MISSES) for run in big), big
     exact = [r for r in newer if r.get("tokens") and any(part in r["run_id"] for part in GDN_EXACT)]
-    assert len(exact) == 4 and all(r["tokens"][0] == r["tokens"][1] for r in exact)   # 1,505,068 ... to the token
+    assert len(exact) == 11 and all(r["tokens"][0] == r["tokens"][1] for r in exact)   # 1,505,068 ... to the token
 
 
 def test_holdout_reads_versions_and_settings_from_the_notes():
@@ -223,3 +214,23 @@ def test_default_gpu_memory_utilization_follows_the_version():
     assert plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192).gpu_memory_utilization == 0.9
     with pytest.raises(WorkloadError, match="transformers' generate has no engine_version setting"):
         plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=8192, engine_version="not a version")
+
+
+def test_llm_d_text_models_at_each_candidate_version():
+    """Issue #22: llm-d's table (one H100, 16,000 tokens, util 0.9, 128-token blocks) names no version per row; its
+    first commit (2026-01-27) ran `vllm/vllm-openai:latest`, which PyPI's upload dates make 0.14.1, and later copies
+    say 0.11.0. Planned at both: the four text models at TP 1 are within 2 % of the printed KV pool at 0.14.1 and
+    over 5 % off at 0.11.0, whose FlashInfer sampler (the image ships FlashInfer) keeps no native top-k buffers; the
+    Mistral-Small-3.2 row the doc does date 0.11.0 keeps its figure."""
+    rows = _rows()
+    errors = {}
+    for run_id, row in rows.items():
+        if run_id.startswith("llmd-bench-") and "@" in run_id and "tp1" in run_id:
+            errors[run_id] = vllm_holdout.check_row(row)["pool"][2]
+    late = {k: v for k, v in errors.items() if k.endswith("@0.14.1")}
+    early = {k: v for k, v in errors.items() if k.endswith("@0.11.0")}
+    assert len(late) == len(early) == 4
+    assert all(abs(e) < 2 for e in late.values()), late
+    assert all(e > 5 for e in early.values()), early
+    mistral = vllm_holdout.check_row(rows["llmd-bench-mistral-small-3.2-24b-2506-h100-tp1-v0.11.0"])
+    assert mistral["engine_version"] == "0.11.0" and abs(mistral["pool"][2]) < 0.5

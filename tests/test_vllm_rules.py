@@ -274,11 +274,20 @@ def test_pool_is_utilization_times_memory_minus_the_rest():
     assert old.extra == {}
     assert old.kv_pool_bytes == (math.ceil(0.95 * old.gpu_memory_bytes) - old.weights_bytes - old.activation_bytes
                                  - old.non_torch_bytes)
+    # 0.22 runs Llama on the V1 runner: max(first PIECEWISE 132, first FULL 260) + 50 x 6 + 50 x 6 MiB (vLLM 0.19,
+    # which estimates the same way, logged "0.84 GiB total" for this start-up)
+    v1 = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95,
+              engine_version="0.22.0")
+    assert v1.extra == {"CUDA graphs (estimate)": 860 * 2**20}
+    assert v1.kv_pool_bytes == (math.ceil(0.95 * v1.gpu_memory_bytes) - v1.weights_bytes - v1.activation_bytes
+                                - v1.non_torch_bytes - 860 * 2**20)
+    # 0.33 runs it on V2, which captures every PIECEWISE graph into one pool: 132 + 260 + 50 x 6 + 50 x 6 = 992 MiB
+    # (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory), and its sampler buffers count from 0.27:
+    # 1,024 x 4 x (128,256 + 4,008 + 4,008 + 3,072 + 128 + 1,024 + 129 + 128) B = 576,524,288 B
     new = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95)
-    graphs = new.extra["CUDA graphs (estimate)"]
-    assert graphs == 860 * 2**20     # max(132, 260) + 50 x 6 + 50 x 6 MiB: vLLM 0.19 logged "0.84 GiB total"
+    assert new.extra == {"V2 sampler buffers": 576_524_288, "CUDA graphs (estimate)": 992 * 2**20}
     assert new.kv_pool_bytes == (math.ceil(0.95 * new.gpu_memory_bytes) - new.weights_bytes - new.activation_bytes
-                                 - new.non_torch_bytes - graphs)
+                                 - new.non_torch_bytes - 576_524_288 - 992 * 2**20)
 
 
 # ------------------------------------------------------------------------------------- engine constants

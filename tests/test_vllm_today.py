@@ -11,7 +11,8 @@ import pytest
 from kvplan.cli import main
 from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
-from kvplan.planning.engines.vllm_cudagraph import capture_sizes, v2_runner
+from kvplan.planning.engines.vllm_cudagraph import capture_sizes
+from kvplan.planning.engines.vllm_runner import uses_v2
 from kvplan.planning.planner import plan
 from kvplan.weights.split import stage_weight_bytes
 
@@ -20,16 +21,28 @@ LLAMA = "meta-llama/Llama-3.1-8B"
 MiB, GiB = 2**20, 2**30
 
 
-def test_default_is_vllm_0_33_and_its_pool_is_0_19s_less_the_graph_estimate():
-    """Acceptance: `kvplan plan meta-llama/Llama-3.1-8B --gpu H100-80GB` plans vLLM 0.33.0; at the same utilisation
-    its pool is 0.19's less the CUDA-graph estimate, a line of its own in the budget and the formula."""
+def test_default_is_vllm_0_33_and_its_pool_is_the_v2_runners_budget():
+    """Acceptance: `kvplan plan meta-llama/Llama-3.1-8B --gpu H100-80GB` plans vLLM 0.33.0, where Llama runs on the
+    V2 model runner (config/vllm.py: every model from 0.29). Its budget, by hand from the 0.33 source:
+
+    - activation: the sampler's warm-up pass keeps bf16 logits and their float32 copy, 1,024 x 128,256 x 6 B, with
+      the last hidden states 3 x 8,192 x 4,096 x 2 B: 989,331,456 B (the forward, 8,192 x (3 x 14,336 + 3 x 4,096)
+      x 2 B = 905,969,664 B, is smaller);
+    - the V2 sampler buffers, counted from 0.27: 1,024 x 4 x (128,256 + 2 x 4,008 + 4 x 1,024 + 2 x 128 + 129) B;
+    - the CUDA-graph estimate of V2 (every PIECEWISE graph measured): 132 + 260 + 50 x 6 + 50 x 6 = 992 MiB."""
     new = plan(LLAMA, gpu="H100-80GB", max_model_len=8192)
     old = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, engine_version="0.19.0", gpu_memory_utilization=0.92)
     assert new.engine_version == "0.33.0" and new.gpu_memory_utilization == 0.92
-    assert old.extra == {} and new.extra[GRAPHS] == 860 * MiB
-    assert old.kv_pool_bytes - new.kv_pool_bytes == new.extra[GRAPHS]
-    assert "CUDA graphs (estimate) 860.00 MiB" in new.formula[0]
-    assert ("CUDA graphs (estimate)", 860 * MiB) in new.budget_lines()
+    buffers = 1024 * 4 * (128_256 + 2 * 4008 + 4 * 1024 + 2 * 128 + 129)
+    assert old.extra == {} and new.extra == {"V2 sampler buffers": buffers, GRAPHS: 992 * MiB}
+    assert new.activation_bytes == 1024 * 128_256 * 6 + 3 * 8192 * 4096 * 2 == 989_331_456
+    assert new.kv_pool_bytes == (math.ceil(0.92 * new.gpu_memory_bytes) - new.weights_bytes - 989_331_456
+                                 - new.non_torch_bytes - buffers - 992 * MiB)
+    assert "CUDA graphs (estimate) 992.00 MiB" in new.formula[0] and "V2 sampler buffers" in new.formula[0]
+    assert (GRAPHS, 992 * MiB) in new.budget_lines()
+    # 0.22 still runs Llama on V1: V1's sampler (14 B an entry) and estimate (max of the two first captures)
+    v1 = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, engine_version="0.22.0", gpu_memory_utilization=0.92)
+    assert v1.extra == {GRAPHS: 860 * MiB} and old.kv_pool_bytes - v1.kv_pool_bytes == 860 * MiB
     # 0.19 computes the estimate but leaves it in the headroom, and says so
     assert any("does not subtract it" in n and "0.20" in n for n in old.notes)
 
@@ -48,22 +61,40 @@ def test_default_capture_sizes():
     assert capture_sizes(16, 64, (0, 33, 0)) == (1, 2, 4, 8, 16, 24, 32)    # capped by the tokens per step
 
 
+# vLLM's config/vllm.py `use_v2_model_runner` / `_is_default_v2_model_runner_model` and
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, read in each release's wheel (0.21 envs.py: V2 only when asked)
+@pytest.mark.parametrize("version, arch, moe, quantized, hybrid, v2", [
+    ((0, 21, 0), "Qwen3ForCausalLM", False, False, False, False),
+    ((0, 22, 0), "Qwen3ForCausalLM", False, False, False, True),
+    ((0, 22, 0), "LlamaForCausalLM", False, False, False, False),       # 0.22: Qwen3 alone
+    ((0, 23, 0), "Qwen3ForCausalLM", False, True, False, False),        # 0.22-0.23: not quantized, not MoE
+    ((0, 23, 0), "LlamaForCausalLM", False, False, False, True),
+    ((0, 24, 0), "Qwen2MoeForCausalLM", True, False, False, True),      # 0.24: the list alone, MoE or not
+    ((0, 24, 0), "GemmaForCausalLM", False, False, False, False),
+    ((0, 25, 0), "GemmaForCausalLM", False, False, False, True),        # 0.25: every dense non-hybrid model
+    ((0, 25, 0), "Qwen3MoeForCausalLM", True, False, False, False),
+    ((0, 26, 0), "Qwen3_5ForConditionalGeneration", False, False, True, False),   # hybrids stay on V1 ...
+    ((0, 27, 0), "KimiK3ForConditionalGeneration", True, False, True, True),      # ... unless listed (0.27+)
+    ((0, 28, 0), "Qwen3MoeForCausalLM", True, False, False, False),
+    ((0, 29, 0), "Qwen3MoeForCausalLM", True, False, False, True),      # 0.29: every model
+])
+def test_which_runner_each_release_picks(version, arch, moe, quantized, hybrid, v2):
+    assert uses_v2(version, arch, moe=moe, quantized=quantized, hybrid=hybrid, attention_free=False) is v2
+
+
 def test_the_v2_runner_makes_no_estimate_before_0_29():
-    assert v2_runner((0, 22, 0), "qwen3", moe=False, quantized=False, hybrid=False, attention_free=False)
-    assert not v2_runner((0, 22, 0), "llama", moe=False, quantized=False, hybrid=False, attention_free=False)
-    assert v2_runner((0, 25, 0), "llama", moe=False, quantized=False, hybrid=False, attention_free=False)
-    assert not v2_runner((0, 28, 0), "qwen3_moe", moe=True, quantized=False, hybrid=False, attention_free=False)
-    assert v2_runner((0, 29, 0), "qwen3_moe", moe=True, quantized=False, hybrid=False, attention_free=False)
     dense = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, engine_version="0.25.0")
-    assert dense.extra == {} and any("V2 model runner makes no CUDA-graph estimate" in n for n in dense.notes)
+    assert dense.extra == {} and "V2 model runner for this model, which makes no CUDA-graph estimate" in dense.notes[0]
     moe = plan("Qwen/Qwen3-30B-A3B", gpu="H100-80GB", max_model_len=8192, engine_version="0.25.0")
     assert moe.extra[GRAPHS] > 0
-    assert plan(LLAMA, gpu="H100-80GB", max_model_len=8192, enforce_eager=True).extra == {}
+    # eager: no graphs at all; the 0.33 V2 runner's sampler buffers remain
+    assert list(plan(LLAMA, gpu="H100-80GB", max_model_len=8192, enforce_eager=True).extra) == ["V2 sampler buffers"]
 
 
 def test_estimate_off_and_eager_commands():
     off = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, cudagraph_estimate=False)
-    assert off.extra == {} and off.vllm_command.startswith("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve")
+    assert list(off.extra) == ["V2 sampler buffers"]
+    assert off.vllm_command.startswith("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve")
     on = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, engine_version="0.19.0", cudagraph_estimate=True)
     assert on.extra[GRAPHS] == 860 * MiB and on.vllm_command.startswith("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1")
     eager = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, enforce_eager=True)
@@ -81,11 +112,16 @@ def test_kv_cache_tokens_come_from_the_concurrency_from_0_20_1():
 
 
 def test_sliding_windows_hold_two_steps_from_0_26():
-    """0.26 kv_cache_interface.py: W - 1 + 2 x max_num_batched_tokens with async scheduling (gemma-2-9b on an
-    L40S: 2,048-token steps, a 4,096 window)."""
+    """0.26 kv_cache_interface.py `max_admission_blocks_per_request`: W - 1 + max_concurrent_batches x
+    max_num_batched_tokens, 2 batches with async scheduling (config/vllm.py, PP 1); before 0.26, one batch.
+    gemma-2-9b on an L40S: 2,048-token steps, a 4,096 window, 16-token blocks, 21 sliding + 21 full layers in two
+    groups: a request takes cdiv(4,095 + 2 x 2,048, 16) + 1 = 513 sliding blocks from 0.26, cdiv(4,095 + 2,048,
+    16) + 1 = 385 before, beside cdiv(8,192, 16) = 512 full ones."""
     late = plan("google/gemma-2-9b", gpu="L40S", max_model_len=8192, engine_version="0.26.0")
     early = plan("google/gemma-2-9b", gpu="L40S", max_model_len=8192, engine_version="0.25.0")
-    assert late.max_concurrency < early.max_concurrency
+    assert late.kv_rules.inflight == 2 and early.kv_rules.inflight == 1
+    assert late.max_concurrency == round(late.num_blocks / (513 + 512), 4)
+    assert early.max_concurrency == round(early.num_blocks / (385 + 512), 4)
 
 
 def test_kv_cache_memory_bytes_sets_the_pool_and_vllm_suggests_one():
@@ -100,9 +136,10 @@ def test_kv_cache_memory_bytes_sets_the_pool_and_vllm_suggests_one():
     old = plan(LLAMA, gpu="H100-80GB", max_model_len=8192, engine_version="0.19.0", gpu_memory_utilization=0.95)
     assert old.suggested_kv_cache_memory_bytes == old.kv_pool_bytes - 860 * MiB - 150 * MiB
     assert old.suggested_kv_cache_memory_bytes == pytest.approx(61_256_980_480, rel=2e-3)
-    # from 0.27 an applied estimate is counted twice (non-KV memory holds it, then the capture again)
+    # from 0.27 an applied estimate is counted twice (non-KV memory holds it, then the capture again); 0.33's V2
+    # estimate is 992 MiB for this start-up
     new = plan(LLAMA, gpu="H100-80GB", max_model_len=8192)
-    assert new.suggested_kv_cache_memory_bytes == new.kv_pool_bytes - 860 * MiB - 150 * MiB
+    assert new.suggested_kv_cache_memory_bytes == new.kv_pool_bytes - 992 * MiB - 150 * MiB
 
 
 def test_max_model_len_auto_is_the_longest_one_request_fits(capsys):
@@ -213,3 +250,84 @@ def test_fewest_gpus_counts_the_data_parallel_engines():
     assert p.fits and p.num_gpus == 2 * p.tensor_parallel_size * p.pipeline_parallel_size and p.num_gpus % 2 == 0
     alone = fewest_gpus("Qwen/Qwen3-235B-A22B", gpu="H100-80GB", max_model_len=32768)
     assert alone.num_gpus <= p.num_gpus
+
+
+def test_llama_4_chunked_layers_hold_the_batches_in_flight_from_0_26():
+    """vLLM 0.26+ v1/kv_cache_interface.py ChunkedLocalAttentionSpec `max_admission_blocks_per_request`:
+    cdiv(min(attention_chunk_size + max_in_flight_tokens, max_model_len), block) (0.33 :861-890), with
+    max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (config/vllm.py :588-609: 2 at PP 1 with
+    async scheduling; Llama 4 is MoE, on the V1 runner until 0.29); 0.25: chunk + one batch. Llama-4-Scout at TP 4
+    and 32,768 tokens on H100s (8,192 batched tokens, 16-token blocks): 36 chunked layers (chunk 8,192) and 12
+    full ones in four groups of 12; a request takes 3 x cdiv(8,192 + 2 x 8,192, 16) + cdiv(32,768, 16) = 3 x 1,536 +
+    2,048 = 6,656 blocks from 0.26, 3 x 1,024 + 2,048 = 5,120 before (30 % more requests)."""
+    scout = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+    late = plan(scout, gpu="H100-80GB", tp=4, max_model_len=32768, engine_version="0.26.0")
+    early = plan(scout, gpu="H100-80GB", tp=4, max_model_len=32768, engine_version="0.25.0")
+    assert late.kv_rules.inflight == 2 and early.kv_rules.inflight == 1
+    assert late.max_concurrency == round(late.num_blocks / 6656, 4)
+    assert early.max_concurrency == round(early.num_blocks / 5120, 4)
+    # V2 from 0.29: pp + 1 batches in flight, 2 at PP 1 as well
+    assert plan(scout, gpu="H100-80GB", tp=4, max_model_len=32768).max_concurrency == round(
+        plan(scout, gpu="H100-80GB", tp=4, max_model_len=32768).num_blocks / 6656, 4)
+
+
+@pytest.mark.parametrize("model, version, caching, gpu, expected", [
+    # prefix caching off (hybrids before 0.26 by default: config/model.py is_prefix_caching_supported): 1 + k
+    ("Qwen/Qwen3.5-27B", "0.24.0", None, "H100-80GB", ("none", 1)),
+    ("Qwen/Qwen3.5-27B", "0.24.0", True, "H100-80GB", ("align", 2)),     # asked for: 'align', 2 + k
+    ("Qwen/Qwen3.5-27B", "0.26.0", None, "H100-80GB", ("align", 2)),     # hybrids default on from 0.26
+    ("Qwen/Qwen3.5-27B", "0.32.0", None, "H100-80GB", ("align", 2)),
+    # 0.33 qwen_gdn_linear_attn.py: a prefill checkpoint block with FlashInfer's GDN prefill, which Hopper runs
+    ("Qwen/Qwen3.5-27B", "0.33.0", None, "H100-80GB", ("align", 3)),
+    ("Qwen/Qwen3.5-27B", "0.33.0", None, "A100-SXM-80GB", ("align", 2)),  # Triton prefill: no checkpoint
+    # Jamba declares SupportsMambaPrefixCaching: 'all' (a state per block) through 0.28, 'align' from 0.29
+    ("ai21labs/AI21-Jamba-1.5-Mini", "0.28.0", True, "H100-80GB", ("all", 0)),
+    ("ai21labs/AI21-Jamba-1.5-Mini", "0.29.0", None, "H100-80GB", ("align", 2)),
+    ("ai21labs/AI21-Jamba-1.5-Mini", "0.11.0", True, "H100-80GB", ("none", 1)),   # 0.11: one page per request
+])
+def test_mamba_cache_mode_by_version_model_and_card(model, version, caching, gpu, expected):
+    from kvplan.gpus import resolve_gpu
+    from kvplan.planning.engines.vllm_extras import mamba_states
+    from kvplan.planning.engines.vllm_profile import parse_version
+
+    assert mamba_states(load_model(model), parse_version(version), 0, caching, resolve_gpu(gpu)) == expected
+
+
+def test_prefix_caching_is_a_plan_setting_with_its_flag(capsys):
+    on = plan("Qwen/Qwen3.5-27B", gpu="H100-80GB", max_model_len=32768, engine_version="0.24.0",
+              enable_prefix_caching=True)
+    off = plan("Qwen/Qwen3.5-27B", gpu="H100-80GB", max_model_len=32768, engine_version="0.24.0")
+    assert "--enable-prefix-caching" in on.vllm_command and "prefix-caching" not in off.vllm_command
+    assert on.max_concurrency < off.max_concurrency     # 2 GDN states a request, not 1
+    assert any("mamba_cache_mode 'align'" in n for n in on.notes)
+    assert any("mamba_cache_mode 'none', prefix caching off, vLLM's default" in n for n in off.notes)
+    assert main(["plan", "Qwen/Qwen3.5-27B", "--max-model-len", "32768", "--no-enable-prefix-caching"]) == 0
+    assert "--no-enable-prefix-caching" in capsys.readouterr().out
+    with pytest.raises(WorkloadError, match="no enable_prefix_caching setting"):
+        plan("Qwen/Qwen3.5-27B", engine="sglang", max_model_len=32768, enable_prefix_caching=True)
+
+
+@pytest.mark.parametrize("version, v2, entry", [
+    ((0, 22, 0), False, 14),   # V1 sampler.py: bf16 logits, float32 copy, probabilities, exponential noise
+    ((0, 23, 0), True, 6),     # V2 0.20-0.25 sample/sampler.py: an unconditional float32 copy
+    ((0, 26, 0), True, 2),     # 0.26-0.32: no copy for the dummy batch, whose requests set no parameter
+    ((0, 32, 0), True, 2),
+    ((0, 33, 0), True, 6),     # 0.33: the warm-up pass with every parameter set pays the float32 copy again
+])
+def test_sampler_bytes_per_entry_by_runner(version, v2, entry):
+    from kvplan.planning.engines.vllm_runner import sampler_entry_bytes
+
+    assert sampler_entry_bytes(version, v2, 2) == entry
+
+
+def test_the_v2_forward_holds_three_hidden_rows_per_token():
+    """Qwen2.5-0.5B in fp16 at 32,768 batched tokens on vLLM 0.26 (V2) printed 1.06 GiB of peak activation
+    (validation/vllm_holdout.csv): 32,768 x (3 x 4,864 + 3 x 896) x 2 B = 1,132,462,080 B = 1.055 GiB."""
+    from kvplan.planning.engines.vllm_profile import ActivationModel, activation_peak
+
+    dims = ActivationModel(896, 4864, 0, 0, 151_936, 2)
+    v2 = activation_peak(dims, 32768, 256, has_sampler=True, has_pp_buffers=False, version=(0, 26, 0), v2=True,
+                         entry_bytes=2)
+    v1 = activation_peak(dims, 32768, 256, has_sampler=True, has_pp_buffers=False, version=(0, 26, 0))
+    assert v2.forward_bytes == 32768 * (3 * 4864 + 3 * 896) * 2 == 1_132_462_080
+    assert v1.forward_bytes == 32768 * (3 * 4864 + 5 * 896) * 2

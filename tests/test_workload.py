@@ -24,14 +24,17 @@ def seventy():
 
 
 def test_llama_70b_on_4_h100_at_a_realistic_mix(seventy):
-    """Acceptance: 2,000-token prompts and 500-token outputs on 4 x H100 (TP 4, vLLM 0.33): 178 requests at once
-    where the pool holds 13.66 of 32,768 tokens; throughput and cost from the roofline at that batch."""
+    """Acceptance: 2,000-token prompts and 500-token outputs on 4 x H100 (TP 4, vLLM 0.33): as many requests at
+    once as the pool's blocks hold at cdiv(2,500, 16) = 157 blocks each (vLLM's rule for one full-attention group),
+    against num_blocks / cdiv(32,768, 16) at max_model_len; throughput and cost from the roofline at that batch."""
     model, p = seventy
     w = workload_plan(model, p, RequestMix(2000, 500), gpu_price_per_hour=2.99)
-    assert w.concurrent_requests == round(max_concurrency_at(p, 2500, model), 4) == 178.1847
-    assert w.limited_by == "KV pool" and round(p.max_concurrency, 2) == 13.66
-    speed = plan_speed(model, p, 2000, 178, context_len=2500)
-    assert w.output_tokens_per_s == pytest.approx(178 / speed.time_per_output_token_s)
+    assert w.concurrent_requests == round(p.num_blocks / 157, 4) == round(max_concurrency_at(p, 2500, model), 4)
+    assert w.limited_by == "KV pool" and p.max_concurrency == round(p.num_blocks / 2048, 4)
+    assert 170 < w.concurrent_requests < 190     # a 13.7 GiB pool a rank: the scale the plan's budget gives
+    batch = int(w.concurrent_requests)
+    speed = plan_speed(model, p, 2000, batch, context_len=2500)
+    assert w.output_tokens_per_s == pytest.approx(batch / speed.time_per_output_token_s)
     assert w.requests_per_s == pytest.approx(w.output_tokens_per_s / 500)
     assert w.cost_per_million_output_tokens == pytest.approx(4 * 2.99 / (w.output_tokens_per_s * 3600) * 1e6)
     assert w.ttft_s == pytest.approx(plan_speed(model, p, 2000, 1, context_len=2500).ttft_s)
@@ -76,10 +79,12 @@ def test_cli_workload_lines_and_json(capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "workload: 2,000 prompt + 500 output tokens per request" in out
-    assert "concurrent requests  178.18 (limited by the KV pool)" in out and "per million output tokens" in out
+    p = plan(LLAMA70, gpu="H100-80GB", num_gpus=4, max_model_len=32768)
+    concurrent = round(p.num_blocks / 157, 4)    # cdiv(2,500, 16) blocks a request
+    assert f"concurrent requests  {concurrent:,.2f} (limited by the KV pool)" in out and "per million output tokens" in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["workload"]["concurrent_requests"] == 178.1847 and data["workload"]["gpu_price_per_hour"] == 2.99
+    assert data["workload"]["concurrent_requests"] == concurrent and data["workload"]["gpu_price_per_hour"] == 2.99
     assert main(["plan", LLAMA70, "--prompt-mean", "100"]) == 2
     assert "needs both --prompt-mean and --output-mean" in capsys.readouterr().err
     assert main(["plan", LLAMA70, "--gpu-price", "2"]) == 2

@@ -20,11 +20,16 @@ OUT = Path(__file__).resolve().parents[1] / "kvplan" / "data" / "engine_flags.js
 
 
 def vllm_flags(src: Path) -> list[str]:
+    """Every EngineArgs field as `--field-name`; a bool field also as `--no-field-name` (arg_utils.py gives bools
+    `argparse.BooleanOptionalAction`, 0.33 :384-386)."""
     text = (src / "vllm" / "engine" / "arg_utils.py").read_text()
     start = text.index("class EngineArgs")
     end = text.index("\nclass ", start + 10)
-    fields = re.findall(r"^    ([a-z_][a-z0-9_]*)\s*:", text[start:end], re.M)
-    return sorted({"--" + f.replace("_", "-") for f in fields} | {"--model"})
+    fields = re.findall(r"^    ([a-z_][a-z0-9_]*)\s*:\s*([^=\n]*)", text[start:end], re.M)
+    flags = {"--" + f.replace("_", "-") for f, _ in fields} | {"--model"}
+    flags |= {"--no-" + f.replace("_", "-") for f, hint in fields
+              if re.fullmatch(r"(bool(\s*\|\s*None)?|Optional\[bool\])\s*", hint)}
+    return sorted(flags)
 
 
 def sglang_flags(src: Path) -> list[str]:

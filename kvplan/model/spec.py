@@ -67,6 +67,7 @@ class ModelSpec:
     checkpoint: CheckpointWeights | None = field(default=None, compare=False, repr=False)
     checkpoint_note: str | None = None
     checkpoint_total: CheckpointTotal | None = field(default=None, compare=False, repr=False)  # a record's total
+    architecture: str = ""  # the config's first `architectures` entry (LlamaForCausalLM): engines key rules on it
 
     @property
     def verified(self) -> bool:

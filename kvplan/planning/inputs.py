@@ -33,7 +33,7 @@ def model_argument(model: ModelSpec) -> str:
 # Settings kvplan models for one engine only: SGLang's page is one token and it sizes its batch itself
 # (max_running_requests from the pool); transformers' generate has none of them, nor a version or online quantization.
 _VLLM_ONLY = ("block_size", "max_num_seqs", "max_num_batched_tokens", "enforce_eager", "cudagraph_estimate",
-              "kv_cache_memory_bytes", "nvls")
+              "kv_cache_memory_bytes", "nvls", "enable_prefix_caching")
 _NOT_FOR = {"sglang": _VLLM_ONLY,
             "hf": _VLLM_ONLY + ("engine_version", "quantization", "dp", "expert_parallel", "speculative", "lora")}
 _OFF_BY_DEFAULT = ("expert_parallel", "enforce_eager")

@@ -79,7 +79,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
           images_per_prompt: int | None = None, dp: int | None = None, expert_parallel: bool | None = None,
           enforce_eager: bool | None = None, cudagraph_estimate: bool | None = None,
           kv_cache_memory_bytes: int | None = None, speculative: Speculative | dict | None = None,
-          lora: LoraSettings | dict | None = None, nvls: bool | None = None) -> Plan:
+          lora: LoraSettings | dict | None = None, nvls: bool | None = None,
+          enable_prefix_caching: bool | None = None) -> Plan:
     """Plan one deployment. `num_gpus` without `tp` means TP = num_gpus / (pp x dp). `language_model_only`: serve
     a multimodal model's language model alone (vLLM `--language-model-only`; no tower, no image profiling);
     `images_per_prompt`: vLLM's `--limit-mm-per-prompt '{"image": N}'` (0 is the language model alone).
@@ -88,7 +89,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     `enforce_eager`, `cudagraph_estimate` (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), `kv_cache_memory_bytes`:
     vLLM; `speculative`: {"method": "mtp" | "eagle3" | "eagle" | "draft_model", "num_speculative_tokens": k,
     "model": draft}; `lora`: {"max_loras": N, "max_lora_rank": R}; `nvls`: False for NCCL without NVLink SHARP
-    (NCCL_NVLS_ENABLE=0, or GPUs without NVSwitch), None by GPU."""
+    (NCCL_NVLS_ENABLE=0, or GPUs without NVSwitch), None by GPU; `enable_prefix_caching`: vLLM's
+    --[no-]enable-prefix-caching, None for the version's default (it sets how many Mamba states a request holds)."""
     if isinstance(model, str):
         model = load_cached(model)
     if engine not in ENGINES:
@@ -97,7 +99,7 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, dp=dp,
                     expert_parallel=expert_parallel, enforce_eager=enforce_eager,
                     cudagraph_estimate=cudagraph_estimate, kv_cache_memory_bytes=kv_cache_memory_bytes,
-                    speculative=speculative, lora=lora, nvls=nvls)
+                    speculative=speculative, lora=lora, nvls=nvls, enable_prefix_caching=enable_prefix_caching)
     device = gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)
     dp = positive("data parallel size", dp) or 1
     # SGLang's DP attention splits the TP group (--tp 8 --dp 8 is 8 GPUs); vLLM's DP engines are replicas
@@ -142,4 +144,12 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
                              usage_context=usage_context, limit=limit, dp=dp,
                              expert_parallel=bool(expert_parallel), enforce_eager=bool(enforce_eager),
                              cudagraph_estimate=cudagraph_estimate, kv_cache_memory_bytes=kv_cache_memory_bytes,
-                             speculative=spec, lora=adapters, auto_len=auto_len, nvls=nvls))
+                             speculative=spec, lora=adapters, auto_len=auto_len, nvls=nvls,
+                             prefix_caching=_switch("enable_prefix_caching", enable_prefix_caching)))
+
+
+def _switch(name: str, value) -> bool | None:
+    """An on / off setting: True, False or None (the engine's default); anything else is refused."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise WorkloadError(f"{name} must be true or false, got {str(value)[:40]!r}")

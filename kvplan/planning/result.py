@@ -80,6 +80,7 @@ class Plan(BaseModel):
     # layers, Mamba state pages and widened conv states included), so a concurrency at another length uses them;
     # not part of the JSON.
     kv_layers: tuple[Any, ...] = Field(default=(), exclude=True, repr=False)
+    kv_rules: Any = Field(default=None, exclude=True, repr=False)  # vllm_kv.KVRules the blocks were counted with
 
     def budget_lines(self) -> list[tuple[str, int]]:
         """Every per-GPU line that sums to what the plan uses: the four figures and the extras, the KV pool last."""

@@ -59,10 +59,19 @@ def component_of(name: str, num_layers: int) -> tuple[str, int]:
     return ("mtp", -1) if num_layers and layer >= num_layers else ("language_model", layer)
 
 
+# Whole on every TP rank whatever their shape (kvplan.weights.rule keeps the same ones whole): an MoE router
+# (vLLM's GateLinear is a ReplicatedLinear; SGLang's gates are ReplicatedLinear / MoEGate) and MLA's q_a / kv_a
+# projections (vLLM deepseek_v2.py `fused_qkv_a_proj ... disable_tp=True`; SGLang ReplicatedLinear).
+_WHOLE = re.compile(r"\.(gate|router|shared_expert_gate)\.(weight|bias|e_score_correction_bias)$|"
+                    r"\.(q_a_proj|kv_a_proj_with_mqa)\.")
+
+
 def _replicated(name: str, shape: tuple[int, ...], hidden: int | None) -> bool:
-    """A norm every TP rank holds whole: over the hidden size, or over one head (Qwen3's q_norm [128]). A norm
-    over all heads (MiniMax-M2's q_norm [48 x 128], k_norm [8 x 128]) is sharded with them (vllm 0.19
-    minimax_m2.py MiniMaxText01RMSNormTP)."""
+    """A tensor every TP rank holds whole: a router or an MLA down-projection (`_WHOLE`), or a norm over the hidden
+    size or over one head (Qwen3's q_norm [128]). A norm over all heads (MiniMax-M2's q_norm [48 x 128], k_norm
+    [8 x 128]) is sharded with them (vllm 0.19 minimax_m2.py MiniMaxText01RMSNormTP)."""
+    if _WHOLE.search(name):
+        return True
     if len(shape) > 1 or not _NORM.search(name):
         return False
     size = shape[0] if shape else 1

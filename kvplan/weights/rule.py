@@ -36,6 +36,7 @@ class Tensor:
     layer: int = -1
     bias: bool = False
     fp32: bool = False  # float32 whatever the model dtype (DeepSeek's router: _keep_in_fp32_modules_strict)
+    replicated: bool = False  # whole on every TP rank in vLLM and SGLang (MLA's q_a / kv_a projections)
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,11 @@ def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
     return out + [Tensor(group, numel, matrix=matrix, layer=i) for group, numel, matrix in layer.extra]
 
 
-def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1) -> list[Tensor]:
+def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1,
+            replicated: bool = False) -> list[Tensor]:
     """nn.Linear(cols -> rows): weight [rows, cols] and an optional bias [rows]."""
-    out = [Tensor(group, rows * cols, copies, (rows, cols), layer)]
-    return out + [Tensor(group, rows, copies, layer=layer, bias=True)] if bias else out
+    out = [Tensor(group, rows * cols, copies, (rows, cols), layer, replicated=replicated)]
+    return out + [Tensor(group, rows, copies, layer=layer, bias=True, replicated=replicated)] if bias else out
 
 
 def _mixer(m, h: int, i: int) -> list[Tensor]:
@@ -162,15 +164,20 @@ def _attention(a: AttentionDims, h: int, i: int) -> list[Tensor]:
 
 
 def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
-    """DeepSeek MLA: q (through q_lora_rank when set), kv_a [kv_lora + rope, H], kv_b, o, two RMSNorms."""
+    """DeepSeek MLA: q (through q_lora_rank when set), kv_a [kv_lora + rope, H], kv_b, o, two RMSNorms.
+
+    The engines keep q_a and kv_a whole on every TP rank (vLLM 0.11-0.33 deepseek_v2.py: `fused_qkv_a_proj =
+    DeepSeekV2FusedQkvAProjLinear(..., disable_tp=True)`, `kv_a_proj_with_mqa = ReplicatedLinear` without
+    q_lora_rank; SGLang 0.5.23 deepseek_v2.py `fused_qkv_a_proj_with_mqa = ReplicatedLinear`): DeepSeek-V3's
+    2,112 x 7,168 per layer, 15.1 M fp8 weights a rank at any TP."""
     q_rows = a.heads * a.head_dim  # DeepSeek-V3: 128 x (128 + 64) = 24,576
     if a.q_lora_rank:
-        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i)
+        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i, replicated=True)
         out += _linear("attention", q_rows, a.q_lora_rank, False, i)
         out.append(Tensor("attention", a.q_lora_rank, layer=i))  # q_a_layernorm
     else:
         out = _linear("attention", q_rows, h, False, i)
-    out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i)  # kv_a_proj_with_mqa
+    out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i, replicated=True)  # kv_a_proj_with_mqa
     nope = a.head_dim - a.qk_rope_dim
     out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i)  # kv_b_proj
     out.append(Tensor("attention", a.kv_lora_rank, layer=i))  # kv_a_layernorm

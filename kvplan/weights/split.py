@@ -50,11 +50,18 @@ def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, f
 
 
 @lru_cache(maxsize=256)
-def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int], ...], int]:
-    """((layer, group, bytes) per tensor, buffer bytes): the inventory priced once per shape and dtype."""
-    rows = tuple((t.layer, t.group, tensor_bytes(t, dtype, shape.quant)) for t in inventory(shape))
+def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int, bool], ...], int]:
+    """((layer, group, bytes, whole on every rank) per tensor, buffer bytes): the inventory priced once per shape
+    and dtype. Whole on every TP rank: norms, routers (vLLM's GateLinear is a ReplicatedLinear, 0.19-0.33
+    fused_moe/router/gate_linear.py; SGLang's MoE gates are ReplicatedLinear or MoEGate, whole) and MLA's q_a / kv_a
+    projections (`Tensor.replicated`)."""
+    rows = tuple((t.layer, t.group, tensor_bytes(t, dtype, shape.quant), t.replicated or t.group in WHOLE_GROUPS)
+                 for t in inventory(shape))
     priced = _priced(shape, dtype)
-    return rows + tuple((-1, c, b) for c, b in priced.towers), priced.buffers_bytes
+    return rows + tuple((-1, c, b, False) for c, b in priced.towers), priced.buffers_bytes
+
+
+WHOLE_GROUPS = frozenset({"norms", "router"})
 
 
 @lru_cache(maxsize=4096)
@@ -63,7 +70,7 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
     total = 0
     tied_embedding = 0
     rows, buffers = _tensor_table(shape, dtype)
-    for layer, group, size in rows:
+    for layer, group, size, whole in rows:
         if layer >= 0:
             if layer not in layers:
                 continue
@@ -78,7 +85,7 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
         elif group in ("lm_head", "norms") and not last:
             continue
         ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
-        total += size if group == "norms" else ceil(size / ranks)
+        total += size if whole else ceil(size / ranks)
     total += ceil(tied_embedding / tp)
     return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
 

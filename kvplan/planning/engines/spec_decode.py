@@ -86,9 +86,12 @@ def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -
         wider = -(-(attn.heads + 2 * attn.kv_heads) * attn.head_dim * h // tp) * b   # q/k/v read 2H, not H
         head = -(-shape.draft_vocab * h // tp) * b
         d2t = shape.draft_vocab * 8
-        total += int(wider + head) + d2t
+        # llama_eagle3.py (0.33): the decoder layer adds `hidden_norm` beside its input / post-attention norms, and
+        # the model ends in a `norm`, both [H] and whole: 2 x 4,096 x 2 B = 16 KiB for Llama-3.1-8B's head
+        norms = int(2 * h * b)
+        total += int(wider + head) + d2t + norms
         parts += (f" + q/k/v over 2 x hidden {int(wider):,} B + lm_head {shape.draft_vocab:,} x {h:,} / TP "
-                  f"{int(head):,} B + d2t {d2t:,} B")
+                  f"{int(head):,} B + d2t {d2t:,} B + hidden_norm and final norm {norms:,} B")
     return total, f"{spec.draft.name}: {parts}; embed_tokens shared with the target"
 
 
@@ -100,7 +103,9 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
         size = tensor_bytes(t, act, shape.quant)
         # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
         # (qwen3_next_mtp.py); norms are whole
-        replicated = t.group == "norms" or (t.group == "other" and shape.model_type == "deepseek_v3")
+        # the layer's own q_a / kv_a and router are whole too (deepseek_mtp.py's mtp_block is a DeepseekV2DecoderLayer)
+        replicated = (t.group in ("norms", "router") or t.replicated
+                      or (t.group == "other" and shape.model_type == "deepseek_v3"))
         total += size if replicated else -(-size // (moe_ranks if t.group == "experts" else tp))
     total *= shape.mtp_layers
     return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "

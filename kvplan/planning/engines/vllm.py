@@ -26,14 +26,15 @@ from . import spec_decode
 from . import vllm_cudagraph as cudagraph
 from .lora import LoraSettings
 from .spec_decode import Speculative
-from .vllm_extras import (GRAPHS_CAPTURED, Extras, engine_warnings, extra_lines, extra_notes, graphs_for, stage_specs,
-                          suggested_pool)
-from .vllm_kv import (bytes_per_token, cdiv, hybrid_block_size, kv_groups, max_usage_bytes, pool_capacity,
-                      rank_layer_specs)
+from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
+                          graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
+from .vllm_kv import (KVRules, bytes_per_token, cdiv, hybrid_alignment, hybrid_block_size, kv_groups, max_usage_bytes,
+                      pool_capacity, rank_layer_specs)
+from .vllm_runner import max_concurrent_batches, sampler_entry_bytes
 from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
-                           batch_defaults, non_torch_bytes, parse_version, pp_layer_split)
+                           batch_defaults, non_torch_bytes, pp_layer_split)
 
 # vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
 # models' internal page sizes such as Qwen3-Next's 528 are vLLM's own choice, never this flag's).
@@ -46,7 +47,7 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
               dp: int = 1, expert_parallel: bool = False, enforce_eager: bool = False,
               cudagraph_estimate: bool | None = None, kv_cache_memory_bytes: int | None = None,
               speculative: Speculative | None = None, lora: LoraSettings | None = None,
-              auto_len: bool = False, nvls: bool | None = None) -> Plan:
+              auto_len: bool = False, nvls: bool | None = None, prefix_caching: bool | None = None) -> Plan:
     """vLLM's start-up for these settings (checked by kvplan.planning.inputs); None = vLLM's default. `auto_len`:
     --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
@@ -70,7 +71,8 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
         return VllmSettings(tp, pp, util, length, max_num_batched_tokens or default_tokens,
                             max_num_seqs or default_seqs, block_size, kv.name, act.name, ".".join(map(str, version)),
                             usage_context, dp, expert_parallel, enforce_eager, cudagraph_estimate,
-                            kv_cache_memory_bytes, speculative.num_speculative_tokens if speculative else 0, nvls)
+                            kv_cache_memory_bytes, speculative.num_speculative_tokens if speculative else 0, nvls,
+                            prefix_caching)
 
     extras = Extras(speculative, lora)
     if not auto_len:
@@ -102,11 +104,14 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     dims = _activation_dims(shape, tp, act)
     stages, budgets = [], []
     block = s.block_size or _default_block(model, device)
-    all_specs = stage_specs(model, range(model.num_layers), tp, kv, act, version, extras.speculative)
-    block = hybrid_block_size(all_specs, block, model.is_mla)   # the widened conv state of drafting counts
+    caching = s.enable_prefix_caching
+    all_specs = stage_specs(model, range(model.num_layers), tp, kv, act, version, extras.speculative, caching, device)
+    alignment = hybrid_alignment(version, model.is_mla, gdn_checkpoint(model, version, caching, device))
+    block = hybrid_block_size(all_specs, block, alignment)   # the widened conv state of drafting counts
     rows = min(s.max_num_batched_tokens, s.max_num_seqs)
-    inflight, from_concurrency = capacity_semantics(version, pp)
-    graphs = graphs_for(model, shape, device, s, act, extras)
+    v2 = runner_is_v2(model, shape, s, extras)
+    rules = KVRules.of(version, max_concurrent_batches(version, pp, v2))
+    graphs = graphs_for(model, shape, device, s, act, extras, v2)
     padding_lines = []
     for index, layers in enumerate(splits):
         first, last = index == 0, index == len(splits) - 1
@@ -116,18 +121,19 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
                    + rope_cache_bytes(model, act) + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
-                                     has_pp_buffers=pp > 1, version=version, kept=kept if first else 0)
+                                     has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,
+                                     entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2)
         other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
-        extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks)
+        extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks, v2, last)
         if s.kv_cache_memory_bytes is not None:
             pool = s.kv_cache_memory_bytes
         else:
             pool = _requested(s, device) - weights - activation.total_bytes - other - sum(
                 v for k, v in extra.items() if k != GRAPHS_CAPTURED)
-        specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative)
+        specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative, caching, device)
         groups = kv_groups(specs, block)
-        cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=inflight,
-                            tokens_from_concurrency=from_concurrency)
+        cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=rules.inflight,
+                            tokens_from_concurrency=rules.tokens_from_concurrency, per_group=rules.per_group)
         stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
                                   activation_bytes=activation.total_bytes, non_torch_bytes=other,
                                   kv_pool_bytes=max(0, pool), kv_bytes_per_token=bytes_per_token(specs),
@@ -136,14 +142,14 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     # PP: every stage gets the smallest stage's number of blocks
     binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
     cap, groups, specs, activation, pool, extra = budgets[binding]
-    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, inflight) for x in specs)
+    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, rules.inflight) for x in specs)
     head = stages[binding]
     graph = graphs(splits[binding])
     used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
     over_card = max(0, used - device.memory_bytes) if s.kv_cache_memory_bytes is not None else 0
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
-    fit_len = _max_len_that_fits(specs, block, pool, s, inflight)
-    notes = (_version_notes(version) + _vllm_notes(model, s, kv, groups) + padding_lines
+    fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight)
+    notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs) + padding_lines
              + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
     if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
@@ -171,19 +177,13 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
-        formula=formula, notes=notes, warnings=engine_warnings(model, s), kv_layers=tuple(specs),
+        formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
     )
 
 
 def _requested(s: VllmSettings, device: GPU) -> int:
     """The budget before it is spent: ceil(utilization x memory) (v1/worker/utils.py `requested_memory`)."""
     return ceil(s.gpu_memory_utilization * device.memory_bytes)
-
-
-def capacity_semantics(version: tuple[int, int, int], pp: int) -> tuple[int, bool]:
-    """(batches in flight a sliding window must hold, tokens = int(concurrency x max_model_len))."""
-    inflight = (pp if pp > 1 else 2) if version[:2] >= (0, 26) else 1
-    return inflight, version[:3] >= (0, 20, 1)
 
 
 def _formula(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, int], pool: int, activation,
@@ -206,18 +206,28 @@ def _formula(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, i
     ]
 
 
-def _version_notes(version: tuple[int, int, int]) -> list[str]:
-    """Which accounting era the version falls in; a version past the newest kvplan read gets its rules."""
+def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]:
+    """Which accounting era the version falls in and which model runner this model gets; a version past the newest
+    kvplan read gets its rules."""
     v = version[:2]
     era = ("V0 engine (profiles one max_model_len prompt)" if v < V1_ENGINE else
            "V1 engine, no CUDA-graph estimate" if v < (0, 18) else
            "V1 engine; CUDA-graph estimate computed, subtracted only with "
            f"{cudagraph.ENV}=1" if v < (0, 20) else
            "V1 engine; CUDA-graph estimate subtracted by default" if v < (0, 22) else
-           "CUDA-graph estimate subtracted by default on the V1 model runner; the V2 runner (Qwen3 from 0.22, "
-           "dense models from 0.25) makes none" if v < (0, 29) else
-           "V2 model runner; CUDA-graph estimate subtracted by default")
+           ("V2 model runner for this model, which makes no CUDA-graph estimate before 0.29" if v2 else
+            "V1 model runner for this model; CUDA-graph estimate subtracted by default") if v < (0, 29) else
+           ("V2 model runner; CUDA-graph estimate subtracted by default" if v2 else
+            "V1 model runner for this model (a feature V2 lacks); CUDA-graph estimate subtracted by default"))
     notes = [f"vLLM {'.'.join(map(str, version))}: {era}"]
+    if v >= (0, 27):
+        notes.append("from 0.27 the budget counts every byte allocated after vLLM's start-up snapshot "
+                     "(utils/mem_utils.py memory_profiling)" + (", the V2 runner's sampler buffers included" if v2
+                                                                else ""))
+    if v >= (0, 33):
+        notes.append("vLLM 0.33 creates its cuBLAS handles before that snapshot (gpu_worker.py init_device), so their "
+                     "workspace leaves the budget; kvplan's non-torch figure (measured on 0.18-0.19) still holds it, "
+                     "so the pool may be up to that figure larger")
     if version > LATEST:
         notes.append(f"vLLM {'.'.join(map(str, version))} is newer than {'.'.join(map(str, LATEST))}, the newest "
                      "release kvplan's rules were read from: planned with those rules")
@@ -263,7 +273,7 @@ def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: 
     return lo
 
 
-def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[str]:
+def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=()) -> list[str]:
     notes = []
     kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
     if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
@@ -274,9 +284,22 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups) -> list[st
         notes.append(f"hybrid KV groups ({len(groups.groups)} groups of {len(groups.groups[0])} layers"
                      + (f", {groups.padding_layers} padding layers" if groups.padding_layers else "")
                      + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
-    if model.has_state:
-        notes.append("Mamba/linear state: one state per request; vLLM's token figure is not a token capacity")
+    state = next((x for x in specs if x.kind == "mamba"), None)
+    if state is not None:
+        held = (f"one state per {groups.block_size}-token block of a request" + (f" + {state.states}" if state.states
+                else "") if state.states_per_block else f"{state.states} state page(s) per request")
+        mode = "'all'" if state.states_per_block else "'none'" if mode_off(s, model) else "'align'"
+        notes.append(f"Mamba/linear state: {held}, in each layer (mamba_cache_mode {mode}, prefix caching "
+                     + ("off" if mode == "'none'" else "on")
+                     + (", vLLM's default" if s.enable_prefix_caching is None else "")
+                     + "); vLLM's token figure is not a token capacity")
     return notes
+
+
+def mode_off(s: VllmSettings, model: ModelSpec) -> bool:
+    """Prefix caching off for this plan, given or by the version's default (`prefix_caching_default`)."""
+    on = prefix_caching_default(model, s.version_tuple) if s.enable_prefix_caching is None else s.enable_prefix_caching
+    return not on or s.version_tuple[:2] < MAMBA_MODES_FROM
 
 
 def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: Extras = Extras()) -> str:
@@ -299,6 +322,8 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: Ex
         parts.append(f"--quantization {quantization}")
     if s.enforce_eager:
         parts.append("--enforce-eager")
+    if s.enable_prefix_caching is not None:
+        parts.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
     if extras.speculative is not None:
         parts.append("--speculative-config " + shlex.quote(spec_decode.config_json(extras.speculative)))
     if extras.lora is not None:
@@ -327,6 +352,6 @@ def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
                                                   resolve_dtype(p.kv_cache_dtype).bits / 8,
                                                   int(resolve_dtype(p.dtype).bytes))
     groups = kv_groups(specs, p.block_size)
-    inflight = capacity_semantics(parse_version(p.engine_version), p.pipeline_parallel_size)[0] \
-        if p.engine == "vllm" else 1
-    return pool_capacity(groups, p.kv_pool_bytes, length, p.max_num_batched_tokens, inflight=inflight).max_concurrency
+    rules = p.kv_rules or KVRules()
+    return pool_capacity(groups, p.kv_pool_bytes, length, p.max_num_batched_tokens, inflight=rules.inflight,
+                         per_group=rules.per_group).max_concurrency

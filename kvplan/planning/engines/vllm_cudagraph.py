@@ -118,10 +118,15 @@ class GraphEstimate:
 
 @lru_cache(maxsize=1024)
 def estimate(d: GraphDims, sizes: tuple[int, ...], max_num_seqs: int, spec_tokens: int = 0,
-             full_graphs: bool = True) -> GraphEstimate:
+             full_graphs: bool = True, v2: bool = False) -> GraphEstimate:
     """vLLM's estimate for these capture sizes: PIECEWISE graphs for every size, FULL decode graphs for the sizes
     from 1 + spec tokens to (1 + spec tokens) x max_num_seqs (cudagraph_dispatcher.py:203-229);
-    `full_graphs=False` where the attention backend supports none (the mode falls back to PIECEWISE)."""
+    `full_graphs=False` where the attention backend supports none (the mode falls back to PIECEWISE).
+
+    The V1 runner (gpu_model_runner.py `profile_cudagraph_memory`, 0.19-0.33) captures the two largest graphs of
+    each mode and extrapolates: max(first FULL, first PIECEWISE) + the rest at the second's size. The V2 runner
+    (0.29+, v1/worker/gpu/cudagraph_utils.py `profile_cudagraph_memory`, 0.33 :922-1039) captures every PIECEWISE
+    graph into one pool and extrapolates only the FULL ones, so both first captures count (`v2`)."""
     if not sizes:
         return GraphEstimate(0, 0, 0, 0, 0, 0, 0, "no CUDA graphs (--enforce-eager)")
     q = 1 + spec_tokens
@@ -132,35 +137,20 @@ def estimate(d: GraphDims, sizes: tuple[int, ...], max_num_seqs: int, spec_token
     pw_per = _per_graph(d.layers * PIECEWISE_PER_LAYER)
     full_first = (M * d.attention_width * SPLIT_KV_BYTES if d.split_kv else OTHER_BACKEND_FIRST) if n_full else 0
     full_per = _per_graph(d.layers * FULL_PER_LAYER) if n_full else 0
-    total = max(pw_first, full_first) + pw_per * (n_pw - 1) + full_per * max(0, n_full - 1)
-    formula = (f"CUDA graphs = max(PIECEWISE first {pw_first / MiB:,.0f} MiB, FULL first {full_first / MiB:,.0f} MiB)"
-               f" + {n_pw - 1} x {pw_per / MiB:,.0f} MiB" + (f" + {n_full - 1} x {full_per / MiB:,.0f} MiB"
-                                                             if n_full else "")
-               + f" = {total / MiB:,.0f} MiB ({n_pw} PIECEWISE and {n_full} FULL graphs, largest {M} tokens)")
+    firsts = pw_first + full_first if v2 else max(pw_first, full_first)
+    total = firsts + pw_per * (n_pw - 1) + full_per * max(0, n_full - 1)
+    head = (f"PIECEWISE first {pw_first / MiB:,.0f} MiB + FULL first {full_first / MiB:,.0f} MiB" if v2 else
+            f"max(PIECEWISE first {pw_first / MiB:,.0f} MiB, FULL first {full_first / MiB:,.0f} MiB)")
+    formula = (f"CUDA graphs = {head} + {n_pw - 1} x {pw_per / MiB:,.0f} MiB"
+               + (f" + {n_full - 1} x {full_per / MiB:,.0f} MiB" if n_full else "")
+               + f" = {total / MiB:,.0f} MiB ({n_pw} PIECEWISE and {n_full} FULL graphs, largest {M} tokens"
+               + (", V2 runner" if v2 else "") + ")")
     return GraphEstimate(n_pw, n_full, pw_first, pw_per, full_first, full_per, total, formula)
 
 
 def _per_graph(raw: float) -> int:
     """The allocator hands graph pools whole 2 MiB pages: round to the nearest page, at least vLLM's 1 MiB floor."""
     return max(MIN_PER_GRAPH, round(raw / PAGE) * PAGE)
-
-
-def v2_runner(version: tuple[int, int, int], model_type: str, moe: bool, quantized: bool, hybrid: bool,
-              attention_free: bool) -> bool:
-    """Whether vLLM runs the model on its V2 model runner, whose estimate is 0 up to 0.28
-    (v1/worker/gpu/model_runner.py 0.28:843 `profile_cudagraph_memory ... return 0`; config/vllm.py
-    `use_v2_model_runner`): 0.22-0.24 for Qwen3ForCausalLM alone (dense, unquantized: model_type qwen3),
-    0.25-0.28 for any dense model with attention (hybrid ones from 0.27 only on the allow-list), everything
-    from 0.29."""
-    v = version[:2]
-    if v >= (0, 29):
-        return True
-    allowed = model_type == "qwen3" and not moe and not quantized
-    if (0, 22) <= v < (0, 25):
-        return allowed
-    if (0, 25) <= v < (0, 29):
-        return allowed or (not moe and not attention_free and not (hybrid and v >= (0, 27)))
-    return False
 
 
 def computed(version: tuple[int, int, int], enforce_eager: bool) -> bool:

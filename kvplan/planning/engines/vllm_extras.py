@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from ...dtypes import DType, resolve_dtype
 from ...gpus import GPU
-from ...model.spec import ModelSpec
 from ...units import MiB, fmt_bytes
 from . import lora as lora_rules
 from . import spec_decode
 from . import vllm_cudagraph as cudagraph
+from . import vllm_runner as runner
 from .lora import LoraSettings
 from .spec_decode import Speculative
 from .vllm_kv import rank_layer_specs
@@ -34,13 +34,13 @@ GRAPHS = "CUDA graphs (estimate)"
 GRAPHS_CAPTURED = "CUDA graphs (captured after)"   # with --kv-cache-memory-bytes: real, but not in the budget
 
 
-def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: Extras):
-    """A function of a stage's layers giving vLLM's CUDA-graph estimate there (None where vLLM makes none)."""
+def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: Extras, v2: bool = False):
+    """A function of a stage's layers giving vLLM's CUDA-graph estimate there (None where vLLM makes none: the V2
+    runner's estimate is 0 through 0.28, v1/worker/gpu/model_runner.py 0.28:843)."""
     version = s.version_tuple
     if not cudagraph.computed(version, s.enforce_eager):
         return lambda layers: None
-    if cudagraph.v2_runner(version, model.model_type, shape.has_experts, shape.quant is not None, _hybrid(model),
-                           not any(x.kind != "mamba" for _, x in model.specs())) and version[:2] < (0, 29):
+    if v2 and version[:2] < (0, 29):
         return lambda layers: None
     sm100 = device.compute_capability is not None and device.compute_capability[0] == 10
     sizes = cudagraph.capture_sizes(s.max_num_seqs, s.max_num_batched_tokens, version, spec_tokens=s.spec_tokens,
@@ -49,7 +49,7 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
 
     def at(layers: range):
         dims = cudagraph.graph_dims(shape, model.model_type, s.tensor_parallel_size, layers, int(act.bytes))
-        est = cudagraph.estimate(dims, sizes, s.max_num_seqs, s.spec_tokens)
+        est = cudagraph.estimate(dims, sizes, s.max_num_seqs, s.spec_tokens, v2=v2)
         if lora_cases == 1:
             return est
         return dataclasses.replace(est, total_bytes=est.total_bytes + (est.total_bytes - max(
@@ -57,14 +57,51 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
     return at
 
 
-def _hybrid(model) -> bool:
-    return len({x.kind for _, x in model.specs() if x.kind != "none"}) > 1
+def runner_is_v2(model, shape, s: VllmSettings, extras: Extras) -> bool:
+    """The model runner vLLM picks for this model and settings (`vllm_runner.uses_v2`)."""
+    kinds = {x.kind for _, x in model.specs() if x.kind != "none"}
+    return runner.uses_v2(s.version_tuple, model.architecture, moe=shape.has_experts, quantized=shape.quant is not None,
+                          hybrid="state" in kinds and len(kinds) > 1, attention_free=kinds <= {"state"},
+                          speculative=extras.speculative.method if extras.speculative else None,
+                          pp=s.pipeline_parallel_size)
+
+
+SAMPLER_BUFFERS = "V2 sampler buffers"
+MLA_COPIES = "MLA bf16 W_UK / W_UV"
+
+
+def mla_copies_bytes(shape, tp: int, layers: range, act_bytes: int) -> int:
+    """The model-dtype copies of kv_b_proj vLLM's MLA attention keeps when kv_b_proj is quantized
+    (layers/attention/mla_attention.py `process_weights_after_loading`, 0.20-0.33: `get_and_maybe_dequant_weights`
+    returns the weight itself when it is already in the model dtype, a new tensor otherwise, split into W_UK_T and
+    W_UV): kv_lora_rank x heads / TP x (qk_nope + v_head_dim) x 2 B a layer. DeepSeek-V3's fp8 checkpoint:
+    512 x 128 x 256 x 2 B = 32 MiB a layer at TP 1, 4 MiB at TP 8 (244 MiB over 61 layers). Loaded with the
+    weights, so vLLM's 'Model loading took' counts it."""
+    q = shape.quant
+    if q is None:
+        return 0
+    total = 0
+    for index in layers:
+        a = shape.layers[index].mixer if index < len(shape.layers) else None
+        if a is None or not getattr(a, "kv_lora_rank", 0):
+            continue
+        if ("attention", -1) in q.skip or ("attention", index) in q.skip:
+            continue
+        heads = -(-a.heads // tp)
+        total += a.kv_lora_rank * heads * (a.head_dim - a.qk_rope_dim + a.v_head_dim) * act_bytes
+    return total
 
 
 def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras, layers: range,
-                 moe_ranks: int) -> dict[str, int]:
+                 moe_ranks: int, v2: bool = False, last: bool = True) -> dict[str, int]:
     """The per-GPU lines beyond weights / activation / non-torch, each taken from the KV budget."""
     out: dict[str, int] = {}
+    buffers = runner.persistent_bytes(s.version_tuple, v2, s.max_num_seqs, shape.vocab, s.spec_tokens) if last else 0
+    if buffers:
+        out[SAMPLER_BUFFERS] = buffers
+    copies = mla_copies_bytes(shape, s.tensor_parallel_size, layers, int(act.bytes))
+    if copies:
+        out[MLA_COPIES] = copies
     if extras.speculative is not None:
         out["draft model weights"] = spec_decode.draft_weight_bytes(model, extras.speculative, act,
                                                                     s.tensor_parallel_size, moe_ranks)[0]
@@ -101,6 +138,10 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
                      f"{how}; its {spec_decode.layer_count(extras.speculative, model)} KV layer(s) share the pool, "
                      "so every token costs the target's bytes and the draft's; vLLM counts the draft in "
                      "'Model loading took'")
+        if graph is not None and graph.total_bytes:
+            notes.append("the drafter's own CUDA graphs are not in kvplan's estimate, where vLLM's holds them (V1 "
+                         "captures the drafter inside the target's PIECEWISE graphs, gpu_model_runner.py _dummy_run; "
+                         "V2 from 0.29 measures `speculator.capture()`): the pool may be smaller by their size")
     if extras.lora is not None:
         notes.append(lora_rules.lora_bytes(model.require_arch(), int(resolve_dtype(s.dtype).bytes),
                                            s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size,
@@ -128,44 +169,84 @@ def suggested_pool(s: VllmSettings, requested: int, head, extra: dict[str, int],
     return max(0, value)
 
 
-ALIGN_FROM = (0, 23)       # the first release whose published hybrid logs need 'align' mode's 2 states
-CHECKPOINT_FROM = (0, 33)  # read in 0.33's qwen_gdn_linear_attn.py; the releases before it were not bisected
+# model_executor/models/ with `SupportsMambaPrefixCaching` (0.19-0.28: bamba, falcon_h1, granitemoehybrid, jamba,
+# mamba, mamba2, nemotron_h, zamba2; bamba's is gone by 0.26): with prefix caching these take 'all' mode, a state
+# per block, where every other hybrid takes 'align' (model_executor/models/config.py `MambaModelConfig`, 0.26 :559)
+MAMBA_PREFIX_CACHING = frozenset({"bamba", "falcon_h1", "granitemoehybrid", "jamba", "mamba", "falcon_mamba", "mamba2",
+                                  "nemotron_h", "zamba2"})
+MAMBA_MODES_FROM = (0, 19)        # the oldest release read with mamba_cache_mode (0.11: one page per request)
+HYBRID_PREFIX_CACHING_FROM = (0, 26)   # config/model.py `is_prefix_caching_supported`: hybrids True from 0.26
+ALIGN_FOR_ALL_FROM = (0, 29)      # MambaModelConfig: 'align' whatever the model (0.29 :623); 'all' removed in 0.32
+MAMBA2_CHECKPOINT_FROM = (0, 32)  # mamba_mixer2.py exports a prefill checkpoint block (0.32+)
+GDN_CHECKPOINT_FROM = (0, 33)     # qwen_gdn_linear_attn.py:739-750, with FlashInfer's GDN prefill only
 
 
-def _state_pages(model, version: tuple[int, int, int], spec_tokens: int = 0) -> int:
-    """State pages one request holds in each Mamba / linear-attention layer. vLLM turns prefix caching on by
-    default, which puts these layers in 'align' mode (0.33 model_executor/models/config.py:764-787):
-    2 + speculative tokens (v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes, 0.33 :1135), and Qwen's
-    gated DeltaNet layers export one prefill checkpoint block more at 0.33 (qwen_gdn_linear_attn.py:748). The
-    GB10 and RTX 5090 logs of Qwen3.6 on vLLM 0.23-0.24 (validation/vllm_holdout.md) hold 2."""
-    if version[:2] < ALIGN_FROM:
-        return 1
-    gdn = any(getattr(x, "mixer", "") == "gated_deltanet" for _, x in model.specs())
-    return 2 + spec_tokens + (1 if gdn and version[:2] >= CHECKPOINT_FROM else 0)
+def prefix_caching_default(model, version: tuple[int, int, int]) -> bool:
+    """vLLM turns prefix caching on by default for attention models; for hybrids (attention beside Mamba or
+    linear-attention state) only from 0.26 ('Generative hybrid models support prefix caching'); attention-free
+    models stay off ('still experimental', 0.33 too)."""
+    if not model.has_state:
+        return True
+    if all(x.kind in ("state", "none") for _, x in model.specs()):
+        return False
+    return version[:2] >= HYBRID_PREFIX_CACHING_FROM
+
+
+def flashinfer_gdn_prefill(model, device: GPU | None) -> bool:
+    """qwen_gdn_linear_attn.py `_resolve_gdn_prefill_backend` (0.33 :148-270): FlashInfer on SM90; on SM10x and
+    SM12x only with linear_key_head_dim 128 and CUDA >= 13, which kvplan assumes (vLLM 0.33's own builds)."""
+    cc = device.compute_capability if device is not None else None
+    if cc is None:
+        return False
+    if cc == (9, 0):
+        return True
+    return cc[0] in (10, 12) and model.fields.get("linear_key_head_dim") == 128
+
+
+def mamba_states(model, version: tuple[int, int, int], spec_tokens: int, prefix_caching: bool | None,
+                 device: GPU | None = None) -> tuple[str, int]:
+    """(vLLM's mamba_cache_mode, the fixed state pages a request holds in each Mamba / linear-attention layer).
+
+    'none' (prefix caching off): 1 + k; 'align': 2 + k, + 1 prefill checkpoint block for Mamba-2 mixers (0.32+)
+    and for gated DeltaNet with FlashInfer's prefill (0.33); 'all' (<= 0.28, Mamba-family models): k fixed pages
+    beside one state per block (v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes, 0.26 :709-718; 0.33
+    :1135-1141). Qwen3.6-27B with prefix caching on an H100 at 0.33: 3 GDN states per request, 2 at 0.32."""
+    if version[:2] < MAMBA_MODES_FROM:
+        return "none", 1
+    on = prefix_caching_default(model, version) if prefix_caching is None else prefix_caching
+    if not on:
+        return "none", 1 + spec_tokens
+    if version[:2] < ALIGN_FOR_ALL_FROM and model.model_type in MAMBA_PREFIX_CACHING:
+        return "all", spec_tokens
+    mixers = {getattr(x, "mixer", "") for _, x in model.specs()}
+    checkpoint = (("mamba2" in mixers and version[:2] >= MAMBA2_CHECKPOINT_FROM)
+                  or ("gated_deltanet" in mixers and version[:2] >= GDN_CHECKPOINT_FROM
+                      and flashinfer_gdn_prefill(model, device)))
+    return "align", 2 + spec_tokens + int(checkpoint)
 
 
 def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: tuple[int, int, int],
-                speculative: Speculative | None = None) -> list:
+                speculative: Speculative | None = None, prefix_caching: bool | None = None,
+                device: GPU | None = None) -> list:
     """The KV layers one rank of the stage owning `layers` holds, as vLLM sizes them: the drafter's layers too,
-    and Mamba layers with the state pages a request holds and k more conv columns with k speculative tokens
-    (model_executor/layers/mamba/mamba_utils.py: kernel - 1 + k)."""
+    and Mamba layers with the state pages a request holds (`mamba_states`) and k more conv columns with k
+    speculative tokens (model_executor/layers/mamba/mamba_utils.py: kernel - 1 + k)."""
     specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
     if speculative is not None:
         specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))
     k = speculative.num_speculative_tokens if speculative is not None else 0
-    pages = _state_pages(model, version, k) if model.has_state else 1
-    if pages == 1 and not k:
+    if not model.has_state:
         return specs
-    return [dataclasses.replace(x, states=pages, state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
+    mode, pages = mamba_states(model, version, k, prefix_caching, device)
+    if mode == "none" and pages == 1 and not k:
+        return specs
+    return [dataclasses.replace(x, states=pages, states_per_block=mode == "all",
+                                state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
             if x.kind == "mamba" else x for x in specs]
 
 
-def engine_warnings(model: ModelSpec, s: VllmSettings) -> list[str]:
-    """What this plan's figures do not model, said as a warning in every face."""
-    if model.has_state and (0, 19) <= s.version_tuple[:2] < ALIGN_FROM:
-        # 0.19 model_executor/models/config.py MambaModelConfig: prefix caching picks "all" (a state per block)
-        # for models that support Mamba prefix caching, "align" (2 per request) for the others
-        return [f"vLLM {s.version} picks the Mamba cache mode by the model's prefix-caching support ('all': a state "
-                "per block, 'align': 2 per request), where kvplan counts 1 state per request: the concurrency is "
-                "an upper bound"]
-    return []
+def gdn_checkpoint(model, version: tuple[int, int, int], prefix_caching: bool | None, device: GPU | None) -> bool:
+    """Whether the gated-DeltaNet checkpoint alignment (64 tokens) enters the hybrid block size (0.33 'align')."""
+    mixers = {getattr(x, "mixer", "") for _, x in model.specs()}
+    return ("gated_deltanet" in mixers and mamba_states(model, version, 0, prefix_caching, device)[0] == "align"
+            and version[:2] >= GDN_CHECKPOINT_FROM and flashinfer_gdn_prefill(model, device))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from math import gcd
 
 from ...model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
                              StateSpec)
@@ -26,7 +27,8 @@ class VllmLayerSpec:
     bytes_per_token: int      # attention: KV bytes of one token in this layer on this rank
     state_bytes: int = 0      # mamba: real state bytes per request
     window: int = 0           # sliding window W or chunk size
-    states: int = 1           # mamba: state pages a request holds (vLLM's 'align' mode: 2 + speculative tokens)
+    states: int = 1           # mamba: state pages a request holds ('none': 1 + k, 'align': 2 + k (+ checkpoint))
+    states_per_block: bool = False  # mamba 'all' mode (<= 0.31): a state per block of max_model_len, plus `states`
     conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
     padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
 
@@ -96,16 +98,19 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_byte
 def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int,
                     inflight: int = 1) -> int:
     """`max_memory_usage_bytes`: what one request of max_model_len tokens can occupy in this layer. `inflight`:
-    batches scheduled ahead, whose tokens a sliding layer must also hold (vllm 0.26+ kv_cache_interface.py:
-    W - 1 + max_concurrent_batches x max_num_batched_tokens; 2 with async scheduling, the default)."""
+    batches scheduled ahead (`max_concurrent_batches`, 1 before 0.26), whose tokens a sliding or chunked layer must
+    hold besides its window (0.26+ kv_cache_interface.py `max_admission_blocks_per_request`: W - 1 + in-flight
+    tokens for a window, chunk + in-flight tokens for a chunk; Llama 4's 8,192-token chunks at 8,192 batched tokens
+    and 2 batches in flight: cdiv(24,576, 16) = 1,536 blocks, 1,024 before 0.26)."""
     page = spec.page_bytes(block_size)
     if spec.kind == "mamba":
-        return page * spec.states  # "none": one state per request; "align" (prefix caching): 2 + k (+ checkpoint)
+        # MambaSpec.max_memory_usage_bytes (0.26 :709-718): 'all' cdiv(L, block) + k, 'align' 2 + k, 'none' 1 + k
+        return page * (spec.states + (cdiv(max_model_len, block_size) if spec.states_per_block else 0))
     if spec.kind == "sliding":
         tokens = min(spec.window - 1 + inflight * batched_tokens, max_model_len)
         return (cdiv(tokens, block_size) + 1) * page  # +1: a window can straddle blocks
     if spec.kind == "chunked":
-        return cdiv(min(spec.window + batched_tokens, max_model_len), block_size) * page
+        return cdiv(min(spec.window + inflight * batched_tokens, max_model_len), block_size) * page
     return cdiv(max_model_len, block_size) * page
 
 
@@ -126,8 +131,10 @@ class KVGroups:
         return self.groups[0][0].page_bytes(self.block_size) * len(self.groups[0])
 
 
-def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, is_mla: bool) -> int:
-    """Attention block size vLLM forces on Mamba hybrids so an attention page can hold a Mamba state.
+def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, alignment: int) -> int:
+    """Attention block size vLLM forces on Mamba hybrids so an attention page can hold a Mamba state
+    (platforms/interface.py `_align_hybrid_block_size`: alignment x cdiv(mamba page, alignment x attention page of
+    one token)); `alignment` is the kernel's block alignment (`hybrid_alignment`).
 
     Qwen3-Next (GDN state ~1.1 MiB per layer, 2 KV heads x 256 x 2 x 2 B = 2 KiB per token): the block
     becomes 16 x cdiv(state, 16 x 2 KiB) tokens, in the hundreds.
@@ -136,9 +143,21 @@ def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, is_mla: bool)
     attn = [s.bytes_per_token for s in specs if s.kind != "mamba"]
     if not states or not attn:
         return block_size
-    alignment = 64 if is_mla else 16
     needed = alignment * cdiv(max(states), alignment * max(attn))
     return max(block_size, needed)
+
+
+def hybrid_alignment(version: tuple[int, int, int], is_mla: bool, gdn_checkpoint: bool = False) -> int:
+    """The block alignment `_align_hybrid_block_size` rounds to: FlashAttention's 16 (FlashMLA's 64 for MLA);
+    MLA hybrids at least 128 from 0.27 (platforms/interface.py, 0.33 :1061); with FlashInfer's gated-DeltaNet
+    prefill in 'align' mode (0.33) the lcm with its 64-token checkpoint alignment (interface.py :1089-1094,
+    v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)."""
+    alignment = 64 if is_mla else 16
+    if is_mla and version[:2] >= (0, 27):
+        alignment = max(alignment, 128)
+    if gdn_checkpoint:
+        alignment = alignment * 64 // gcd(alignment, 64)
+    return alignment
 
 
 def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
@@ -168,6 +187,21 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
 
 
 @dataclass(frozen=True)
+class KVRules:
+    """How a vLLM release counts a request's blocks: `inflight` batches a sliding or chunked layer holds besides its
+    window (`vllm_runner.max_concurrent_batches`), "GPU KV cache size" as int(concurrency x max_model_len)
+    (0.20.1+), and blocks rounded per KV-cache group (0.27+)."""
+
+    inflight: int = 1
+    tokens_from_concurrency: bool = False
+    per_group: bool = False
+
+    @staticmethod
+    def of(version: tuple[int, int, int], inflight: int) -> "KVRules":
+        return KVRules(inflight, version[:3] >= (0, 20, 1), version[:2] >= (0, 27))
+
+
+@dataclass(frozen=True)
 class PoolResult:
     num_blocks: int
     kv_cache_tokens: int          # what vLLM prints as "GPU KV cache size: N tokens"
@@ -176,11 +210,13 @@ class PoolResult:
 
 
 def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched_tokens: int, *,
-                  inflight: int = 1, tokens_from_concurrency: bool = False) -> PoolResult:
+                  inflight: int = 1, tokens_from_concurrency: bool = False, per_group: bool = False) -> PoolResult:
     """num_blocks from the pool, then the two figures vLLM logs (`_report_kv_cache_config`). Through 0.20.0 the
     "GPU KV cache size" is blocks per group x block size; from 0.20.1 it is int(max concurrency x max_model_len)
     (`get_kv_cache_capacity` from 0.24; `tokens_from_concurrency`), which for a hybrid model counts requests, not
-    blocks."""
+    blocks. The blocks a request needs: through 0.26 one rounding over the groups' summed usage
+    (`get_max_concurrency_for_kv_cache_config`: cdiv(layers x sum of usage, layers x page)); from 0.27 (`per_group`)
+    each group rounded on its own (0.33 kv_cache_utils.py:1061-1094: sum of cdiv(usage, page))."""
     bs = groups.block_size
     per_block = groups.bytes_per_block
     num_blocks = max(0, pool_bytes) // per_block if per_block else 0
@@ -193,9 +229,11 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
     else:
         tokens = num_blocks // len(groups.groups) * bs
         layers_per_group = len(groups.groups[0])
-        usage = layers_per_group * sum(max_usage_bytes(g[0], bs, max_model_len, batched_tokens, inflight)
-                                       for g in groups.groups)
-        per_request = cdiv(usage, per_block)
+        usages = [max_usage_bytes(g[0], bs, max_model_len, batched_tokens, inflight) for g in groups.groups]
+        if per_group:
+            per_request = sum(cdiv(u, g[0].page_bytes(bs)) for u, g in zip(usages, groups.groups))
+        else:
+            per_request = cdiv(layers_per_group * sum(usages), per_block)
     concurrency = num_blocks / per_request if per_request else 0.0
     if tokens_from_concurrency:
         tokens = int(concurrency * max_model_len)

@@ -113,6 +113,7 @@ class VllmSettings:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool itself, no utilisation budget
     spec_tokens: int = 0                # num_speculative_tokens of --speculative-config
     nvls: bool | None = None            # NCCL NVLink SHARP buffers; None: by GPU (NVLS_GPUS)
+    enable_prefix_caching: bool | None = None  # --[no-]enable-prefix-caching; None: the version's default
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -175,7 +176,8 @@ class ActivationBreakdown:
 
 
 def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool, has_pp_buffers: bool,
-                    version: tuple[int, int, int], kept: int = 0) -> ActivationBreakdown:
+                    version: tuple[int, int, int], kept: int = 0, entry_bytes: int | None = None,
+                    v2: bool = False) -> ActivationBreakdown:
     """Torch peak increase of vLLM's profile run (`gpu_model_runner.profile_run`).
 
     forward: N tokens through one layer: gate+up [N, 2I] + activation [N, I] + ~5 [N, H] tensors
@@ -187,15 +189,21 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
     kept: a multimodal model's dummy encoder outputs, alive through the forward and the sampler
           (kvplan.planning.engines.vllm_mm).
+    entry_bytes: the sampler's bytes per (row x vocabulary entry) where the model runner sets them (0.20+:
+          `vllm_runner.sampler_entry_bytes`; V2 0.26-0.32 keeps only the model-dtype logits, 2 B).
+    v2:   the V2 model runner's forward holds 3 [N, H] tensors, as V0's did, not V1's 5: its input buffers are
+          allocated before the profile (v1/worker/gpu/input_batch.py InputBuffers, model_runner.py __init__).
+          Qwen2.5-0.5B in fp16 at N 32,768 on vLLM 0.26 printed 1.06 GiB of peak activation: 32,768 x (3 x 4,864
+          + 3 x 896) x 2 B = 1.054 GiB, where 5 x 896 gives 1.163.
     """
     b, H = dims.act_bytes, dims.hidden_size
     mlp = max(3 * dims.intermediate_size, 3 * dims.moe_intermediate_size * dims.experts_per_token)
     # V1 keeps two more [N, H] persistent input buffers than V0 (PP0 of Llama-3.1-8B: 1.10 GiB at N 8192;
     # V0 on a 3090: 2.07 GiB at N 20,000 and 2.99 GiB at N 29,000, i.e. 3I + 3H per token).
-    width = 5 if version[:2] >= V1_ENGINE else 3
+    width = 5 if version[:2] >= V1_ENGINE and not v2 else 3
     forward = tokens * (mlp + width * H) * b
     sampler = 0
-    per_entry = b + 12
+    per_entry = b + 12 if entry_bytes is None else entry_bytes
     if has_sampler:
         if any(since <= version[:2] < until for since, until in ENGINE_CONSTANTS["sampler_extra_versions"]):
             per_entry += ENGINE_CONSTANTS["sampler_extra_bytes"]

@@ -1,0 +1,123 @@
+"""Which GPU model runner vLLM gives a model, and what the runner costs the KV budget (vLLM 0.20-0.33).
+
+From 0.22 vLLM moves models from its V1 runner (v1/worker/gpu_model_runner.py) to the V2 runner
+(v1/worker/gpu/model_runner.py), and from 0.29 every model runs on V2 unless it needs a feature V2 lacks. The two
+runners differ in what moves the pool:
+
+- the CUDA-graph estimate: V2's `profile_cudagraph_memory` returns 0 through 0.28 (0.28 model_runner.py:843);
+- the profile run's sampler peak (`sampler_entry_bytes`);
+- V2's persistent sampler buffers, which count against the pool from 0.27, when the budget starts counting every
+  byte allocated after the start-up snapshot (`persistent_bytes`);
+- the batches in flight a sliding or chunked layer must hold (`max_concurrent_batches`).
+
+Read from the released wheels (`pip download vllm==X --no-deps`); each rule names its file, function and versions.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from ...units import MiB
+
+# config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, by the release that set it. 0.22-0.24: the architectures that
+# run on V2 (0.22-0.23 only when dense and unquantized, `_is_default_v2_model_runner_model`); 0.25-0.28: MoE
+# architectures allowed on V2 (every dense generative model goes there; 0.27+ a hybrid one only when listed).
+V2_ARCHITECTURES = {
+    (0, 22): frozenset({"Qwen3ForCausalLM"}),
+    (0, 23): frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
+    (0, 24): frozenset({"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+                        "LlamaForCausalLM", "MistralForCausalLM"}),
+    (0, 25): frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    (0, 26): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                        "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
+    (0, 27): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                        "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+                        "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
+    (0, 28): frozenset({"DeepseekV2ForCausalLM", "DeepseekV4ForCausalLM", "GraniteMoeForCausalLM",
+                        "InklingForCausalLM", "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+                        "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
+}
+V2_FROM = (0, 22)
+V2_FOR_ALL = (0, 29)
+# Speculative methods the V2 runner takes before 0.29 (0.26 config/vllm.py `_get_v2_model_runner_unsupported_
+# features`: eagle, eagle3, mtp, dflash, dspark); a draft model keeps the engine on V1 there.
+V2_SPECULATIVE = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
+
+
+def uses_v2(version: tuple[int, int, int], architecture: str, *, moe: bool, quantized: bool, hybrid: bool,
+            attention_free: bool, speculative: str | None = None, pp: int = 1) -> bool:
+    """vLLM's `use_v2_model_runner` with VLLM_USE_V2_MODEL_RUNNER unset (config/vllm.py, 0.22-0.33). Llama-3.1-8B:
+    V1 through 0.22, V2 from 0.23; Qwen3-32B: V2 from 0.22; Llama 4, DeepSeek-V3 and the gated-DeltaNet hybrids:
+    V2 from 0.29."""
+    v = version[:2]
+    if v < V2_FROM:
+        return False
+    if speculative == "eagle3" and pp > 1 and v < (0, 30):  # 0.26-0.29 list "EAGLE3 with pipeline parallelism"
+        return False
+    if v >= V2_FOR_ALL:
+        return True
+    if speculative is not None and speculative not in V2_SPECULATIVE:
+        return False
+    listed = architecture in V2_ARCHITECTURES[max(k for k in V2_ARCHITECTURES if k <= v)]
+    if v < (0, 24):
+        return listed and not moe and not quantized
+    if v < (0, 25):
+        return listed
+    if attention_free or (hybrid and (v < (0, 27) or not listed)):
+        return False
+    return listed or not moe
+
+
+def max_concurrent_batches(version: tuple[int, int, int], pp: int, v2: bool) -> int:
+    """Batches in flight, whose tokens a sliding-window or chunked layer must hold besides its window (0.26+,
+    config/vllm.py `max_concurrent_batches`, 0.33 :588-598): async scheduling, on by default, gives pp + 1 on V2
+    and 2 (PP 1) on V1; V1 with PP runs without async scheduling, pp. Before 0.26 the window held one batch."""
+    if version[:2] < (0, 26):
+        return 1
+    if v2:
+        return pp + 1
+    return 2 if pp <= 1 else pp
+
+
+def sampler_entry_bytes(version: tuple[int, int, int], v2: bool, act_bytes: int) -> int:
+    """Bytes per (request x vocabulary entry) at the peak of the profile run's dummy sampler step.
+
+    V1 (`_dummy_sampler_run`, then sample/sampler.py): the model-dtype logits, a float32 copy, the probabilities
+    and the exponential noise of random sampling: act + 12 B (Llama-3.1-8B, 1,024 rows x 128,256: 1.71 GiB).
+    V2 (v1/worker/gpu/sample/sampler.py `apply_sampling_params`): 0.20-0.25 copy the logits to float32
+    unconditionally (act + 4 B); 0.26-0.32 make no copy for the dummy batch, whose requests set no sampling
+    parameter (act B); 0.33 runs a second warm-up pass with every parameter set (`SamplingParams.for_sampler_
+    warmup`), which pays for the float32 pipeline again (act + 4 B; FlashInfer's sampling workspace not counted).
+    """
+    if not v2:
+        return act_bytes + 12
+    v = version[:2]
+    if v < (0, 26) or v >= (0, 33):
+        return act_bytes + 4
+    return act_bytes
+
+
+def persistent_bytes(version: tuple[int, int, int], v2: bool, max_num_seqs: int, vocab: int,
+                     spec_tokens: int = 0) -> int:
+    """V2's sampler state allocated once after the start-up snapshot, which the budget counts from 0.27
+    (utils/mem_utils.py `memory_profiling`: non-KV memory = what free memory fell by from the snapshot, plus the
+    profile's transient peak; before 0.27 it was weights + peak increase + non-torch increase, which missed
+    tensors allocated between the snapshot and the profile). Per request (0.33 v1/worker/gpu/):
+
+    - sample/penalties.py: `output_bin_counts` int32 [V] and `prompt_bin_mask` int32 [ceil(V/32)] (bit-packed);
+    - structured_outputs.py: the grammar bitmask int32 [ceil(V/32)] per logit row (1 + k rows with k draft tokens);
+    - sample/logit_bias.py, bad_words.py, logprob.py: 3 x 1,024 + 128 + 1,024 + 129 + 128 int32 entries.
+
+    Llama-3.1-8B at 1,024 sequences: 501.0 + 15.7 + 15.7 + 17.5 MiB = 549.8 MiB. The block tables come after
+    the budget (`initialize_kv_cache`) and do not enter it.
+    """
+    if not v2 or version[:2] < (0, 27):
+        return 0
+    words = ceil(vocab / 32)
+    per_request = 4 * (vocab + words + words * (1 + spec_tokens) + 3 * 1024 + 128 + 1024 + 129 + 128)
+    return max_num_seqs * per_request
+
+
+def persistent_formula(max_num_seqs: int, vocab: int, total: int) -> str:
+    return (f"V2 sampler buffers = {max_num_seqs:,} requests x (int32 bin counts [{vocab:,}] + bit masks + "
+            f"logit-bias / bad-words / logprob tables) = {total / MiB:,.1f} MiB")
