@@ -96,18 +96,43 @@ def resolve_utilization(value, default: float = 0.9) -> float:
     return float(value)
 
 
-def model_dtype(model: ModelSpec, dtype, device: GPU) -> DType:
+def model_dtype(model: ModelSpec, dtype, device: GPU, engine: str = "vllm") -> DType:
+    """The dtype the engine computes (and caches) in on this card.
+
+    vLLM `auto` (config/model.py `_resolve_auto_dtype`, 0.11-0.33) keeps the config's dtype when the card supports
+    it, downcasts float32 to the platform's first dtype, and on cards without bfloat16 (compute capability < 8.0,
+    platforms/cuda.py `supported_dtypes`: T4, V100) falls back to float16; an explicit bfloat16 there is refused
+    (`check_if_supports_dtype`). SGLang runs float16 on every card below SM80, whatever was asked
+    (model_runner_components/load_model_utils.py `maybe_downgrade_dtype_for_legacy_gpu`, 0.5.23), and refuses
+    cards below SM75."""
+    cc = device.compute_capability
+    legacy = cc is not None and cc < (8, 0)
+    if engine == "sglang" and cc is not None and cc < (7, 5):
+        raise WorkloadError(f"SGLang runs on compute capability 7.5 and newer ('SGLang only supports sm75 and above'), "
+                            f"and the {device.name} has {cc[0]}.{cc[1]}: plan it for vLLM, or pick a newer card")
     if dtype in (None, "auto"):
         d = model.dtype
         if d == FLOAT32:
-            # vLLM's "auto" (`_resolve_auto_dtype`) downcasts float32 checkpoints, and configs that name no dtype,
-            # to the platform's first dtype: bfloat16, float16 on GPUs without bf16 (T4, V100). SGLang: same bytes.
             d = FLOAT16 if device.bf16_flops is None and not device.is_custom else BFLOAT16
-        return d
+        return FLOAT16 if legacy and d == BFLOAT16 and engine in ("vllm", "sglang") else d
     d = resolve_dtype(dtype)
     if d.is_sub_16bit:
         raise WorkloadError(f"--dtype {d.name} is not a compute dtype: use auto, bfloat16, float16 or float32")
-    return d
+    if d == BFLOAT16 and legacy and engine == "vllm":
+        raise WorkloadError(f"vLLM refuses bfloat16 on the {device.name} (compute capability {cc[0]}.{cc[1]}: bfloat16 "
+                            "needs 8.0): plan --dtype float16, or auto, which vLLM casts to float16 there")
+    return FLOAT16 if d == BFLOAT16 and legacy and engine == "sglang" else d
+
+
+def dtype_note(model: ModelSpec, act: DType, device: GPU, engine: str) -> str | None:
+    """Why the plan's dtype is not the config's, when the card decided it."""
+    cc = device.compute_capability
+    if act == FLOAT16 and model.dtype == BFLOAT16 and cc is not None and cc < (8, 0):
+        return (f"the {device.name} (compute capability {cc[0]}.{cc[1]}) has no bfloat16: "
+                + ("vLLM falls back to float16 ('Your device ... doesn't support torch.bfloat16. Falling back to "
+                   "torch.float16')" if engine == "vllm" else "SGLang runs float16 below SM80")
+                + "; the bytes are the same")
+    return None
 
 
 def resolve_max_len(model: ModelSpec, value) -> int:

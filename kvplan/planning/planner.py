@@ -24,8 +24,8 @@ from .engines.sglang_pool import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.spec_decode import Speculative
 from .engines.vllm import plan_vllm
 from .engines.vllm_profile import default_utilization, parse_version
-from .inputs import (ENGINE_NAMES, engine_settings, image_limit, lora_settings, model_dtype, positive, resolve_max_len,
-                     resolve_parallel, resolve_utilization, speculative_settings)
+from .inputs import (ENGINE_NAMES, dtype_note, engine_settings, image_limit, lora_settings, model_dtype, positive,
+                     resolve_max_len, resolve_parallel, resolve_utilization, speculative_settings)
 from .result import Plan, checked
 
 __all__ = ["ENGINES", "Plan", "context_warning", "plan"]
@@ -118,7 +118,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
         raise WorkloadError(f"{model.name} caches nothing (every layer is MLP-only or reuses another layer's KV), so "
                             f"{engine} has no KV pool to size: its KV cache is 0 B (`kvplan estimate`); plan it with "
                             "--engine hf for the weights alone")
-    act = model_dtype(model, dtype, device)
+    act = model_dtype(model, dtype, device, engine)
+    cast = dtype_note(model, act, device, engine)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
     if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
         raise WorkloadError(f"KV cache dtype {kv.name} is not one {engine} stores: use auto, fp8, fp8_e5m2, bf16, "
@@ -131,14 +132,14 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if engine == "sglang":  # an explicit 0.9 is the user's mem_fraction_static; None is SGLang's own default
         if auto_len:
             raise WorkloadError("SGLang has no automatic context length: pass --max-model-len N")
-        return checked(plan_sglang(model, device, tp=tp, pp=pp, max_len=max_len, act=act, kv=kv,
+        return _noted(cast, plan_sglang(model, device, tp=tp, pp=pp, max_len=max_len, act=act, kv=kv,
                                    quantization=quantization,
                                    mem_fraction=None if gpu_memory_utilization is None else util,
                                    version=version if engine_version else SGLANG_DEFAULT_VERSION, image_limit=limit,
                                    dp=dp, expert_parallel=bool(expert_parallel), speculative=spec, lora=adapters))
     if kv_cache_memory_bytes is not None:
         kv_cache_memory_bytes = positive("kv_cache_memory_bytes", kv_cache_memory_bytes)
-    return checked(plan_vllm(model, device, tp=tp, pp=pp, util=util, max_len=max_len, act=act, kv=kv,
+    return _noted(cast, plan_vllm(model, device, tp=tp, pp=pp, util=util, max_len=max_len, act=act, kv=kv,
                              quantization=quantization, version=version, max_num_batched_tokens=tokens,
                              max_num_seqs=seqs, block_size=positive("block_size", block_size),
                              usage_context=usage_context, limit=limit, dp=dp,
@@ -146,6 +147,11 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
                              cudagraph_estimate=cudagraph_estimate, kv_cache_memory_bytes=kv_cache_memory_bytes,
                              speculative=spec, lora=adapters, auto_len=auto_len, nvls=nvls,
                              prefix_caching=_switch("enable_prefix_caching", enable_prefix_caching)))
+
+
+def _noted(note: str | None, p: Plan) -> Plan:
+    """The engine's plan, checked, with the note saying why its dtype is not the config's."""
+    return checked(p.model_copy(update={"notes": [note] + p.notes}) if note else p)
 
 
 def _switch(name: str, value) -> bool | None:
