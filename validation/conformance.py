@@ -594,9 +594,20 @@ def write_markdown(rows: list[dict], version: str, out: Path) -> None:
         kv = r["kv_status"] + (f" ({_error(r['kv_measured'], r['kv_kvplan'])})" if r["kv_status"] == "wrong" else "")
         pa = r["params_status"] + (f" ({_error(r['params_measured'], r['params_kvplan'])})"
                                    if r["params_status"] == "wrong" else "")
-        why = r["reason"].replace("|", "/").replace("\n", " ")[:220]
+        why = "; ".join(w for w in (_params_note(r), r["reason"].replace("|", "/").replace("\n", " ")[:220]) if w)
         lines.append(f"| {r['model_type']} | {r['variant']} | {r['cls']} | {r['device'] or '-'} | {kv} | {pa} | {why} |")
     out.write_text("\n".join(lines) + "\n")
+
+
+def _params_note(r: dict) -> str:
+    """What the parameter verdict compared, where the row's class does not say it all."""
+    whole, text = r.get("params_whole_measured"), r.get("params_text_measured")
+    if r["params_status"] == "wrong" and not r.get("params_text_only") and r["params_kvplan"] == text != whole:
+        return (f"kvplan counts the language model only and does not say so: {whole - text:,} parameters of "
+                f"{r.get('params_cls') or r['cls']} outside it")
+    if r.get("params_cls") and not r.get("params_text_only"):
+        return f"parameters: the whole {r['params_cls']}"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
