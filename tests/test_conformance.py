@@ -11,7 +11,8 @@ kvplan/data/conformance.json). The default test run:
 - checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
   every family it measured wrong is refused by kvplan (so no face ever shows that number).
 
-`KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse.
+`KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse;
+tests/test_conformance_live.py re-runs kvplan (config classes only) on every row the sweep stored.
 """
 
 from __future__ import annotations
