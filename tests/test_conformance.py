@@ -11,7 +11,8 @@ kvplan/data/conformance.json). The default test run:
 - checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
   every family it measured wrong is refused by kvplan (so no face ever shows that number).
 
-`KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse.
+`KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse;
+tests/test_conformance_live.py re-runs kvplan (config classes only) on every row the sweep stored.
 """
 
 from __future__ import annotations
@@ -87,27 +88,44 @@ def _counts(families: dict) -> dict:
 
 WRONG_KV = sorted(mt for mt, f in DATA["families"].items() if f["kv"] == "wrong")
 WRONG_PARAMS = sorted(mt for mt, f in DATA["families"].items() if f["params"] == "wrong" and f["kv"] != "wrong")
+# beside the families the record measured wrong (there may be none), one it measured exact, marked wrong in a
+# synthetic record: the refusal is exercised on every run, whatever the record holds
+SYNTHETIC = "llama (synthetic record)"
 
 
-@pytest.mark.parametrize("model_type", WRONG_KV or ["(none)"])
-def test_a_family_measured_wrong_for_kv_is_refused(model_type):
-    if model_type == "(none)":
-        return
+def _as_measured_wrong(monkeypatch, model_type: str, aspect: str) -> str:
+    """The committed record with `model_type`'s `aspect` ("kv" or "params") measured wrong by +12.5 %."""
+    families = {**DATA["families"], model_type: {**DATA["families"][model_type], aspect: "wrong",
+                                                 f"{aspect}_error": "+12.5 %"}}
+    monkeypatch.setattr(verified, "_table", lambda: {"transformers": DATA["transformers"], "families": families})
+    return model_type
+
+
+@pytest.mark.parametrize("model_type", WRONG_KV + [SYNTHETIC])
+def test_a_family_measured_wrong_for_kv_is_refused(model_type, monkeypatch):
+    error = DATA["families"].get(model_type, {}).get("kv_error")
+    if model_type == SYNTHETIC:
+        model_type, error = _as_measured_wrong(monkeypatch, "llama", "kv"), "+12.5 %"
     config = transformers.CONFIG_MAPPING[model_type]().to_dict()
-    with pytest.raises(kvplan.KVPlanError):
+    with pytest.raises(kvplan.KVPlanError, match=re.escape(f"({error} on its default config)")):
         kvplan.parse_config(config, name=model_type)
 
 
-@pytest.mark.parametrize("model_type", WRONG_PARAMS or ["(none)"])
-def test_a_family_measured_wrong_for_parameters_gets_no_weights(model_type):
-    if model_type == "(none)":
-        return
+@pytest.mark.parametrize("model_type", WRONG_PARAMS + [SYNTHETIC])
+def test_a_family_measured_wrong_for_parameters_gets_no_weights(model_type, monkeypatch):
+    error = DATA["families"].get(model_type, {}).get("params_error")
+    if model_type == SYNTHETIC:
+        model_type, error = _as_measured_wrong(monkeypatch, "llama", "params"), "+12.5 %"
     config = transformers.CONFIG_MAPPING[model_type]().to_dict()
-    try:
-        model = kvplan.parse_config(config, name=model_type)
-    except kvplan.KVPlanError:
-        return   # refused as a whole (its cache is refused too)
+    if DATA["families"][model_type]["kv"] == "refused":   # kvplan cannot size its cache either: refused whole
+        with pytest.raises(kvplan.KVPlanError):
+            kvplan.parse_config(config, name=model_type)
+        return
+    model = kvplan.parse_config(config, name=model_type)   # its cache, measured exact, still stands
     assert model.arch is None and "does not match transformers" in model.arch_error
+    assert f"({error} on its default config)" in model.arch_error
+    with pytest.raises(kvplan.KVPlanError, match="does not match transformers"):
+        model.require_arch()
 
 
 @pytest.mark.skipif(not os.environ.get("KVPLAN_CONFORMANCE_FULL"), reason="the whole sweep: ~15 min on 2 cores")

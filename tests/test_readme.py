@@ -94,3 +94,26 @@ def test_every_path_readme_names_exists():
         assert [n for n in bare if not any((f / n).exists() or list(f.rglob(n)) for f in folders[1:])
                 and not (ROOT / n).exists()] == [], row
     assert len(named) > 40  # the check reads README's paths at all
+
+
+def test_coverage_figures():
+    """Issue #26: the conformance figures README quotes are docs/coverage.md's (validation/conformance.py writes
+    it with kvplan/data/conformance.json; tests/test_conformance.py checks the two agree), the families measured
+    wrong named."""
+    text = (ROOT / "docs" / "coverage.md").read_text()
+    figures = {}
+    for aspect, label in (("kv", "KV bytes"), ("params", "parameters")):
+        line = next(l for l in text.splitlines() if l.startswith(f"- {label}:"))
+        exact, refused, wrong, built, pct = re.search(r"(\d+) exact, (\d+) refused, (\d+) wrong .* of (\d+) "
+                                                      r"architectures that build \(([\d.]+) % exact\)", line).groups()
+        cells = [[c.strip() for c in l.strip().strip("|").split("|")] for l in text.splitlines() if l.startswith("| ")]
+        column = 4 if aspect == "kv" else 5
+        names = sorted({c[0] for c in cells if c[0] != "architecture" and c[column].startswith("wrong")})
+        assert len(names) == int(wrong), (aspect, names)
+        figures[aspect] = (exact, pct, refused, wrong + (f" ({', '.join(names)})" if names else ""), built)
+    (kv_exact, kv_pct, kv_refused, kv_wrong, built), (p_exact, p_pct, p_refused, p_wrong, _) = figures.values()
+    no_build = re.search(r"^- (\d+) do not build", text, re.M).group(1)
+    _quoted(f"of the {built} architectures that build, KV bytes are exact for {kv_exact} ({kv_pct} %), refused with "
+            f"a one-line reason for {kv_refused} and wrong for {kv_wrong}; the parameter count is exact for {p_exact} "
+            f"({p_pct} %), refused for {p_refused} and wrong for {p_wrong}")
+    _quoted(f"{no_build} more do not build in transformers itself at their defaults")

@@ -4,20 +4,26 @@ For each `model_type` in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES` and e
 config that switches the cache behaviour on (sliding window, MoE, hybrid pattern: see `variants`), this:
 
 1. builds the config class's defaults (`CONFIG_MAPPING[mt]()`), applies the variant, and hands kvplan the
-   dict a `save_pretrained` would write (`to_dict()`), never the config object;
+   dict a `save_pretrained` would write (`to_dict()`, in bf16: `config_dict`), never the config object;
 2. instantiates the model on the `meta` device in bf16 (shapes only, any size, seconds) and counts
-   `model.parameters()` (tied weights once, as `parameters()` deduplicates them);
+   `model.parameters()` (tied weights once, as `parameters()` deduplicates them); a multimodal family whose
+   causal LM leaves its towers out (Llama4ForCausalLM) is counted whole as its `MODEL_FOR_MULTIMODAL_LM` class
+   (Llama4ForConditionalGeneration), the model its checkpoints hold (`whole_model`);
 3. runs one prefill of `PROMPT` tokens at batch 1 and walks the cache it returns (attributes, lists and dicts:
    `validation.measure.walk_cache`), storage and logical bytes;
 4. where meta cannot run a model (`.item()` on meta, data-dependent shapes), runs it on CPU with the hidden
    sizes shrunk but the cache geometry kept (`cpu_fallback`), rather than dropping it;
 5. compares with kvplan: KV storage / logical bytes of `estimate(...)` right after that prefill, and the
-   parameter count. Each architecture ends `exact`, `refused` (a typed kvplan error, with its one line) or
-   `wrong` (a number that is not transformers'), or `no-build` (transformers itself cannot build it here).
+   parameter count: kvplan's language model plus the towers it counts against transformers' whole model, or,
+   where kvplan says it counts the language model only (a tower it has no rule for), against transformers'
+   language model, the reason recorded (`judge`). Each architecture ends `exact`, `refused` (a typed kvplan
+   error, with its one line) or `wrong` (a number that is not transformers'), or `no-build` (transformers itself
+   cannot build it here).
 
 `python -m validation.conformance` runs the whole sweep (about 10 minutes on 2 cores) and writes
 `docs/coverage.md` and `docs/coverage.json`; `--only a,b` runs some. tests/test_conformance.py runs a fast
-subset in the default test run and reads the committed table (no "wrong" allowed).
+subset in the default test run and reads the committed table; tests/test_conformance_live.py re-runs kvplan on
+every row's config (config classes only, no model built) against the figures stored here (`config_for`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMPT = 1000          # a 1000-token prefill, above every default window that is <= 999 ...
 PROMPT_LONG = 5000     # ... and above most default windows (4096) when the model has one
 TIMEOUT_S = 120        # per architecture, per variant
+DTYPE = "bfloat16"     # the models are built in it (config_dict writes it into the config kvplan reads)
 
 
 @dataclass
@@ -52,8 +59,13 @@ class Row:
     kv_logical_measured: int | None = None
     kv_kvplan: int | None = None
     kv_logical_kvplan: int | None = None
-    params_measured: int | None = None
+    params_measured: int | None = None   # transformers' count kvplan's is compared with: the whole or the text
     params_kvplan: int | None = None
+    params_whole_measured: int | None = None   # transformers' whole model (towers included)
+    params_text_measured: int | None = None    # its language model (the parameters outside NON_TEXT)
+    params_text_only: bool = False             # kvplan counted the language model only, and said so
+    params_cls: str = ""                       # the class counted for the parameters where it is not `cls`
+    config_sha: str = ""                       # sha256 of the config dict kvplan was given (config_for rebuilds it)
     verified: bool | None = None
     reason: str = ""
     seconds: float = 0.0
@@ -101,7 +113,11 @@ def _prefill(model, cfg, length: int):
 
 
 # Sub-modules of a multimodal wrapper that are not the language model (kvplan counts the language model and says so).
-NON_TEXT = ("vision", "visual", "audio", "multi_modal_projector", "mm_projector", "image", "speech", "patch_embed")
+NON_TEXT = ("vision", "visual", "audio", "multi_modal_projector", "mm_projector", "image", "speech", "patch_embed",
+            "vqmodel")
+# Settings that let a whole multimodal class build where its config's defaults leave a table it reads None
+# (Emu3ForConditionalGeneration reads vocabulary_map); none of them holds parameters, and kvplan never sees them.
+WHOLE_REPAIRS = ({"vocabulary_map": {}},)
 CPU_PROMPT = 128   # shrunk CPU runs: enough tokens to fill every cache, few enough for a real forward
 CPU_LIMIT_BYTES = 6e9   # two such runs side by side must fit a 24 GiB machine (DeepSeek-V2: 4.2 GB)
 
@@ -114,10 +130,12 @@ def measure_truth(mt: str, variant: dict, length: int) -> dict:
     from validation.measure import walk_cache
 
     torch.set_num_threads(1)
-    cfg, model = _build(mt, variant, "meta", torch.bfloat16)
-    params = sum(p.numel() for p in model.parameters())
-    text_params = sum(p.numel() for name, p in model.named_parameters()
-                      if not any(word in name for word in NON_TEXT))
+    cfg, model = _build(mt, variant, "meta", getattr(torch, DTYPE))
+    try:
+        whole = whole_model(mt, variant) or (*_counts(model), type(model).__name__, "")
+    except Exception as exc:  # noqa: BLE001 - its KV still stands; its parameters have no truth to compare with
+        whole = (None, None, "", f"the whole model does not build: {type(exc).__name__}: {str(exc)[:150]}")
+    params, text_params, params_cls, whole_note = whole
     device = "meta"
     try:
         cache = _prefill(model, cfg, length)
@@ -127,9 +145,45 @@ def measure_truth(mt: str, variant: dict, length: int) -> dict:
         cache, device = cpu_fallback(mt, variant, length, exc), "cpu-shrunk"
     held = walk_cache(cache) if cache is not None else None
     return {"cls": type(model).__name__ if device == "meta" else _class_name(cfg), "params": params,
-            "text_params": text_params, "device": device, "prompt": length,
+            "text_params": text_params, "params_cls": params_cls, "whole_note": whole_note,
+            "device": device, "prompt": length,
             "storage": held.storage if held else 0, "logical": held.logical if held else 0,
-            "config": cfg.to_dict()}
+            "config": config_dict(mt, variant)}
+
+
+def _counts(model) -> tuple[int, int]:
+    """(parameters, parameters of the language model) of a built model."""
+    params = sum(p.numel() for p in model.parameters())
+    text = sum(p.numel() for name, p in model.named_parameters() if not any(word in name for word in NON_TEXT))
+    return params, text
+
+
+def whole_model(mt: str, variant: dict) -> tuple[int, int, str, str] | None:
+    """(parameters, language-model parameters, class, note) of the whole multimodal model where transformers'
+    causal LM for `mt` is not it: MODEL_FOR_MULTIMODAL_LM names Llama4ForConditionalGeneration (the tower and
+    projector a Llama 4 checkpoint holds) where MODEL_FOR_CAUSAL_LM names the text-only Llama4ForCausalLM.
+    None where the causal LM is the whole model. Raises when the whole class cannot build at all."""
+    import torch
+    import transformers
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES)
+
+    name = MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.get(mt)
+    if name is None or name == MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(mt):
+        return None
+    cls = getattr(transformers, name)
+    error: Exception | None = None
+    for fix in ({}, *WHOLE_REPAIRS):
+        try:
+            with torch.device("meta"):
+                model = cls._from_config(CONFIG_MAPPING[mt](**variant, **fix), dtype=getattr(torch, DTYPE))
+        except Exception as exc:  # noqa: BLE001 - the next repair, or the first error
+            error = error or exc
+            continue
+        note = f"{name} built with {fix} (no parameters)" if fix else ""
+        return (*_counts(model), name, note)
+    raise error
 
 
 def _class_name(cfg) -> str:
@@ -188,10 +242,44 @@ def kvplan_figures(config: dict, length: int) -> dict:
     out["warnings"] = list(spec.warnings)
     if spec.arch is None:
         out["params_refused"] = f"ConfigError: {spec.arch_error}"
-    else:
-        out["params"] = param_count(spec.arch).total
-        out["text_only"] = any("language model only" in note for note in spec.arch.notes)
+        return out
+    # the language model only where kvplan says so (a tower it has no rule for), else the whole model: the
+    # language model plus the towers it counts, as a plan loads them
+    arch = spec.arch
+    out["text_only"] = arch.towers_missing or next((n for n in arch.notes if "language model only" in n), "")
+    out["params"] = param_count(arch).total + (0 if out["text_only"] else sum(n for _, n in arch.towers))
     return out
+
+
+def judge(row: Row, ours: dict) -> None:
+    """kvplan's figures `ours` (kvplan_figures) against the transformers figures already in `row`: fills kvplan's
+    side, the statuses and the reasons. The sweep and tests/test_conformance_live.py judge alike."""
+    def because(text: str) -> None:
+        row.reason = (row.reason + " | " if row.reason else "") + text
+
+    row.warnings = ours.get("warnings", [])
+    if "kv_refused" in ours:
+        row.kv_status = "refused"
+        because(ours["kv_refused"])
+    else:
+        row.kv_kvplan, row.kv_logical_kvplan = ours["storage"], ours["logical"]
+        ok = row.kv_kvplan == row.kv_measured and (row.device != "meta" or row.kv_logical_kvplan == row.kv_logical_measured)
+        row.kv_status = "exact" if ok else "wrong"
+    row.params_text_only = bool(ours.get("text_only"))
+    row.params_measured = row.params_text_measured if row.params_text_only else row.params_whole_measured
+    if row.params_whole_measured is None:   # whole_model could not build it: nothing to compare with
+        row.params_status = "no-build"
+        return
+    if row.params_text_only:
+        whole = row.params_cls or row.cls
+        because(f"language model only ({ours['text_only']}): compared with {whole}'s language model, "
+                f"{row.params_whole_measured - row.params_text_measured:,} parameters of other towers not counted")
+    if "params_refused" in ours:
+        row.params_status = "refused"
+        because(ours["params_refused"])
+    else:
+        row.params_kvplan = ours["params"]
+        row.params_status = "exact" if row.params_kvplan == row.params_measured else "wrong"
 
 
 # ---------------------------------------------------------------- one architecture
@@ -216,6 +304,41 @@ def variants(mt: str) -> list[tuple[str, dict]]:
     if getattr(cfg, "is_decoder", None) is False and not getattr(cfg, "is_encoder_decoder", False):
         out.append(("decoder", {"is_decoder": True}))
     return out
+
+
+def settings(mt: str, variant_name: str) -> dict:
+    """The settings of a row's variant, its repair included: `default+head_dim` is the default with REPAIRS'
+    {"head_dim": 128} (`_repaired` names it so)."""
+    name, _, repair = variant_name.partition("+")
+    out = dict(variants(mt))[name]
+    if repair:
+        out = {**out, **next(fix for fix in REPAIRS if ",".join(fix) == repair)}
+    return out
+
+
+def config_dict(mt: str, variant: dict) -> dict:
+    """The config dict the sweep hands kvplan: the config class with `variant` applied, `to_dict()` (what
+    `save_pretrained` writes), in the dtype the model is built in, written where `from_config(dtype=...)` writes
+    it (the config and each sub-config). Taken before any model is built: a model class may change its config
+    (BartForCausalLM sets is_decoder), a published config.json does not."""
+    from transformers import CONFIG_MAPPING
+
+    def typed(d: dict) -> dict:
+        return {k: typed(v) if isinstance(v, dict) and "dtype" in v else v for k, v in d.items()} | {"dtype": DTYPE}
+
+    return typed(CONFIG_MAPPING[mt](**variant).to_dict())
+
+
+def config_for(mt: str, variant_name: str) -> dict:
+    """The config dict the sweep handed kvplan for a row (`variant_name` as the row names it). Config classes
+    only: no model is built."""
+    return config_dict(mt, settings(mt, variant_name))
+
+
+def config_sha(config: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode()).hexdigest()
 
 
 def prompt_length(mt: str, variant: dict) -> int:
@@ -261,28 +384,16 @@ def run_one(mt: str, variant_name: str, variant: dict) -> Row:
                 return row
         row.cls, row.device, row.prompt = truth["cls"], truth["device"], truth["prompt"]
         length = truth["prompt"]
-        row.kv_measured, row.kv_logical_measured, row.params_measured = truth["storage"], truth["logical"], truth["params"]
+        row.kv_measured, row.kv_logical_measured = truth["storage"], truth["logical"]
+        row.params_whole_measured, row.params_text_measured = truth["params"], truth["text_params"]
+        row.params_cls = truth["params_cls"] if truth["params_cls"] != row.cls else ""
+        if truth["whole_note"]:
+            row.reason = (row.reason + " | " if row.reason else "") + truth["whole_note"]
         from kvplan.config.verified import structural_keys
 
         row.keys = structural_keys(truth["config"])
-        ours = kvplan_figures(truth["config"], length)
-        row.warnings = ours.get("warnings", [])
-        if "kv_refused" in ours:
-            row.kv_status, row.reason = "refused", ours["kv_refused"]
-        else:
-            row.kv_kvplan, row.kv_logical_kvplan = ours["storage"], ours["logical"]
-            ok = row.kv_kvplan == row.kv_measured and (row.device != "meta" or row.kv_logical_kvplan == row.kv_logical_measured)
-            row.kv_status = "exact" if ok else "wrong"
-        if ours.get("text_only"):
-            row.params_measured = truth["text_params"]
-            row.reason = (row.reason + " | " if row.reason else "") + (
-                f"language model: {truth['params'] - truth['text_params']:,} parameters of other towers not counted")
-        if "params_refused" in ours:
-            row.params_status = "refused"
-            row.reason = (row.reason + " | " if row.reason else "") + ours["params_refused"]
-        else:
-            row.params_kvplan = ours["params"]
-            row.params_status = "exact" if row.params_kvplan == row.params_measured else "wrong"
+        row.config_sha = config_sha(truth["config"])
+        judge(row, kvplan_figures(truth["config"], length))
     except TimeoutError as exc:
         row.kv_status = row.params_status = "no-build"
         row.reason = f"timed out ({exc})"
@@ -464,7 +575,10 @@ def write_markdown(rows: list[dict], version: str, out: Path) -> None:
              "Every `model_type` in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`, built from its config class's "
              "defaults (and the variants that switch a cache behaviour on), instantiated on the `meta` device (or on "
              "CPU with the MLP and vocabulary shrunk where meta cannot run it), one prefill, the real cache walked. "
-             "kvplan's KV bytes (storage and logical) and parameter count against it. Written by "
+             "kvplan's KV bytes (storage and logical) and parameter count against it: kvplan's language model plus "
+             "the towers it counts against transformers' whole model (for a family whose causal LM leaves its towers "
+             "out, its `MODEL_FOR_MULTIMODAL_LM` class, e.g. Llama4ForConditionalGeneration), or, where kvplan says "
+             "it counts the language model only, against transformers' language model, the reason given. Written by "
              "`python -m validation.conformance`; `kvplan/data/conformance.json` is the same record, which kvplan "
              "reads to refuse what it measured wrong and to warn about what it never measured.", ""]
     for aspect, label in (("kv", "KV bytes"), ("params", "parameters")):
@@ -480,9 +594,20 @@ def write_markdown(rows: list[dict], version: str, out: Path) -> None:
         kv = r["kv_status"] + (f" ({_error(r['kv_measured'], r['kv_kvplan'])})" if r["kv_status"] == "wrong" else "")
         pa = r["params_status"] + (f" ({_error(r['params_measured'], r['params_kvplan'])})"
                                    if r["params_status"] == "wrong" else "")
-        why = r["reason"].replace("|", "/").replace("\n", " ")[:220]
+        why = "; ".join(w for w in (_params_note(r), r["reason"].replace("|", "/").replace("\n", " ")[:220]) if w)
         lines.append(f"| {r['model_type']} | {r['variant']} | {r['cls']} | {r['device'] or '-'} | {kv} | {pa} | {why} |")
     out.write_text("\n".join(lines) + "\n")
+
+
+def _params_note(r: dict) -> str:
+    """What the parameter verdict compared, where the row's class does not say it all."""
+    whole, text = r.get("params_whole_measured"), r.get("params_text_measured")
+    if r["params_status"] == "wrong" and not r.get("params_text_only") and r["params_kvplan"] == text != whole:
+        return (f"kvplan counts the language model only and does not say so: {whole - text:,} parameters of "
+                f"{r.get('params_cls') or r['cls']} outside it")
+    if r.get("params_cls") and not r.get("params_text_only"):
+        return f"parameters: the whole {r['params_cls']}"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
