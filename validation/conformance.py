@@ -451,7 +451,6 @@ def _read(path: Path) -> tuple[list[dict], set[str], str | None]:
 
 def sweep(only: list[str] | None = None, workers: int = 2, scratch: Path | None = None) -> list[dict]:
     """Every architecture through `workers` subprocesses; one that dies is restarted past the culprit."""
-    import subprocess
     import tempfile
 
     types = only or architectures()
