@@ -67,7 +67,15 @@ def parse_config(
         name=name, model_type=model_type, dtype=config_dtype(text), layers=tuple(layers),
         fields=dict(reader.used), notes=tuple(notes), source=source, dims=_dims(reader), arch=arch,
         arch_error=arch_error, warnings=warnings, dtype_named=any(text.get(k) is not None for k in DTYPE_KEYS),
+        architecture=_architecture(data),
     )
+
+
+def _architecture(data: Mapping[str, Any]) -> str:
+    """The top-level `architectures[0]` (a multimodal wrapper's, "Qwen3_5ForConditionalGeneration", not its text
+    config's): the class vLLM and SGLang instantiate."""
+    archs = data.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
 
 
 def _refuse_encoders(text: Mapping[str, Any], model_type: str, status, name: str) -> None:

@@ -67,6 +67,9 @@ class ModelSpec:
     checkpoint: CheckpointWeights | None = field(default=None, compare=False, repr=False)
     checkpoint_note: str | None = None
     checkpoint_total: CheckpointTotal | None = field(default=None, compare=False, repr=False)  # a record's total
+    # the class a serving engine builds for it (the config's first `architectures` entry, "LlamaForCausalLM"):
+    # SGLang keys its pools and its pipeline layout on it; "" when the config names none
+    architecture: str = ""
 
     @property
     def verified(self) -> bool:
