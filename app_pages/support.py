@@ -303,10 +303,13 @@ def run_fewest(model: ModelSpec, p: PlanInputs):
     return fewest_gpus(model, max_gpus=64, **p.kwargs())
 
 
-# The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes, sglang_pool)
+# The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes; SGLang's
+# sglang_pool and sglang_rules: --attn-dp-size 0.5.22, the 20-35 GB tier 0.5.20, the Mamba padding slot 0.5.17,
+# extra_buffer 0.5.14, prefill graphs 0.5.10, the SWA pool 0.5.8, the PP split 0.5.6, the additive reserve 0.5.3)
 ENGINE_VERSIONS = {"vllm": ("0.33.0", "0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0",
                             "0.10.1", "0.7.3"),
-                   "sglang": ("0.5.23", "0.5.3", "0.5.1", "0.4.6")}
+                   "sglang": ("0.5.23", "0.5.22", "0.5.20", "0.5.17", "0.5.14", "0.5.10", "0.5.8", "0.5.6", "0.5.3",
+                              "0.5.1", "0.4.6")}
 DEFAULT_DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 SPECULATIVE = {"none": None, "MTP layers of the checkpoint": "mtp", "EAGLE-3 head": "eagle3",
                "Draft model": "draft_model"}

@@ -48,6 +48,10 @@ class GPU:
     compute_capability: tuple[int, int] | None = None  # NVIDIA SM version (8.0 A100, 9.0 H100); None: AMD, custom
     price_per_hour: float | None = None   # USD per GPU-hour, on demand (kvplan/data/gpu_prices.json); None: unknown
     price_source: str = ""
+    # nvidia-smi's memory.total, the size SGLang reads for its default fraction (utils get_nvgpu_memory_capacity):
+    # 81,559 MiB on an H100 SXM whose runtime total is 81,090 MiB; None where no source gave it
+    smi_memory_bytes: int | None = None
+    smi_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -78,6 +82,8 @@ def _gpu_from_entry(entry: dict) -> GPU:
         memory_kind=src["memory_kind"],
         tdp_watts=entry.get("tdp_watts"),
         compute_capability=_capability(entry.get("compute_capability")),
+        smi_memory_bytes=entry["nvidia_smi_memory_mib"] * MiB if "nvidia_smi_memory_mib" in entry else None,
+        smi_source=src.get("nvidia_smi", ""),
         **_price_of(entry["name"]),
     )
 

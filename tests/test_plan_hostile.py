@@ -63,9 +63,13 @@ def test_version_is_printed_as_read():
     assert p.engine_version == "0.8.5"
 
 
-def test_sglang_hybrid_with_mamba_still_plans():
-    p = plan("ai21labs/AI21-Jamba-1.5-Mini", engine="sglang", gpu="H100", max_model_len=4096)
-    assert p.kv_pool_bytes >= 0 and p.gpu_memory_utilization > 0
+def test_sglang_hybrid_with_mamba_plans_or_says_why():
+    """SGLang keeps a Mamba state pool for Qwen3-Next / Qwen3.5 / Nemotron-H / Falcon-H1 (configs/hybrid_arch.py
+    mambaish_config) and has no Jamba model: a one-line refusal, never a traceback or a pool without the state."""
+    p = plan("Qwen/Qwen3-Next-80B-A3B-Thinking", engine="sglang", gpu="H100", tp=4, max_model_len=4096)
+    assert p.kv_pool_bytes >= 0 and p.gpu_memory_utilization > 0 and p.extra["Mamba state pool"] > 0
+    with pytest.raises(WorkloadError, match="JambaForCausalLM is not among them: plan it for vLLM"):
+        plan("ai21labs/AI21-Jamba-1.5-Mini", engine="sglang", gpu="H100", max_model_len=4096)
 
 
 @pytest.mark.parametrize("change, rule", [

@@ -3,11 +3,15 @@
 Each row comes from a public log (its source and the quoted lines are in the CSV). Per row, as far as the log
 allows:
 
-1. cell: "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" against N x kvplan's bytes per token;
+1. cell: "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" against N x kvplan's bytes per token
+   (the cell of kvplan's SGLang plan for the row's release: KV heads per rank, SGLang's MLA / DSA layouts);
 2. weights: "Load weight end ... mem usage=X GB" against kvplan's parameters + RoPE tables + load extras;
 3. before loading: the card's memory minus the free memory SGLang starts from ("Load weight begin. avail mem",
    or avail mem after loading + mem usage), the context kvplan takes as PRELOAD_BYTES;
 4. tokens: "max_total_num_tokens" against kvplan's plan, where the GPU and mem_fraction_static are known.
+
+Each row is planned with the SGLang release it printed (0.5.19, "0.5.8.post1" as 0.5.8); a row that printed none is
+planned with kvplan's default, 0.5.23 (its mem_fraction_static is given, so the release's reserve does not enter).
 
 The two SGLang constants (PRELOAD_BYTES, LOAD_EXTRA_BYTES in kvplan/planning/engines/sglang.py) were read off these
 rows, so checks 2-4 are a calibration, not a hold-out; check 1 involves no constant.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -28,8 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from kvplan.config.load import load_model  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
-from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, cell_size  # noqa: E402
-from kvplan.planning.engines.vllm_kv import rank_layer_specs  # noqa: E402
+from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES  # noqa: E402
 from kvplan.planning.planner import plan  # noqa: E402
 from validation.vllm_calibration import _err, _num  # noqa: E402
 from validation.vllm_holdout import write_results  # noqa: E402
@@ -49,22 +53,50 @@ MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", "fp8", "base config with --quantization fp8"),
     "openai/gpt-oss-20b": ("openai/gpt-oss-20b", None, ""),
     "Qwen3-30B-A3B": ("Qwen/Qwen3-30B-A3B", None, "experts on the CPU (ktransformers): cell check only"),
+    "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", None, ""),
+    "zai-org/GLM-5-FP8": ("zai-org/GLM-5", "fp8", "base config with --quantization fp8 (the FP8 checkpoint's "
+                                                  "quantization_config is not bundled)"),
 }
 # GPU names as the logs wrote them -> kvplan's catalogue; rows whose GPU was not printed stay unknown, except
 # SGLang's own docs run, which started from 78.81 GiB free: an 80 GB card, taken as an H100 (an A100 would
 # be 0.06 GiB larger).
-GPUS = {"NVIDIA L4": "L4", "NVIDIA GeForce RTX 4090": "RTX-4090", "H100": "H100"}
-ASSUMED_GPU = {"sgl_docs_send_request_llama31_8b_20250123": "H100"}
+GPUS = {"NVIDIA L4": "L4", "NVIDIA GeForce RTX 4090": "RTX-4090", "H100": "H100",
+        "NVIDIA H100 80GB (GKE a3-highgpu-1g)": "H100"}
+# The GLM-5 run names its image (rocm/sgl-dev ...-mi35x-...), not its card: an MI35x, whose MI350X and MI355X both
+# carry 288 GB; kvplan's catalogue has the MI355X (287.98 GiB).
+ASSUMED_GPU = {"sgl_docs_send_request_llama31_8b_20250123": ("H100", "78.81 GiB free before loading"),
+               "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226": ("MI355X", "the image is built for MI35x cards")}
 
 
 MISSES = {
-    "vllm_21348_qwen3_235b_a22b_fp8_4xh100": "+9.9 % tokens: an FP8 checkpoint whose quantization_config kvplan "
+    "vllm_21348_qwen3_235b_a22b_fp8_4xh100": "+9.5 % tokens: an FP8 checkpoint whose quantization_config kvplan "
     "does not bundle; online fp8 of every linear layer stands in, and the pool says the checkpoint keeps about "
     "1.6 GiB per GPU more (which modules it leaves in bf16 is not known here)",
     "kvcached_198_gpt_oss_20b_20251012": "-10.6 % weights: gpt-oss's MXFP4 experts on a B200 (178 GiB card) under "
     "a third-party patch; SGLang's MXFP4 layout (padding, or experts kept in 16 bits) is not modelled",
     "qwen3_0p6b_wsl_20250502": "+5.8 % weights: 0.07 GiB on a 1.2 GiB model, inside the spread of the load extras",
+    "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226": "-10.2 % K + V: SGLang counts the raw fp8 latent in its cell "
+    "through 0.5.16 ((512 + 64) x 1 B + 132 B of index keys = 708 B a layer, 55,224 B a token over 78 layers, which "
+    "sets the 3,262,823 tokens) while the pool it allocates keeps the scaled layout (656 + 132 B a layer: 61,464 B a "
+    "token, the printed 186.77 GB); +2.9 % tokens with the 4.48 GiB this ROCm run held before loading (kvplan takes "
+    "0.38) and the FP8 checkpoint's layout (online fp8 stands in: -1.3 % weights)",
+    "sgl_qwen3_32b_h100_v0519_gke_snapshot": "+2.1 % tokens: the run held 0.72 GiB before loading (gVisor, "
+    "--enable-memory-saver; kvplan takes 0.38), 0.34 GiB x 0.9 of a 9.5 GiB pool",
 }
+
+
+# Rows whose build is not the release it names: the GLM-5 run's ROCm image "v0.5.8.post1" has GlmMoeDsaForCausalLM,
+# which the 0.5.8 wheel lacks and 0.5.9 ships (models/glm4_moe.py), so it is planned with 0.5.9's rules (the same
+# DSA cell as 0.5.8's: the raw latent counted through 0.5.16).
+RELEASE_FOR = {"sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226": ("0.5.9", "a 0.5.8.post1 image with 0.5.9's GLM-5")}
+
+
+def _release(row: dict) -> str | None:
+    """The 0.x.y release a row printed ("0.5.19 (image ...)" is 0.5.19), or None."""
+    if row["run_id"] in RELEASE_FOR:
+        return RELEASE_FOR[row["run_id"]][0]
+    found = re.match(r"\s*v?(0\.\d+\.\d+)", row["sglang_version"] or "")
+    return found.group(1) if found else None
 
 
 def _model_key(model: str) -> str | None:
@@ -84,22 +116,22 @@ def check_row(row: dict) -> dict:
     out["config"] = name + (f" ({why})" if why else "")
     model = load_model(name)
     tp = int(row["tp_size"] or 1)
-    specs = rank_layer_specs(model, range(model.num_layers), tp, 1 if row["kv_cache_dtype"].startswith("fp8") else 2,
-                             2)
-    cell = cell_size(specs)
-    tokens = _num(row["kv_tokens"]) or _num(row["max_total_num_tokens"])
-    printed_kv = (_num(row["k_size_gb"]) or 0) + (_num(row["v_size_gb"]) or 0) or _num(row["kv_size_gb"])
-    if tokens and printed_kv:
-        out["cell"] = (printed_kv, tokens * cell / GiB)
-    gpu_name = GPUS.get(row["gpu"]) or ASSUMED_GPU.get(row["run_id"])
+    assumed = ASSUMED_GPU.get(row["run_id"])
+    gpu_name = GPUS.get(row["gpu"]) or (assumed[0] if assumed else None)
     gpu = resolve_gpu(gpu_name) if gpu_name else None
     fraction = _num(row["mem_fraction_static"])
     if gpu is None:
         out["reason"] = "GPU memory not known: no pool check"
     elif not row["tp_size"]:
         out["reason"] = "TP not printed (1 taken)"
-    p = plan(model, engine="sglang", gpu=gpu or "H100", tp=tp, quantization=quant,
+    release = _release(row)
+    p = plan(model, engine="sglang", gpu=gpu or "H100", tp=tp, quantization=quant, engine_version=release,
+             kv_dtype="fp8" if row["kv_cache_dtype"].startswith("fp8") else "auto",
              gpu_memory_utilization=fraction, max_model_len=int(_num(row["context_length"]) or 8192))
+    tokens = _num(row["kv_tokens"]) or _num(row["max_total_num_tokens"])
+    printed_kv = (_num(row["k_size_gb"]) or 0) + (_num(row["v_size_gb"]) or 0) or _num(row["kv_size_gb"])
+    if tokens and printed_kv:
+        out["cell"] = (printed_kv, tokens * p.kv_bytes_per_token / GiB)
     usage, after = _num(row["weights_mem_usage_gb"]), _num(row["avail_mem_after_weights_gb"])
     if usage and "ktransformers" not in row["run_id"]:
         out["weights"] = (usage, (p.weights_bytes + LOAD_EXTRA_BYTES) / GiB)
@@ -109,8 +141,11 @@ def check_row(row: dict) -> dict:
     capped = "max_total_tokens" in row["notes"] and "20480" in row["notes"]
     if gpu is not None and fraction and printed_tokens and not capped:
         out["tokens"] = (printed_tokens, float(p.kv_cache_tokens))
-    if gpu_name in ASSUMED_GPU.values() and row["run_id"] in ASSUMED_GPU:
-        out["reason"] = f"GPU not printed: {gpu_name} assumed (78.81 GiB free before loading)"
+    if assumed:
+        out["reason"] = f"GPU not printed: {gpu_name} assumed ({assumed[1]})"
+    if release is None or row["run_id"] in RELEASE_FOR:
+        why = RELEASE_FOR[row["run_id"]][1] if row["run_id"] in RELEASE_FOR else "release not printed"
+        out["reason"] = "; ".join(filter(None, [out["reason"], f"{why}: {release or '0.5.23'}'s rules"]))
     return out
 
 
@@ -155,7 +190,9 @@ def main(argv=None) -> int:
         f"Source: `{args.csv.name}` ({len(results)} rows; sources and quoted log lines in the CSV). Generated by "
         "`python validation/sglang_calibration.py`. SGLang prints GiB as \"GB\", two decimals. The constants "
         f"PRELOAD_BYTES ({PRELOAD_BYTES / GiB:.2f} GiB) and LOAD_EXTRA_BYTES ({LOAD_EXTRA_BYTES / GiB:.2f} GiB) "
-        "were read off these rows: only the cell check is independent of them.", "",
+        "were read off the first 11 rows: only the cell check is independent of them there (the Qwen3-32B and "
+        "GLM-5 rows came after). Each row is planned with the SGLang release it printed (0.5.23's rules where "
+        "none).", "",
         *summary, "", "Rows kvplan does not explain:", "", *misses, "", "Configs used:", "", *configs, "", *rows, ""])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sglang_calibration.md").write_text(text)

@@ -72,7 +72,8 @@ def parse_config(
 
 
 def _architecture(data: Mapping[str, Any]) -> str:
-    """The class a config names first (`"architectures": ["LlamaForCausalLM"]`), as vLLM reads it; "" when none."""
+    """The class a config names first (`"architectures": ["LlamaForCausalLM"]`), a multimodal wrapper's top-level
+    one ("Qwen3_5ForConditionalGeneration", not its text config's): the class vLLM and SGLang build; "" if none."""
     names = data.get("architectures")
     first = names[0] if isinstance(names, list) and names else None
     return first[:100] if isinstance(first, str) else ""

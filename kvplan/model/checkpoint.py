@@ -98,12 +98,13 @@ class CheckpointWeights:
 
     def stage_bytes(self, model_dtype: DType, tp: int, layers: range, first: bool, last: bool, tied: bool,
                     skip: frozenset[str] = frozenset({"mtp"}), moe_ranks: int | None = None,
-                    attn_ranks: int | None = None) -> int:
+                    attn_ranks: int | None = None, head_everywhere: bool = False) -> int:
         """One GPU's share: TP rank of the pipeline stage owning `layers` (vLLM's layout, as
         kvplan.weights.split prices the config rule): layers to their stage, embeddings and towers to the
         first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
         split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
-        across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None)."""
+        across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None); `head_everywhere`: the lm_head on
+        every stage (SGLang's Llama)."""
         total = tied_copy = 0
         keep, copy_head = self.keeps_f32, tied and last and not first and not self.has("lm_head")
         for r in self.rows:
@@ -118,7 +119,7 @@ class CheckpointWeights:
                     tied_copy += size
                 if not first:
                     continue
-            elif not last:  # lm_head, the final norm
+            elif not last and not (head_everywhere and r.component == "lm_head"):  # lm_head, the final norm
                 continue
             ranks = (moe_ranks or tp) if r.expert else (attn_ranks or tp) if r.attention else tp
             total += size if r.replicated else ceil(size / ranks)

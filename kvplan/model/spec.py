@@ -67,7 +67,9 @@ class ModelSpec:
     checkpoint: CheckpointWeights | None = field(default=None, compare=False, repr=False)
     checkpoint_note: str | None = None
     checkpoint_total: CheckpointTotal | None = field(default=None, compare=False, repr=False)  # a record's total
-    architecture: str = ""  # the config's first `architectures` entry (LlamaForCausalLM): engines key rules on it
+    # the class a serving engine builds for it (the config's first `architectures` entry, "LlamaForCausalLM"):
+    # vLLM keys its runner rules on it, SGLang its pools and pipeline layout; "" when the config names none
+    architecture: str = ""
 
     @property
     def verified(self) -> bool:

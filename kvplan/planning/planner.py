@@ -136,7 +136,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
                                    quantization=quantization,
                                    mem_fraction=None if gpu_memory_utilization is None else util,
                                    version=version if engine_version else SGLANG_DEFAULT_VERSION, image_limit=limit,
-                                   dp=dp, expert_parallel=bool(expert_parallel), speculative=spec, lora=adapters))
+                                   dp=dp, expert_parallel=bool(expert_parallel), speculative=spec, lora=adapters,
+                                   kv_default=kv_dtype in (None, "auto")))
     if kv_cache_memory_bytes is not None:
         kv_cache_memory_bytes = positive("kv_cache_memory_bytes", kv_cache_memory_bytes)
     return _noted(cast, plan_vllm(model, device, tp=tp, pp=pp, util=util, max_len=max_len, act=act, kv=kv,

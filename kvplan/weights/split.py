@@ -36,17 +36,22 @@ def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
 
 
 def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                       towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
+                       towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
+                       head_everywhere: bool = False) -> int:
     """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
     tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
     `moe_ranks`: the ranks the routed experts are spread over, TP x DP in vLLM (whole experts with
     --enable-expert-parallel, each one TP-sharded over all of them without; the bytes are the same), TP when None.
     `attn_ranks`: the ranks attention is split over, SGLang's attention TP = TP / DP with DP attention.
+    `head_everywhere`: the lm_head on every pipeline stage, not the last alone (SGLang's Llama builds it on every
+    PP rank: 0.5.23 models/llama.py LlamaForCausalLM.__init__, no is_last_rank gate; 2.10 GB a stage at TP1 for
+    Llama-3.1-70B's 128,256 x 8,192 head).
 
     Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
     inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
     """
-    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp)
+    return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp,
+                               head_everywhere)
 
 
 @lru_cache(maxsize=256)
@@ -66,7 +71,7 @@ WHOLE_GROUPS = frozenset({"norms", "router"})
 
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                        towers: bool, moe_ranks: int, attn_ranks: int) -> int:
+                        towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False) -> int:
     total = 0
     tied_embedding = 0
     rows, buffers = _tensor_table(shape, dtype)
@@ -82,7 +87,7 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
                 tied_embedding += size
             if not first:
                 continue
-        elif group in ("lm_head", "norms") and not last:
+        elif group in ("lm_head", "norms") and not last and not (head_everywhere and group == "lm_head"):
             continue
         ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
         total += size if whole else ceil(size / ranks)
@@ -97,14 +102,16 @@ def checkpoint_for(model, shape: ArchShape):
 
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                     towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None) -> int:
+                     towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
+                     head_everywhere: bool = False) -> int:
     """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
     found = checkpoint_for(model, shape)
     if found is None:
-        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks)
+        return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks,
+                                  head_everywhere)
     skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
     return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip, moe_ranks or tp,
-                             attn_ranks or tp)
+                             attn_ranks or tp, head_everywhere)
 
 
 @lru_cache(maxsize=256)

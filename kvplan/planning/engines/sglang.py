@@ -1,10 +1,14 @@
 """SGLang's plan, end to end: settings in, the per-GPU budget (a static fraction of the card for weights + KV,
 the rest SGLang's reserve for activations and CUDA graphs), max_total_num_tokens, the verdict and the
-`sglang.launch_server` command out. The pool's arithmetic and SGLang's defaults are in `sglang_pool`."""
+`sglang.launch_server` command out. One budget per pipeline stage: every rank reads the free memory of the most
+loaded one (an all-reduce MIN) and the pool holds the fewest tokens any stage's quotient gives. The pool's
+arithmetic is in `sglang_pool`, what a rank caches in `sglang_layers`, the version-keyed lookups in `sglang_rules`,
+the notes in `sglang_notes`."""
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from math import ceil
 
 from ...dtypes import DType
@@ -18,28 +22,114 @@ from ..result import Plan, StageMemory
 from . import lora as lora_rules
 from . import spec_decode
 from .lora import LoraSettings
-from .sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523, SglangSettings, batch_defaults, sglang_pool, vlm_factor
+from .sglang_layers import cell_specs, dsa_kv_dtype, is_dsa, state_bytes_per_request
+from .sglang_notes import engine_warnings, plan_notes
+from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
+                          batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
+                          resolve_fraction, stage_pool, vlm_factor)
+from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, pp_layer_split,
+                           prefill_graphs_reserved, release_text, swa_pool)
 from .spec_decode import Speculative
-from .vllm_kv import bytes_per_token, rank_layer_specs
+from .vllm_kv import bytes_per_token
+
+ALGORITHMS = {"mtp": "NEXTN", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage as planned: its layers, one rank's weights, its KV layers and its pool."""
+
+    layers: range
+    weights_bytes: int
+    specs: list
+    pool: StagePool
 
 
 def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction: float | None, max_len: int,
                 act: DType, kv: DType, quantization: str | None, version: tuple[int, int, int],
                 image_limit: int | None, dp: int = 1, expert_parallel: bool = False,
-                speculative: Speculative | None = None, lora: LoraSettings | None = None) -> Plan:
+                speculative: Speculative | None = None, lora: LoraSettings | None = None,
+                kv_default: bool = False) -> Plan:
     """SGLang's start-up for these settings (checked by kvplan.planning.inputs). `mem_fraction` None: SGLang's own
     default for this card, TP and version (an explicit 0.9 is the user's --mem-fraction-static). `dp`: DP
-    attention ranks inside the TP group (--dp N --enable-dp-attention): attention and its KV heads split over
-    TP / N, each rank with its own pool; experts stay split over all TP ranks (--ep-size TP moves whole experts,
-    the same bytes per rank)."""
+    attention ranks inside the TP group (--attn-dp-size N): attention and its KV heads split over TP / N, each rank
+    with its own pool; experts stay split over all TP ranks (--ep-size TP moves whole experts, the same bytes per
+    rank). `kv_default`: --kv-cache-dtype auto (a DSA model's default is fp8 on Blackwell)."""
     shape = with_online_quant(model.require_arch(), quantization)
+    speculative = _check(model, shape, tp, pp, dp, expert_parallel, speculative, lora, image_limit, version)
+    if is_dsa(model):
+        kv = dsa_kv_dtype(kv, kv_default, device, version)
+    attn_tp = tp // dp
+    settings = _settings(model, shape, device, tp, pp, dp, mem_fraction, version, speculative, lora)
+    extra = _extra_lines(model, shape, act, kv, tp, attn_tp, speculative, lora, version)
+    on_swa = swa_pool(model.architecture, version, _sm_major(device), speculative is not None)[0]
+    card = device.smi_memory_bytes or device.memory_bytes
+    fraction = resolve_fraction(card, settings)
+    stages, rest = _stages(model, shape, device, settings, act, kv, attn_tp, on_swa, speculative, fraction,
+                           sum(extra.values()))
+    binding = min(range(len(stages)), key=lambda i: (stages[i].pool.tokens, -stages[i].weights_bytes))
+    head = stages[binding]
+    tokens = head.pool.tokens
+    mixer = MAMBA_POOL_ARCHS.get(model.architecture)   # _check refused every other state model
+    state_cap = head.pool.state_slots // mamba_requests_ratio(mixer, version) if model.has_state else None
+    if model.has_state:
+        extra["Mamba state pool"] = head.pool.state_bytes
+    running = max_running_requests(tokens, max_len, settings, state_cap)
+    fits = tokens >= max_len and state_cap != 0 and rest > 0
+    reserved = int(device.memory_bytes * (1 - fraction))
+    return Plan(
+        model=model.name, engine="sglang", engine_version=release_text(version), gpu=device.name,
+        gpu_memory_bytes=device.memory_bytes, num_gpus=tp * pp, extra=extra,
+        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=1,
+        expert_parallel_size=tp if expert_parallel else 1,
+        max_model_len=max_len, gpu_memory_utilization=round(fraction, 4), dtype=act.name,
+        kv_cache_dtype=kv.name, block_size=settings.page_size,
+        max_num_batched_tokens=batch_defaults(card / MiB, tp, version)[0] // dp,
+        max_num_seqs=running, weights_bytes=head.weights_bytes, activation_bytes=reserved, non_torch_bytes=0,
+        kv_pool_bytes=head.pool.kv_bytes, kv_bytes_per_token=bytes_per_token(head.specs), kv_cache_tokens=tokens,
+        num_blocks=tokens, max_concurrency=round(tokens / max_len, 4), fits=fits,
+        shortfall_bytes=0 if fits else _shortfall(head.pool, rest, max_len, state_cap, mixer, settings),
+        max_model_len_that_fits=min(max_len, tokens) if state_cap != 0 else 0,
+        stages=[StageMemory(stage=i, layers=f"{x.layers.start}-{x.layers.stop - 1}", weights_bytes=x.weights_bytes,
+                            activation_bytes=reserved, non_torch_bytes=0, kv_pool_bytes=x.pool.kv_bytes,
+                            kv_bytes_per_token=bytes_per_token(x.specs), num_blocks=x.pool.tokens)
+                for i, x in enumerate(stages)],
+        vllm_command=sglang_command(shlex.quote(model_argument(model)), tp, pp, max_len, kv, quantization,
+                                    fraction, dp, expert_parallel, speculative, lora, version),
+        formula=_formula(device, fraction, rest, stages, binding, extra, settings),
+        notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len),
+        warnings=engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
+    )
+
+
+def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, speculative, lora, image_limit,
+           version) -> Speculative | None:
+    """The settings kvplan can plan for SGLang, or a one-line WorkloadError saying what to change."""
+    arch = model.architecture
     if image_limit is not None:
         raise WorkloadError("kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 "
                             "loads the vision tower of most models whatever its flags: plan it with the tower")
     if tp % dp:
         raise WorkloadError(f"SGLang's DP attention splits the TP group: DP {dp} must divide TP {tp}")
+    if pp > model.num_layers:
+        raise WorkloadError(f"PP {pp} is more stages than {model.name}'s {model.num_layers} layers: use at most "
+                            f"{model.num_layers}")
     if expert_parallel and not shape.has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    if version < FIRST_RELEASE.get(arch, (0, 0, 0)):
+        raise WorkloadError(f"SGLang {release_text(version)} has no {arch} model: plan it with --engine-version "
+                            f"{release_text(FIRST_RELEASE[arch])} or later")
+    if is_dsa(model) and (0, 5, 3) <= version < (0, 5, 8):
+        raise WorkloadError(f"SGLang {release_text(version)} forces DP attention on DeepSeek-V3.2-style sparse "
+                            "attention (server_args.py), which kvplan does not plan: use --engine-version 0.5.8 or later")
+    if not any(s.kind in ("full", "mla", "chunked", "sliding") for _, s in model.specs()):
+        # cell_size counts attention layers only, so a pure SSM model got a 0-token pool: "short by 1 B"
+        raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
+                            "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
+    if model.has_state:
+        _check_hybrid(model, pp, speculative)
+    if (speculative is not None or lora is not None) and pp > 1:
+        raise WorkloadError("kvplan sizes SGLang's drafts and LoRA slots without pipeline parallelism: use PP 1")
     if speculative is not None:
         speculative = spec_decode.check(model, speculative)
         if speculative.method == "eagle":
@@ -47,118 +137,149 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
                                 "use eagle3, mtp or draft_model")
     if lora is not None and (why := lora_rules.unsupported(shape)):
         raise WorkloadError(f"{why}: plan {model.name} without LoRA")
-    attn_tp = tp // dp
-    layers = range(model.num_layers)
-    weights = (gpu_weight_bytes(model, shape, act, tp, layers, True, True, attn_ranks=attn_tp)
-               + rope_cache_bytes(model, act))
-    specs = rank_layer_specs(model, layers, attn_tp, kv.bits / 8, int(act.bytes))
-    extra = _extra_lines(model, shape, act, kv, tp, attn_tp, speculative, lora)
+    return speculative
+
+
+def _check_hybrid(model, pp: int, speculative) -> None:
+    arch = model.architecture or model.model_type
+    if model.architecture not in MAMBA_POOL_ARCHS:
+        raise WorkloadError(f"SGLang keeps a Mamba state pool for Qwen3-Next, Qwen3.5 / 3.6, Nemotron-H and Falcon-H1, "
+                            f"and kvplan plans those; {arch} is not among them: plan it for vLLM")
+    if pp > 1:
+        raise WorkloadError(f"kvplan plans SGLang's Mamba hybrids at PP 1 (0.5.23 qwen3_next.py asserts one stage): "
+                            f"plan {model.name} with TP instead")
     if speculative is not None:
-        specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
-    settings = SglangSettings(tp, pp, mem_fraction, version=version, vlm_factor=vlm_factor(shape.vit, version),
-                              dp_attention=dp, mla=model.is_mla, speculative=speculative is not None)
-    if not any(x.kind in ("full", "mla", "chunked", "sliding") for x in specs):
-        # cell_size counts attention layers only, so a pure SSM model got a 0-token pool: "short by 1 B"
-        raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
-                            "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
-    pool = sglang_pool(device.memory_bytes, weights, specs, settings, max_len, sum(extra.values()))
-    chunk = batch_defaults(device.memory_bytes / MiB, tp, version)[0] // dp
-    per_token = bytes_per_token(specs)
-    fits = pool.max_total_tokens >= max_len
-    concurrency = pool.max_total_tokens / max_len
-    reserved = int(device.memory_bytes * (1 - pool.mem_fraction_static))
-    stage = StageMemory(stage=0, layers=f"0-{model.num_layers - 1}", weights_bytes=weights, activation_bytes=reserved,
-                        non_torch_bytes=0, kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token,
-                        num_blocks=pool.max_total_tokens)
-    formula = [f"mem_fraction_static = {pool.mem_fraction_static:.3f}; KV = (free before loading "
-               f"{fmt_bytes(device.memory_bytes)} - context {fmt_bytes(PRELOAD_BYTES)}) x "
-               f"{pool.mem_fraction_static:.3f} - weights {fmt_bytes(weights)} - load extras "
-               f"{fmt_bytes(LOAD_EXTRA_BYTES)} = {fmt_bytes(pool.rest_bytes)}",
-               f"max_total_num_tokens = {pool.rest_bytes:,} // {pool.cell_bytes:,} B per token = "
-               f"{pool.max_total_tokens:,}"]
-    if extra:
-        formula.insert(1, "taken before the pool is sized: " + ", ".join(f"{k} {fmt_bytes(v)}"
-                                                                          for k, v in extra.items()))
-    return Plan(
-        model=model.name, engine="sglang", engine_version=".".join(map(str, version)), gpu=device.name,
-        gpu_memory_bytes=device.memory_bytes, num_gpus=tp * pp, extra=extra,
-        tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=1,
-        expert_parallel_size=tp if expert_parallel else 1,
-        max_model_len=max_len, gpu_memory_utilization=round(pool.mem_fraction_static, 4), dtype=act.name,
-        kv_cache_dtype=kv.name, block_size=1, max_num_batched_tokens=chunk,
-        max_num_seqs=pool.max_running_requests, weights_bytes=weights, activation_bytes=reserved, non_torch_bytes=0,
-        kv_pool_bytes=max(0, pool.rest_bytes), kv_bytes_per_token=per_token, kv_cache_tokens=pool.max_total_tokens,
-        num_blocks=pool.max_total_tokens, max_concurrency=round(concurrency, 4), fits=fits,
-        shortfall_bytes=0 if fits else max(1, ceil(max_len * _sglang_token_cost(pool, specs, settings)
-                                                   - pool.rest_bytes)),
-        max_model_len_that_fits=min(max_len, pool.max_total_tokens), stages=[stage],
-        vllm_command=sglang_command(shlex.quote(model_argument(model)), tp, pp, max_len, kv, quantization,
-                                    pool.mem_fraction_static, dp, expert_parallel, speculative, lora),
-        formula=formula,
-        notes=["SGLang: activations and CUDA graphs live in the (1 - mem_fraction_static) reserve",
-               "the command field holds the `sglang.launch_server` command for this engine"]
-        + _notes(model, dp, tp, speculative, lora, version)
-        + ([f"SGLang loads the vision tower with the language model and scales a default mem_fraction_static by "
-            f"{settings.vlm_factor:.4f} for it (server_args.py adjust_mem_fraction_for_vlm; 1 where multimodal "
-            "is off by default: Gemma 3, Llama 4); its ~100 MB image cache (SGLANG_VLM_CACHE_SIZE_MB) is not "
-            "modelled"] if shape.towers else []),
-    )
+        raise WorkloadError(f"kvplan sizes SGLang's Mamba state pool without drafting (drafts add intermediate "
+                            f"states per step): plan {model.name} without speculative decoding")
 
 
-def _sglang_token_cost(pool, specs, settings: SglangSettings) -> float:
-    """Pool bytes one more full-attention token costs: the cell, or for SWA hybrids full + ratio x SWA cell."""
-    full = sum(x.bytes_per_token for x in specs if x.kind in ("full", "mla", "chunked"))
-    swa = sum(x.bytes_per_token for x in specs if x.kind == "sliding")
-    return full + settings.swa_full_tokens_ratio * swa if full and swa else pool.cell_bytes
+def _sm_major(device: GPU) -> int | None:
+    return device.compute_capability[0] if device.compute_capability else None
 
 
-def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora) -> dict[str, int]:
-    """What 0.5.23 holds before it reads the free memory the pool is sized from (model_runner.py): the drafter's
+def _settings(model, shape, device: GPU, tp: int, pp: int, dp: int, mem_fraction, version, speculative,
+              lora) -> SglangSettings:
+    """SGLang's defaults for this model: its page (64 for DSA on CUDA: 0.5.23 model_overrides/deepseek_v2.py;
+    1 on ROCm before 0.5.12), the VLM factor, the prefill graphs it keeps on."""
+    dsa = is_dsa(model)
+    page = 64 if dsa and not (device.vendor == "amd" and version < (0, 5, 12)) else 1
+    algorithm = ALGORITHMS[speculative.method] if speculative is not None else ""
+    graphs = prefill_graphs_reserved(version, architecture=model.architecture, pp=pp, dp_attention=dp,
+                                     lora=lora is not None, speculative=bool(algorithm), mla=model.is_mla, dsa=dsa)
+    return SglangSettings(tp, pp, mem_fraction, page_size=page, version=version,
+                          vlm_factor=vlm_factor(shape.vit, version), dp_attention=dp,
+                          mla=model.is_mla, speculative=algorithm, prefill_graphs=graphs)
+
+
+def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType, attn_tp: int, on_swa: bool,
+            speculative, fraction: float, taken: int) -> tuple[list[Stage], int]:
+    """(every stage's weights, KV layers and pool, the budget): each pool is sized from the budget the most loaded
+    stage leaves, since every rank reads the MIN of the free memory over the TP x PP ranks (0.5.23
+    kv_cache_configurator.py `_profile_available_bytes`, `distributed=launch_world_size > 1`; 0.5.1
+    model_runner.py:1045-1050). Llama-3.1-70B at TP1 x PP4: stage 0 holds the embeddings besides the lm_head every
+    stage has, 2.10 GB more than the others, and that sets every stage's budget."""
+    version, tp, pp = s.version, s.tensor_parallel_size, s.pipeline_parallel_size
+    splits = pp_layer_split(model.num_layers, pp, version)
+    head_all = pp > 1 and lm_head_every_stage(model.architecture, version) is not False
+    weights = [gpu_weight_bytes(model, shape, act, tp, layers, i == 0, i == pp - 1, True, attn_ranks=attn_tp,
+                                head_everywhere=head_all) + rope_cache_bytes(model, act)
+               for i, layers in enumerate(splits)]
+    rest = budget_bytes(device.memory_bytes, fraction, max(weights), taken)
+    mixer = MAMBA_POOL_ARCHS.get(model.architecture)
+    stages = []
+    for layers, weight in zip(splits, weights):
+        specs = cell_specs(model, layers, attn_tp, kv, int(act.bytes), device, version, on_swa)
+        if speculative is not None:
+            specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
+        state = (state_bytes_per_request(model, layers, attn_tp, version), s.dp_attention, mixer) \
+            if model.has_state else None
+        stages.append(Stage(layers, weight, specs, stage_pool(rest, specs, s, state)))
+    return stages, rest
+
+
+def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora,
+                 version) -> dict[str, int]:
+    """What is resident or held back before SGLang reads the free memory the pool is sized from: the drafter's
     weights (MTP and EAGLE-3 load their own embed_tokens / lm_head copies before sharing the target's), the LoRA
-    memory pool (srt/lora/mem_pool.py, allocated before KV profiling)."""
+    memory pool (srt/lora/mem_pool.py, allocated before KV profiling), a multimodal model's 100 MiB image cache
+    (0.5.18+ kv_cache_configurator.py `mm_runtime_reservation_gb`). The drafter is resident before the budget from
+    0.5.14 ("draft weights are now counted"); before, it loaded into the reserve, which held 2-6 GB more for it."""
     out = {}
-    if speculative is not None:
+    if speculative is not None and version >= (0, 5, 14):   # before 0.5.14 the draft loads into the reserve
         drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp)
         if speculative.method == "mtp":   # the duplicate embed_tokens and shared_head, freed after the budget
             drafted += 2 * -(-shape.vocab * shape.hidden // tp) * int(act.bytes)
         out["draft model weights"] = drafted
     if lora is not None:
         out["LoRA memory pool"] = lora_rules.lora_bytes(shape, int(act.bytes), attn_tp, tp, lora)[0]
+    if version >= (0, 5, 18) and multimodal(model.architecture, version):
+        out["image cache (SGLANG_VLM_CACHE_SIZE_MB)"] = VLM_CACHE_BYTES
     return out
 
 
-def _notes(model, dp: int, tp: int, speculative, lora, version) -> list[str]:
-    notes = []
-    if dp > 1:
-        notes.append(f"DP attention: {dp} ranks of attention TP {tp // dp}, each with its own pool (the figures are "
-                     f"one rank's); requests spread over the {dp} ranks")
-    if speculative is not None:
-        notes.append(f"speculative decoding ({speculative.method}): the draft's KV layers join the cell, its pool "
-                     "holds as many tokens as the target's (0.5.23 model_runner; SGLang sizes it as target x (1 + "
-                     "draft layers / target layers), exact where the draft's layers match the target's); "
-                     "max_running_requests 48 unless set")
-    if lora is not None:
-        notes.append(f"LoRA: {lora.max_loras} adapter slots (--max-loras-per-batch) of rank {lora.max_lora_rank} "
-                     "for every linear layer, no embed_tokens / lm_head (--lora-target-modules all adds them)")
-    if version < V0523 and (dp > 1 or speculative is not None):
-        notes.append(f"SGLang {'.'.join(map(str, version))}: DP attention and drafting are sized with 0.5.23's "
-                     "rules (0.5.1-0.5.3 reserved 2-6 GiB more for them in mem_fraction_static)")
-    return notes
+def _shortfall(pool: StagePool, rest: int, max_len: int, state_cap, mixer, s: SglangSettings) -> int:
+    """Bytes of budget one max_model_len request misses by: its tokens at the stage's cost (full + ratio x SWA for
+    SWA hybrids); for a Mamba hybrid with 512 fixed slots those plus the slots, with the ratio split the budget
+    whose 1 / 1.9 holds the tokens and whose 0.9 / 1.9 holds a request's slots (ratio + the padding one)."""
+    need = ceil(max_len * pool.divisor)
+    if state_cap is not None and mamba_fixed(mixer, s.version):
+        need += pool.state_bytes
+    elif state_cap is not None:
+        share = (1 + s.mamba_ratio) / s.mamba_ratio
+        need = max(ceil(need * (1 + s.mamba_ratio)),
+                   ceil((mamba_requests_ratio(mixer, s.version) + 1) * pool.state_per_request * share))
+    return max(1, need - rest)
 
 
-def sglang_command(name: str, tp: int, pp: int, max_len: int, kv: DType, quantization,
-                   mem_fraction: float, dp: int = 1, expert_parallel: bool = False, speculative=None,
-                   lora=None) -> str:
+def _formula(device: GPU, fraction: float, rest: int, stages: list[Stage], binding: int, extra: dict[str, int],
+             s: SglangSettings) -> list[str]:
+    """The arithmetic as printed, every division true as written (tests/test_sglang.py evaluates them)."""
+    weights = [x.weights_bytes for x in stages]
+    most = f" (stage {weights.index(max(weights))}, the most loaded)" if len(stages) > 1 else ""
+    taken = {k: v for k, v in extra.items() if k != "Mamba state pool"}
+    held = f" - {fmt_bytes(sum(taken.values()))} held before" if taken else ""
+    lines = [f"mem_fraction_static = {fraction:.3f}; KV = (free before loading {fmt_bytes(device.memory_bytes)} - "
+             f"context {fmt_bytes(PRELOAD_BYTES)}) x {fraction:.3f} - weights {fmt_bytes(max(weights))}{most} - load "
+             f"extras {fmt_bytes(LOAD_EXTRA_BYTES)}{held} = {fmt_bytes(rest)} ({rest:,} B)"]
+    if taken:
+        lines.append("taken before the pool is sized: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in taken.items()))
+    head = stages[binding].pool
+    if head.state_per_request:
+        slots = head.state_bytes // head.state_per_request
+        lines.append(f"Mamba state = {slots:,} slots x {head.state_per_request:,} B a request = {head.state_bytes:,} B "
+                     f"({head.state_slots:,} usable); KV keeps max(0, {rest:,} - {head.state_bytes:,}) = {head.kv_bytes:,} B")
+    quotients = [_division(x.pool, s) for x in stages]
+    shown = quotients[0] if len(set(quotients)) == 1 else "min(" + ", ".join(quotients) + ")"
+    lines.append(f"max_total_num_tokens = {shown} = {head.tokens:,}")
+    if head.swa_tokens and head.swa_tokens != head.tokens:
+        lines.append(f"SWA pool: int({head.tokens:,} x {s.swa_full_tokens_ratio}) = {head.swa_tokens:,} tokens "
+                     "of the sliding layers")
+    return lines
+
+
+def _division(pool: StagePool, s: SglangSettings) -> str:
+    """One stage's quotient as an expression that evaluates to its tokens ("x" for *): kv // cell, SGLang's
+    two-step SWA split before 0.5.11, the page rounding."""
+    if isinstance(pool.divisor, float) and s.version < (0, 5, 11):
+        expr = f"int({pool.kv_bytes:,} // {pool.cell_bytes:,} x {pool.cell_bytes:,} / {pool.divisor:,})"
+    else:
+        expr = f"{pool.kv_bytes:,} // {pool.divisor:,}"
+    return f"{expr} // {s.page_size} x {s.page_size}" if s.page_size > 1 else expr
+
+
+def sglang_command(name: str, tp: int, pp: int, max_len: int, kv: DType, quantization, mem_fraction: float,
+                   dp: int = 1, expert_parallel: bool = False, speculative=None, lora=None,
+                   version: tuple[int, int, int] = (0, 5, 23)) -> str:
     parts = [f"python -m sglang.launch_server --model-path {name}", f"--tp-size {tp}"]
     if pp > 1:
         parts.append(f"--pp-size {pp}")
-    if dp > 1:
-        parts.append(f"--dp-size {dp} --enable-dp-attention")
+    if dp > 1:   # --attn-dp-size arrives in 0.5.22 (arg_groups/fields/parallel.py); the old spelling warns there
+        parts.append(f"--attn-dp-size {dp}" if version >= (0, 5, 22) else f"--dp-size {dp} --enable-dp-attention")
     if expert_parallel:
         parts.append(f"--ep-size {tp}")
     if speculative is not None:
-        algorithm = {"mtp": "NEXTN", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}[speculative.method]
-        parts.append(f"--speculative-algorithm {algorithm} --speculative-num-steps {speculative.num_speculative_tokens}")
+        parts.append(f"--speculative-algorithm {ALGORITHMS[speculative.method]} "
+                     f"--speculative-num-steps {speculative.num_speculative_tokens}")
         if speculative.draft is not None:
             parts.append(f"--speculative-draft-model-path {speculative.draft_argument or speculative.draft.name}")
     if lora is not None:

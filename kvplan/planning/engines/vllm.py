@@ -393,7 +393,8 @@ def _env_prefix(s: VllmSettings) -> str:
 def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
     """Requests of `context_len` tokens the pool holds at once (vLLM's formula at that length, with the plan's
     version's sliding-window rule), over the KV layers the plan was sized with (its binding stage's, a drafter's
-    and the Mamba state pages included); a plan without them (SGLang's) is counted over the model's layers."""
+    and the Mamba state pages included; SGLang's: its binding stage's cell, the Mamba state left to max_num_seqs);
+    a plan without them is counted over the model's layers."""
     length = positive("context_len", context_len)
     specs = list(p.kv_layers) or rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
                                                   resolve_dtype(p.kv_cache_dtype).bits / 8,
