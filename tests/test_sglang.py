@@ -603,6 +603,8 @@ def test_sglang_refusals_are_one_line(name, kwargs, message):
     ("deepseek-ai/DeepSeek-V3.2", "B200", "0.5.23", "auto", 576 * 61 + 132 * 61, "float8_e4m3"),      # 43,188
     ("zai-org/GLM-5", "H100", "0.5.23", "auto", 576 * 2 * 78 + 132 * 78, "bfloat16"),                 # 100,152
     ("zai-org/GLM-5", "B200", "0.5.23", "auto", 576 * 78 + 132 * 78, "float8_e4m3"),                  # 55,224
+    # GLM on SM 12.x with fp8: flashinfer_sparse_mla, the scaled row (0.5.17+ overrides.py is_glm_sm12_fp8)
+    ("zai-org/GLM-5", "RTX PRO 6000", "0.5.23", "auto", 656 * 78 + 132 * 78, "float8_e4m3"),          # 61,464
 ])
 def test_dsa_cells(name, gpu, version, kv_dtype, cell, stored):
     """Replicated on every TP rank (TP 8 here). kv auto: fp8_e4m3 on SM 10.x (overrides.py

@@ -32,17 +32,20 @@ def dsa_kv_dtype(kv: DType, kv_default: bool, device: GPU, version: tuple[int, i
     return kv
 
 
-def dsa_latent_bytes(spec: MLASpec, kv: DType, device: GPU, version: tuple[int, int, int]) -> int:
+def dsa_latent_bytes(spec: MLASpec, kv: DType, device: GPU, version: tuple[int, int, int], architecture: str = ""
+                     ) -> int:
     """Bytes of one token's latent in one layer as SGLang's cell counts it (`calculate_mla_kv_cache_dim`, 0.5.23
     kv_cache_configurator.py:3412-3475). With fp8 on a backend that keeps per-block scales (flashmla_kv, Hopper's
     fp8 default) the row is 512 fp8 + 512 / 128 x 4 B of fp32 scales + 64 x 2 B of bf16 rope = 656 B; Blackwell's
     fp8 default (trtllm) and the ROCm kernels keep the raw 576. The cell counts the 656 layout from 0.5.17
     (`_compute_cell_size` calls calculate_mla_kv_cache_dim); 0.5.8-0.5.16 counted the raw (512 + 64) x 1 B while the
     pool allocated 656 (GLM-5-FP8 on 8 MI35x, 0.5.8: 3,262,823 tokens = rest // 55,224 B, allocated 186.77 GB =
-    3,262,823 x 61,464 B; validation/sglang_calibration.csv)."""
+    3,262,823 x 61,464 B; validation/sglang_calibration.csv). GLM-5 with fp8 on SM 12.x runs flashinfer_sparse_mla
+    instead of trtllm (0.5.17+ overrides.py `is_glm_sm12_fp8`), with the scaled row."""
     raw = int((spec.kv_lora_rank + spec.qk_rope_head_dim) * kv.bits / 8)
     major = device.compute_capability[0] if device.compute_capability else None
-    trtllm_or_rocm = major is None or major >= 10
+    glm_sm12 = architecture == "GlmMoeDsaForCausalLM" and major == 12
+    trtllm_or_rocm = major is None or (major >= 10 and not glm_sm12)
     if kv.bits != 8 or version < (0, 5, 17) or trtllm_or_rocm:
         return raw
     return spec.kv_lora_rank + spec.kv_lora_rank // DSA_QUANT_BLOCK * 4 + spec.qk_rope_head_dim * 2
@@ -71,7 +74,7 @@ def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_byt
     for index in layers:
         for spec in model.layers[index]:
             if isinstance(spec, IndexedMLASpec):
-                specs += [VllmLayerSpec("mla", dsa_latent_bytes(spec, kv, device, version)),
+                specs += [VllmLayerSpec("mla", dsa_latent_bytes(spec, kv, device, version, model.architecture)),
                           VllmLayerSpec("mla", dsa_index_bytes(spec))]
     return specs
 

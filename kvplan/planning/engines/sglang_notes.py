@@ -5,8 +5,9 @@ what kvplan has not read. Paths are under `sglang/srt/` of the wheel named."""
 from __future__ import annotations
 
 from ...gpus import GPU
+from ...model.layers import MLASpec
 from ...units import MiB, fmt_bytes
-from .sglang_layers import is_dsa
+from .sglang_layers import dsa_latent_bytes, is_dsa
 from .sglang_pool import SglangSettings, mamba_fixed, mamba_requests_ratio
 from .sglang_rules import MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, release_text, swa_pool
 
@@ -28,7 +29,7 @@ def plan_notes(model, shape, device: GPU, s: SglangSettings, stages, binding: in
     if model.has_state:
         notes.append(_state_note(model, stages[binding].pool, version))
     if is_dsa(model):
-        notes.append(_dsa_note(kv, device, version, s.page_size))
+        notes.append(_dsa_note(model, kv, device, version, s.page_size))
     if s.dp_attention > 1:
         notes.append(f"DP attention: {s.dp_attention} ranks of attention TP {s.tensor_parallel_size // s.dp_attention}, "
                      f"each with its own pool (the figures are one rank's); requests spread over the "
@@ -115,11 +116,12 @@ def _state_note(model, pool, version) -> str:
             f"the full-attention layers alone; max_running_requests at most {pool.state_slots:,} // {ratio}")
 
 
-def _dsa_note(kv, device: GPU, version, page: int) -> str:
-    hopper = device.compute_capability is not None and device.compute_capability[0] < 10
-    scaled = kv.bits == 8 and version >= (0, 5, 17) and hopper
-    layout = ("the fp8 latent counted as 656 B a layer (per-block scales, flashmla_kv)" if scaled
-              else "the latent counted raw (kv_lora_rank + rope)")
+def _dsa_note(model, kv, device: GPU, version, page: int) -> str:
+    spec = next(spec for _, spec in model.specs() if isinstance(spec, MLASpec))
+    raw = spec.kv_lora_rank + spec.qk_rope_head_dim
+    scaled = kv.bits == 8 and dsa_latent_bytes(spec, kv, device, version, model.architecture) > raw
+    layout = ("the fp8 latent counted as 656 B a layer (per-block scales: flashmla_kv, or GLM's flashinfer_sparse_mla "
+              "on SM 12.x)" if scaled else "the latent counted raw (kv_lora_rank + rope)")
     early = (" (before 0.5.17 the cell counts the raw latent while an fp8 pool on a scaled-layout backend allocates "
              "656 B a layer: the pool outgrows its budget by 80 B a layer a token)"
              if kv.bits == 8 and version < (0, 5, 17) else "")
