@@ -14,7 +14,7 @@ from .cache.hf import CACHE_CHOICES, QUANT_BACKENDS
 from .config.reader import Overrides
 from .dtypes import KV_DTYPE_CHOICES
 from .errors import KVPlanError
-from .units import fmt_bytes, fmt_gb, fmt_int
+from .units import fmt_bytes, fmt_gb, fmt_int, parse_tokens
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,11 +24,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"kvplan: error: {message} (see `{self.prog} --help`)\n")
 
 
+class _Version(argparse.Action):
+    """--version: kvplan's version and the engine releases its rules were read from (imported only when asked,
+    so a plain estimate never loads the planner)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import __version__
+        from .planning.engines.sglang_pool import DEFAULT_VERSION
+        from .planning.engines.vllm_profile import LATEST
+        sys.stdout.write(f"kvplan {__version__} (rules read from vLLM {'.'.join(map(str, LATEST))} and SGLang "
+                         f"{'.'.join(map(str, DEFAULT_VERSION))} and older)\n")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.",
                      epilog=f"exit codes: 0 done; {EXIT_USAGE} bad input (one line on stderr); {EXIT_DOES_NOT_FIT} "
                             "`kvplan plan`: the deployment does not fit (the plan and the nearest fixes that do "
                             "are printed)")
+    parser.add_argument("--version", action=_Version, help="kvplan's version and the newest engine releases it knows")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
     _add_plan(sub.add_parser("plan", help="what fits on which GPUs with vLLM, SGLang or transformers"))
@@ -85,7 +102,7 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-version", help="engine version whose accounting to use (default: the latest releases "
                    "kvplan read, vLLM 0.33.0 and SGLang 0.5.23; vLLM from 0.6; SGLang before 0.5 picks "
                    "mem_fraction_static by TP size)")
-    p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's for this GPU")
+    p.add_argument("--max-num-batched-tokens", type=_tokens, help="default: vLLM's for this GPU")
     p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
     p.add_argument("--block-size", type=int, help="KV block size; default 16 (64 for MLA on Hopper and newer)")
     p.add_argument("--weights", choices=("auto", "checkpoint", "config"), default="auto",
@@ -95,11 +112,11 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
                    help="vision models: serve the language model alone (vLLM --language-model-only)")
     p.add_argument("--images-per-prompt", type=int,
                    help="vision models: vLLM's --limit-mm-per-prompt image count (default 999; 0 = text only)")
-    p.add_argument("--prompt-mean", type=int, help="workload: mean prompt tokens of the requests served (with "
+    p.add_argument("--prompt-mean", type=_tokens, help="workload: mean prompt tokens of the requests served (with "
                    "--output-mean: concurrency, throughput and cost at that mix)")
-    p.add_argument("--output-mean", type=int, help="workload: mean output tokens")
-    p.add_argument("--prompt-p95", type=int, help="workload: 95th-percentile prompt tokens")
-    p.add_argument("--output-p95", type=int, help="workload: 95th-percentile output tokens")
+    p.add_argument("--output-mean", type=_tokens, help="workload: mean output tokens")
+    p.add_argument("--prompt-p95", type=_tokens, help="workload: 95th-percentile prompt tokens")
+    p.add_argument("--output-p95", type=_tokens, help="workload: 95th-percentile output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour (default: the catalog's on-demand "
                    "price, kvplan gpus)")
     p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
@@ -112,13 +129,13 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="vllm or sglang; default vllm")
     p.add_argument("--gpu", default="H100-80GB", help="the GPU of setups that name none")
     p.add_argument("--num-gpus", type=int, help="the GPU count of setups that name none (default: 1)")
-    p.add_argument("--max-model-len", type=int, help="default: each model's context length")
+    p.add_argument("--max-model-len", type=_tokens, help="default: each model's context length")
     p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16"),
                    help="KV cache dtype; default auto")
     p.add_argument("--gpu-memory-utilization", type=float, help="default: the engine's own")
     p.add_argument("--engine-version", help="default: the latest release kvplan read")
-    p.add_argument("--prompt-mean", type=int, help="workload: mean prompt tokens (with --output-mean)")
-    p.add_argument("--output-mean", type=int, help="workload: mean output tokens")
+    p.add_argument("--prompt-mean", type=_tokens, help="workload: mean prompt tokens (with --output-mean)")
+    p.add_argument("--output-mean", type=_tokens, help="workload: mean output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour for every setup (default: the catalog's)")
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
 
@@ -135,13 +152,13 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 def _add_estimate(p: argparse.ArgumentParser) -> None:
     _add_model_args(p)
-    p.add_argument("--seq-len", type=int, required=True, help="tokens cached per sequence (prompt + generated)")
+    p.add_argument("--seq-len", type=_tokens, required=True, help="tokens cached per sequence (prompt + generated)")
     p.add_argument("--batch-size", type=int, default=1, help="sequences (x beams); default 1")
     p.add_argument("--kv-dtype", choices=KV_DTYPE_CHOICES, help="cache dtype; default: the config's dtype")
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), help="activation dtype; default: the config's")
     p.add_argument("--cache", choices=CACHE_CHOICES, default="dynamic", help="transformers cache; default dynamic")
-    p.add_argument("--max-cache-len", type=int, help="static caches: preallocated tokens (default: --seq-len)")
-    p.add_argument("--prompt-len", type=int, help="prefill tokens (default: --seq-len)")
+    p.add_argument("--max-cache-len", type=_tokens, help="static caches: preallocated tokens (default: --seq-len)")
+    p.add_argument("--prompt-len", type=_tokens, help="prefill tokens (default: --seq-len)")
     p.add_argument("--quant-backend", choices=QUANT_BACKENDS, help="quantized cache backend")
     p.add_argument("--q-group-size", type=int, default=64, help="quantized cache group size; default 64")
     p.add_argument("--residual-length", type=int, default=128, help="quantized cache residual; default 128")
@@ -198,14 +215,22 @@ EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
 
 
+def _tokens(text: str) -> int:
+    """A token count as vLLM reads it: 32768, 32k (32,000), 128K (131,072), 1M (1,048,576)."""
+    try:
+        return parse_tokens(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _length(text: str) -> int | str:
     """--max-model-len: a token count, or -1 / auto for the longest that fits."""
     if text.strip().lower() in ("auto", "-1"):
         return "auto"
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a token count: write a whole number, or auto") from None
+        return parse_tokens(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e}, or auto") from None
 
 
 def _speculative(args) -> dict | None:

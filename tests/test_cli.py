@@ -132,7 +132,7 @@ def test_models_json(capsys):
     "args, needle",
     [
         (["estimate", "no-such-model", "--seq-len", "10"], "no-such-model"),
-        (["estimate", LLAMA, "--seq-len", "-5"], "seq_len"),
+        (["estimate", LLAMA, "--seq-len", "-5"], "--seq-len"),                   # a token count is positive
     ],
 )
 def test_bad_input_in_a_fresh_process(args, needle):
@@ -146,7 +146,7 @@ def test_bad_input_in_a_fresh_process(args, needle):
     [
         (["estimate", "no-such-model", "--seq-len", "10"], "kvplan models"),      # not bundled, not a Hub id
         (["estimate", LLAMA, "--seq-len", "0"], "seq_len"),
-        (["estimate", LLAMA, "--seq-len", "-1"], "seq_len"),
+        (["estimate", LLAMA, "--seq-len", "-1"], "--seq-len"),
         (["estimate", LLAMA, "--seq-len", "abc"], "--seq-len"),                   # argparse: invalid int
         (["estimate", LLAMA], "--seq-len"),                                       # missing --seq-len
         (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "int3"], "--kv-dtype"),
@@ -246,3 +246,34 @@ def test_estimate_never_imports_heavy_modules(extra):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY [] 0" in proc.stderr
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("32768", 32_768), ("32,768", 32_768), ("128k", 128_000), ("128K", 131_072), ("1M", 1_048_576),
+    ("1m", 1_000_000), ("25.6k", 25_600),   # vLLM utils/argparse_utils.py human_readable_int (0.33): k 10^3, K 2^10
+])
+def test_lengths_are_read_as_vllm_reads_them(text, tokens, capsys):
+    rc, out, _ = run(["estimate", "Qwen/Qwen2.5-7B", "--seq-len", text], capsys)
+    assert rc == 0 and f"seq_len={tokens:,}" in out
+    rc, out, _ = run(["plan", "Qwen/Qwen2.5-7B", "--gpu", "H100", "--max-model-len", text], capsys)
+    assert f"max_model_len {tokens:,}" in out
+
+
+@pytest.mark.parametrize("text, says", [
+    ("12x", "is not a token count: write 32768, 32k (32,000) or 32K (32,768)"),
+    ("1.5K", "a binary suffix takes a whole number (write 1.5k for a decimal count)"),
+    ("12.3", "is not a whole number of tokens"), ("-5", "a token count is positive"), ("9" * 40, "at most a few digits"),
+])
+def test_a_length_kvplan_cannot_read_is_one_line_exit_2(text, says, capsys):
+    rc, _, err = run(["estimate", "Qwen/Qwen2.5-7B", "--seq-len", text], capsys)
+    assert rc == 2 and says in err and err.count("\n") == 1
+
+
+def test_version_names_kvplan_and_the_engine_releases(capsys):
+    import tomllib
+
+    import kvplan
+    rc, out, _ = run(["--version"], capsys)
+    assert rc == 0 and out == f"kvplan {kvplan.__version__} (rules read from vLLM 0.33.0 and SGLang 0.5.23 and older)\n"
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["version"] == kvplan.__version__
