@@ -382,8 +382,8 @@ def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     mamba = MambaDims(f.req_int("mamba_expand") * c.hidden, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
                       _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias"),
                       proj_bias=f.flag("mamba_proj_bias"), inner_norms=True)
-    period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
-    e_period, e_offset = f.req_int("expert_layer_period"), f.req_int("expert_layer_offset", minimum=0)
+    period, offset = f.layer_period("attn", c.layers)
+    e_period, e_offset = f.layer_period("expert", c.layers)
     experts = f.need_int(EXPERT_KEYS, "expert count")
     moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c))
     return _Body(_moe_or_dense(c, lambda i: experts > 1 and i % e_period == e_offset, moe, _mlp(f, c),

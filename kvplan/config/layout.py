@@ -365,7 +365,7 @@ def _build_mamba2(r: ConfigReader, notes: list[str]) -> list[tuple]:
 
 def _build_jamba(r: ConfigReader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
-    period, offset = r.req_int("attn_layer_period"), r.req_int("attn_layer_offset", minimum=0)
+    period, offset = r.layer_period("attn", g.num_layers)
     attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
     mamba = _mamba_spec(r, notes, prefix="mamba_")
     notes.append(f"attention every {period} layers from layer {offset}; the other layers keep Mamba state")

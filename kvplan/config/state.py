@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError, UnsupportedArchitectureError
 from ..model.layers import StateSpec
-from .reader import ConfigReader
+from .reader import ConfigReader, check_float
 
 # NemotronHConfig: "M" Mamba-2, "*" attention, "-" MLP, "E" MoE (the published 56B: 118 characters).
 HYBRID_CODES = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
@@ -125,12 +125,8 @@ def mlstm_layers(r: ConfigReader, n: int) -> list[tuple]:
 
 
 def _factor(r: ConfigReader, key: str) -> float:
-    value = r.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 64:
-        raise ConfigError(f"config field {key!r} must be a number above 0, got {value!r}: fix the config.json",
-                          field=key)
-    r.used[key] = value
-    return float(value)
+    r.used[key] = check_float(key, r.get(key), minimum=1e-3, maximum=64)
+    return r.used[key]
 
 
 def _round_up(x: float, multiple: int) -> int:
