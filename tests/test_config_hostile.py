@@ -342,3 +342,21 @@ def test_a_bitsandbytes_switch_must_be_true_or_false(key):
     qc = {"quant_method": "bitsandbytes", "load_in_4bit": True, key: "yes"}
     with pytest.raises(ConfigError, match=f"'quantization_config.{key}' must be true or false, got 'yes'"):
         kvplan.plan(kvplan.parse_config(config(quantization_config=qc)), gpu="H100", max_model_len=4096)
+
+
+@pytest.mark.parametrize("file, path", [
+    ("XiaomiMiMo__MiMo-V2-Flash.json", ("swa_head_dim",)),          # named in a note
+    ("Qwen__Qwen2.5-VL-7B-Instruct.json", ("architectures",)),        # names the tower's class
+    ("meta-llama__Llama-3.1-8B.json", ("quantization_config",)),     # quant_method, strategy, format: str() of them
+])
+def test_a_deep_value_that_kvplan_only_names_is_named_short(file, path):
+    """str() or repr() of a list nested 2,000 deep raised RecursionError through the API."""
+    data = json.loads((ROOT / "model_configs" / file).read_text())
+    data[path[0]] = {"quant_method": nested(2_000)} if path[0] == "quantization_config" else nested(2_000)
+    try:
+        model = kvplan.load_model(data)
+        plan = kvplan.plan(model, gpu="H100", max_model_len=4096)
+    except KVPlanError as exc:
+        assert "quant_method" in str(exc) and len(str(exc)) < 300
+        return
+    assert all(len(n) < 600 for n in (*model.notes, *plan.notes, *plan.warnings))

@@ -37,6 +37,17 @@ def _pair(key: str, value: Any) -> tuple[int, int] | None:
     return _int(key, value[0]), _int(key, value[1])
 
 
+def _word(qc: Mapping, key: str, default: str) -> str:
+    """A name in quantization_config (quant_method, strategy, format), lower-cased; str() of a list nested 2,000
+    deep raised RecursionError."""
+    value = qc.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ConfigError(f"quantization_config {key!r} must be a name, got {shown(value)}: fix the config.json")
+    return value.lower()
+
+
 def _flag(qc: Mapping, key: str, default: bool) -> bool:
     """A switch of quantization_config: true, false or absent; `load_in_4bit: "yes"` was taken as 8-bit."""
     return check_flag(f"quantization_config.{key}", qc.get(key), default)
@@ -48,7 +59,7 @@ def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
         return None
     if not isinstance(qc, Mapping):
         raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
-    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    method = _word(qc, "quant_method", "").replace("_", "-")
     parser = _QUANT_PARSERS.get(method)
     if parser is None:
         raise UnsupportedArchitectureError(
@@ -77,7 +88,8 @@ def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
 def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:
     group = _group(qc.get("group_size", 128))
     return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group else "channel", group_size=group,
-                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=_flag(qc, "lm_head", False))
+                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes),
+                     lm_head=_flag(qc, "lm_head", False))
 
 
 def _awq(qc: Mapping, notes: list[str]) -> QuantDims:
@@ -109,10 +121,10 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
                      "every quantized linear")
     scheme = _object("config_groups." + str(next(iter(groups)))[:60], next(iter(groups.values())))
     w, inputs = _object("weights", scheme.get("weights")), _object("input_activations", scheme.get("input_activations"))
-    strategy = str(w.get("strategy", "channel")).lower()
+    strategy = _word(w, "strategy", "channel")
     if strategy not in ("tensor", "channel", "group", "tensor_group", "block"):
-        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {shown(strategy)} has no byte rule yet: "
-                                           "open an issue with the model id")
+        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {shown(strategy)} has no byte rule "
+                                           "yet: open an issue with the model id")
     block = _pair("block_structure", w.get("block_structure")) if strategy == "block" else None
     nvfp4 = strategy == "tensor_group"  # + fp32 weight_global_scale, and input_global_scale with activations
     return QuantDims(
@@ -121,7 +133,7 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
         block=block,
         symmetric=w.get("symmetric", True) is not False,
         static_input_scale=inputs.get("dynamic") is False and inputs.get("strategy") == "tensor",
-        g_idx=w.get("actorder") not in (None, False), packed=str(qc.get("format", "")).lower() == "pack-quantized",
+        g_idx=w.get("actorder") not in (None, False), packed=_word(qc, "format", "") == "pack-quantized",
         scale_bytes=_scale_bytes(w.get("scale_dtype")),
         global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
         skip=_skip(qc.get("ignore"), notes))
@@ -135,7 +147,7 @@ def _scale_bytes(name: Any) -> int | None:
     """compressed-tensors `scale_dtype` ("torch.float8_e4m3fn" for NVFP4); None: the weight's (model) dtype."""
     if name is None:
         return None
-    key = str(name).removeprefix("torch.")
+    key = name.removeprefix("torch.") if isinstance(name, str) else None
     if key not in _SCALE_BYTES:
         raise ConfigError(f"quantization_config scale_dtype {shown(name)} is unknown: fix the config.json")
     return _SCALE_BYTES[key]
