@@ -21,6 +21,12 @@ DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, 
               "U64": 64, "F64": 64, "C64": 64}
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
 
+def is_usize(value) -> bool:
+    """A count as safetensors stores one (a usize, 0 to 2**64 - 1) and JSON gives it: not 1.9, "99", true, or
+    Infinity and 1e400 (floats both)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
+
+
 COMPONENTS = ("language_model", "embeddings", "lm_head", "vision", "projector", "audio", "mtp")
 TOWERS = frozenset({"vision", "projector", "audio"})
 

@@ -16,7 +16,7 @@ from ..dtypes import resolve_dtype
 from ..errors import WorkloadError
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ContextLimit, ModelSpec
-from ..weights.provenance import tower_warning, weights_provenance
+from ..weights.provenance import weights_provenance, weights_warnings
 from .engines.hf import plan_hf
 from .engines.lora import LoraSettings
 from .engines.sglang import plan_sglang
@@ -43,7 +43,7 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     past = context_warning(model, result)
     if past is not None and past[1]:
         update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
-    warnings = list(model.warnings) + tower_warning(model, update["weights_source"], result.engine) + (
+    warnings = list(model.warnings) + weights_warnings(model, update["weights_source"], result.engine) + (
         [past[0]] if past else []) + result.warnings   # the engine's own: what its figures do not model
     if warnings:
         update.update(verified=False, warnings=warnings,
