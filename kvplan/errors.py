@@ -54,7 +54,7 @@ class _Shown(reprlib.Repr):
     def repr_int(self, x: int, level: int) -> str:
         # str() of a 5,000-digit int raises ValueError, and a 400-digit one is no help
         if abs(x) < 10**15:
-            return repr(x)
+            return f"{x:,}"
         return f"{'a negative' if x < 0 else 'an'} integer of {x.bit_length():,} bits"
 
 
