@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
-from ..model.arch import ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims,
+                          interned)
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
@@ -79,7 +80,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     if isinstance(towers, str):
         notes.append(f"language model only: {towers}")
     quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
-    return ArchShape(
+    return interned(ArchShape(
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
@@ -91,7 +92,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
-    )
+    ))
 
 
 def _draft_vocab(data: Mapping[str, Any]) -> int:

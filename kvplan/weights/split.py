@@ -15,7 +15,7 @@ from math import ceil
 from ..dtypes import DType
 from ..model.arch import ArchShape, QuantDims
 from ..model.layers import MLASpec
-from .rule import inventory, tensor_bytes, weights_bytes
+from .rule import priced_tensors, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
 ONLINE_QUANT = {
@@ -27,11 +27,16 @@ ONLINE_QUANT = {
 def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
     if not quantization or quantization in ("none", "None") or shape.quant is not None:
         return shape
-    if quantization not in ONLINE_QUANT:
-        from ..errors import WorkloadError
+    if not isinstance(quantization, str) or quantization not in ONLINE_QUANT:
+        from ..errors import WorkloadError, shown
 
-        raise WorkloadError(f"online quantization {quantization!r} is not modelled: use fp8, or a quantized "
+        raise WorkloadError(f"online quantization {shown(quantization)} is not modelled: use fp8, or a quantized "
                             "checkpoint whose config.json has a quantization_config")
+    return _online_quant(shape, quantization)
+
+
+@lru_cache(maxsize=64)  # one shape per (shape, method): every plan of it hits the same caches (see `interned`)
+def _online_quant(shape: ArchShape, quantization: str) -> ArchShape:
     return dataclasses.replace(shape, quant=ONLINE_QUANT[quantization])
 
 
@@ -49,38 +54,61 @@ def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, f
     return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp)
 
 
-@lru_cache(maxsize=256)
-def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int], ...], int]:
-    """((layer, group, bytes) per tensor, buffer bytes): the inventory priced once per shape and dtype."""
-    rows = tuple((t.layer, t.group, tensor_bytes(t, dtype, shape.quant)) for t in inventory(shape))
-    priced = _priced(shape, dtype)
-    return rows + tuple((-1, c, b) for c, b in priced.towers), priced.buffers_bytes
-
-
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                         towers: bool, moe_ranks: int, attn_ranks: int) -> int:
-    total = 0
-    tied_embedding = 0
-    rows, buffers = _tensor_table(shape, dtype)
-    for layer, group, size in rows:
-        if layer >= 0:
-            if layer not in layers:
-                continue
-        elif group in TOWER_GROUPS:
-            if not (towers and first):
-                continue
-        elif group == "embeddings":
-            if shape.tied_embeddings and last and not first:
-                tied_embedding += size
-            if not first:
-                continue
-        elif group in ("lm_head", "norms") and not last:
-            continue
+    parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks)
+    total = parts.layers(layers) + parts.every_stage
+    total += (parts.towers if towers and first else 0) + (parts.embeddings if first else 0) + (parts.last if last else 0)
+    tied_embedding = parts.embeddings_whole if shape.tied_embeddings and last and not first else 0
+    return total + ceil(tied_embedding / tp) + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _StageParts:
+    """One rank's share of each tensor (norms whole, experts over the MoE ranks, attention over its ranks, the rest
+    over TP), summed by where a stage takes it: `prefix[i]` is layers 0 to i - 1, so a stage's layers cost two
+    lookups whatever their number (a 10,000-layer config over PP 10,000 walked every tensor once per stage: 86 s)."""
+
+    prefix: tuple[int, ...]
+    every_stage: int        # outside the layers and no component's own (taken by every stage)
+    towers: int
+    embeddings: int
+    embeddings_whole: int   # unsplit: the tied head the last stage materialises again
+    last: int               # lm_head and the final norm
+    buffers: int
+
+    def layers(self, layers: range) -> int:
+        if layers.step != 1:
+            return sum(self.prefix[i + 1] - self.prefix[i] for i in layers if 0 <= i < len(self.prefix) - 1)
+        top = len(self.prefix) - 1
+        return self.prefix[max(0, min(layers.stop, top))] - self.prefix[max(0, min(layers.start, top))]
+
+
+@lru_cache(maxsize=256)
+def _stage_parts(shape: ArchShape, dtype: DType, tp: int, moe_ranks: int, attn_ranks: int) -> _StageParts:
+    priced = priced_tensors(shape, dtype)
+
+    def share(group: str, size: int) -> int:
         ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
-        total += size if group == "norms" else ceil(size / ranks)
-    total += ceil(tied_embedding / tp)
-    return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
+        return size if group == "norms" else ceil(size / ranks)
+
+    kinds: dict[int, int] = {}   # layers alike share one tuple of priced tensors: summed once
+    prefix = [0]
+    for rows in priced.layers:
+        if id(rows) not in kinds:
+            kinds[id(rows)] = sum(share(group, size) for group, _, size in rows)
+        prefix.append(prefix[-1] + kinds[id(rows)])
+    sums = dict.fromkeys(("every", "towers", "embeddings", "whole", "last"), 0)
+    towers = _priced(shape, dtype)
+    for group, size in [(g, b) for g, _, b in priced.outer] + list(towers.towers):
+        where = ("towers" if group in TOWER_GROUPS else "embeddings" if group == "embeddings"
+                 else "last" if group in ("lm_head", "norms") else "every")
+        sums[where] += share(group, size)
+        if group == "embeddings":
+            sums["whole"] += size
+    return _StageParts(tuple(prefix), sums["every"], sums["towers"], sums["embeddings"], sums["whole"], sums["last"],
+                       towers.buffers_bytes)
 
 
 def checkpoint_for(model, shape: ArchShape):

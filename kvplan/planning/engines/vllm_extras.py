@@ -40,7 +40,7 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
     if not cudagraph.computed(version, s.enforce_eager):
         return lambda layers: None
     if cudagraph.v2_runner(version, model.model_type, shape.has_experts, shape.quant is not None, _hybrid(model),
-                           not any(x.kind != "mamba" for _, x in model.specs())) and version[:2] < (0, 29):
+                           model.spec_kinds <= {"mamba"}) and version[:2] < (0, 29):
         return lambda layers: None
     sm100 = device.compute_capability is not None and device.compute_capability[0] == 10
     sizes = cudagraph.capture_sizes(s.max_num_seqs, s.max_num_batched_tokens, version, spec_tokens=s.spec_tokens,
@@ -58,7 +58,7 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
 
 
 def _hybrid(model) -> bool:
-    return len({x.kind for _, x in model.specs() if x.kind != "none"}) > 1
+    return len(model.spec_kinds - {"none"}) > 1
 
 
 def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras, layers: range,
@@ -140,7 +140,7 @@ def _state_pages(model, version: tuple[int, int, int], spec_tokens: int = 0) -> 
     GB10 and RTX 5090 logs of Qwen3.6 on vLLM 0.23-0.24 (validation/vllm_holdout.md) hold 2."""
     if version[:2] < ALIGN_FROM:
         return 1
-    gdn = any(getattr(x, "mixer", "") == "gated_deltanet" for _, x in model.specs())
+    gdn = "gated_deltanet" in model.state_mixers
     return 2 + spec_tokens + (1 if gdn and version[:2] >= CHECKPOINT_FROM else 0)
 
 
@@ -156,8 +156,11 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     pages = _state_pages(model, version, k) if model.has_state else 1
     if pages == 1 and not k:
         return specs
-    return [dataclasses.replace(x, states=pages, state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
-            if x.kind == "mamba" else x for x in specs]
+    widened: dict[int, object] = {}  # the layers' specs repeat a few objects: each widened once
+    for x in specs:
+        if x.kind == "mamba" and id(x) not in widened:
+            widened[id(x)] = dataclasses.replace(x, states=pages, state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
+    return [widened.get(id(x), x) for x in specs]
 
 
 def engine_warnings(model: ModelSpec, s: VllmSettings) -> list[str]:
