@@ -188,3 +188,69 @@ def test_a_gpu_price_is_a_price(price):
     with pytest.raises(WorkloadError, match="the GPU price must be dollars per GPU-hour from 0.01"):
         workload_plan(LLAMA, p, RequestMix(1000, 100), price)
     assert workload_plan(LLAMA, p, RequestMix(1000, 100), 0.01).cost_per_million_output_tokens > 0
+
+
+# ---------------------------------------------------------------------------------------------- issue #25: bounded work
+
+DEEP = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text()) | {
+    "num_hidden_layers": 10_000}  # the deepest config the boundary admits (MAX_LAYERS)
+
+
+@pytest.fixture(scope="module")
+def deep():
+    from kvplan.config.load import load_model
+
+    return load_model(DEEP)
+
+
+def counted(monkeypatch) -> list:
+    calls: list = []
+    real = search.plan
+
+    def counting(*args, **kwargs):
+        calls.append((kwargs.get("tp"), kwargs.get("pp")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "plan", counting)
+    return calls
+
+
+def test_the_search_never_plans_a_layout_whose_stages_cannot_hold_the_weights(deep, monkeypatch):
+    """4.4 TB of weights cannot sit on fewer than 56 H100s: the search planned all 120 layouts up to 64 GPUs (27 s);
+    now the four single-stage ones and those past the weights' bound."""
+    import time
+
+    calls = counted(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
+        search.fewest_gpus(deep, gpu="H100", max_model_len=8192)
+    assert calls[:4] == [(1, 1), (2, 1), (4, 1), (8, 1)] and len(calls) == 30, calls
+    assert min(tp * pp for tp, pp in calls[4:]) == 52  # 4,364 GB over 52 stages of 84 GB: the first that might
+    p = plan(deep, gpu="H100", max_model_len=8192)
+    assert not p.fits and search.fixes(deep, p, gpu="H100", max_model_len=8192) == []
+    assert time.monotonic() - start < 10  # 1-2 s here, where it was 60 s
+
+
+def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
+    """Each stage walked every tensor and every layer of the model: 86 s (208 s on a busy machine)."""
+    import time
+
+    start = time.monotonic()
+    p = plan(deep, gpu="H100", max_model_len=8192, pp=10_000)
+    assert time.monotonic() - start < 10 and len(p.stages) == 10_000 and p.fits
+    assert {s.weights_bytes for s in p.stages[1:-1]} == {436_224_000 + 33_554_432}  # a layer and the RoPE table
+
+
+def test_equal_shapes_are_one_object_and_results_do_not_change():
+    """The caches key on shapes; an equal but distinct one was compared layer by layer at every lookup (a second
+    10,000-layer config: 37 s). Equal shapes are one object now, unless their notes differ."""
+    import dataclasses
+
+    from kvplan.config.load import load_model
+    from kvplan.model.arch import interned
+
+    a, b = load_model(DEEP), load_model(dict(DEEP))
+    assert a.arch is b.arch
+    noted = dataclasses.replace(a.arch, notes=("another config's note",))
+    assert noted == a.arch and interned(noted) is noted  # equal, but its notes are its own
+    assert plan(a, gpu="H100", max_model_len=8192, pp=8) == plan(b, gpu="H100", max_model_len=8192, pp=8)
