@@ -339,3 +339,27 @@ def test_the_cli_on_a_hostile_hub_checkpoint_is_one_line(fake_hub, capsys):
     assert err.count("\n") == 1 and "tensor 'lm_head.weight' has shape [inf]" in err
     assert main(["plan", "acme/inf", "--gpu", "L4"]) == 0
     assert "weights: config rule" in capsys.readouterr().out
+
+
+def test_a_deep_checkpoint_over_many_stages_is_planned_in_bounded_time(tmp_path):
+    """Every stage summed every row of the checkpoint (and its stored bytes again): 10,000 layers of headers over
+    PP 10,000 was 10^8 rows. Now each stage is two lookups; the per-stage bytes equal the config rule's."""
+    import time
+
+    layers = 10_000
+    config = {**TINY, "num_hidden_layers": layers}
+    one = {k.replace("layers.0.", "layers.{i}."): v for k, v in tiny_tensors().items() if ".layers.1." not in k}
+    tensors = {k: v for k, v in one.items() if "{i}" not in k}
+    for i in range(layers):
+        tensors.update({k.format(i=i): v for k, v in one.items() if "{i}" in k})
+    folder = tmp_path / "deep"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    write_shard(folder / "model.safetensors", header_of(tensors))
+    model = kvplan.load_model(folder, weights="checkpoint")
+    start = time.monotonic()
+    p = kvplan.plan(model, gpu="L4", max_model_len=2048, pp=layers)
+    assert time.monotonic() - start < 10 and p.weights_source == "checkpoint" and len(p.stages) == layers
+    rule = kvplan.plan(kvplan.load_model(folder, weights="config"), gpu="L4", max_model_len=2048, pp=7)
+    assert [s.weights_bytes for s in kvplan.plan(model, gpu="L4", max_model_len=2048, pp=7).stages] == [
+        s.weights_bytes for s in rule.stages]
