@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
                             PrefixedAttentionSpec, SlidingWindowSpec, StateSpec)
 from .per_layer import V_HEAD_DIM_FAMILIES, layer_overrides
@@ -271,7 +271,7 @@ def _looped(r: ConfigReader, layers: list[tuple], notes: list[str]) -> list[tupl
         return layers
     mode = r.get("recurrent_kv_cache_mode")
     if mode != "per_loop":
-        raise UnsupportedArchitectureError(f"recurrent_kv_cache_mode {mode!r} is not supported yet (kvplan sizes "
+        raise UnsupportedArchitectureError(f"recurrent_kv_cache_mode {shown(mode)} is not supported yet (kvplan sizes "
                                            "'per_loop'): open an issue with the model id")
     first, middle = r.req_int("n_input_layers", minimum=0), r.req_int("n_recurrent_layers")
     if first + middle > len(layers):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import StateSpec
 from .reader import ConfigReader, check_float
 
@@ -73,7 +73,7 @@ def _nas_type(block: Any) -> str:
 
 def _block_type(value: Any) -> str:
     if not isinstance(value, str) or value not in BLOCK_TYPES:
-        raise UnsupportedArchitectureError(f"layers_block_type entry {value!r} is not one kvplan knows "
+        raise UnsupportedArchitectureError(f"layers_block_type entry {shown(value)} is not one kvplan knows "
                                            f"({', '.join(sorted(BLOCK_TYPES))}): open an issue with the model id")
     return BLOCK_TYPES[value]
 

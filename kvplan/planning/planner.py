@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..config.context import SGLANG_ENV, VLLM_ENV
 from ..config.load import load_cached
 from ..dtypes import resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ContextLimit, ModelSpec
 from ..weights.provenance import weights_provenance, weights_warnings
@@ -92,7 +92,7 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if isinstance(model, str):
         model = load_cached(model)
     if engine not in ENGINES:
-        raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+        raise WorkloadError(f"unknown engine {shown(engine)}: use one of {', '.join(ENGINES)}")
     engine_settings(engine, quantization=quantization, engine_version=engine_version, block_size=block_size,
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, dp=dp,
                     expert_parallel=expert_parallel, enforce_eager=enforce_eager,

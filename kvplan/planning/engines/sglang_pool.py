@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import WorkloadError
+from ...errors import WorkloadError, shown
 from ...units import GiB, MiB, fmt_bytes
 from .vllm_kv import VllmLayerSpec
 
@@ -187,7 +187,7 @@ def sglang_pool(total_bytes: int, weights_bytes: int, specs: list[VllmLayerSpec]
             raise WorkloadError(f"a GPU of {fmt_bytes(total_bytes)} is smaller than the {fmt_bytes(reserved)} SGLang "
                                 "reserves for activations and CUDA graphs: pick a larger GPU")
     if not 0 < fraction <= 1:
-        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {fraction!r}")
+        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {shown(fraction)}")
     before = total_bytes - PRELOAD_BYTES
     after = before - weights_bytes - LOAD_EXTRA_BYTES - extra_bytes
     rest = int(after - before * (1 - fraction))
