@@ -64,8 +64,9 @@ fits, sentence = sup.verdict(plan)
 (st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
 for warning in (w for w in plan.warnings if w not in model.warnings):  # this plan's own: context, towers
     st.warning(warning, icon=":material/warning:")
+fewest, fewest_problem = common.message(sup.run_fewest, model, inputs)  # one search serves both sections
 if not fits:
-    nearest, _ = common.message(sup.run_fixes, model, inputs, plan)
+    nearest, _ = common.message(sup.run_fixes, model, inputs, plan, fewest if fewest is not None else False)
     for fix in nearest or ():
         st.info(f"To fit: {fix}", icon=":material/lightbulb:")
 common.metrics(sup.plan_metrics(plan))
@@ -83,7 +84,6 @@ with right:
     st.plotly_chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
 
 st.markdown("#### Fewest GPUs that fit")
-fewest, problem = common.message(sup.run_fewest, model, inputs)
 if fewest is not None:
     st.info(f"{fewest.num_gpus} x {fewest.gpu}: TP {fewest.tensor_parallel_size} x PP "
             f"{fewest.pipeline_parallel_size}, {fewest.kv_cache_tokens:,} KV tokens, "
@@ -92,7 +92,7 @@ if fewest is not None:
     for note in (n for n in fewest.notes if n.startswith("fewest GPUs") or " span " in n):
         st.caption(f":material/hub: {note[0].upper()}{note[1:]}")
 else:
-    st.warning(problem, icon=":material/warning:")
+    st.warning(fewest_problem, icon=":material/warning:")
 
 st.markdown("#### Speed (roofline)")
 s1, _ = st.columns([1, 3])

@@ -290,11 +290,13 @@ def run_plan(model: ModelSpec, p: PlanInputs):
     return plan(model, **p.plan_kwargs())
 
 
-def run_fixes(model: ModelSpec, p: PlanInputs, current=None) -> list[str]:
-    """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan."""
+def run_fixes(model: ModelSpec, p: PlanInputs, current=None, fewest=None) -> list[str]:
+    """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan,
+    `fewest`: the page's fewest-GPU plan, or False when its search found none (so it is not searched again)."""
     from kvplan.planning.search import fixes
 
-    return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, current, **p.plan_kwargs())]
+    return [text[0].upper() + text[1:] + "." for text, _ in fixes(model, current, fewest=fewest,
+                                                                  **p.plan_kwargs())]
 
 
 def run_fewest(model: ModelSpec, p: PlanInputs):

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.",
                      epilog=f"exit codes: 0 done; {EXIT_USAGE} bad input (one line on stderr); {EXIT_DOES_NOT_FIT} "
                             "`kvplan plan`: the deployment does not fit (the plan and the nearest fixes that do "
-                            "are printed)")
+                            "are printed), `kvplan compare`: a setup does not fit")
     parser.add_argument("--version", action=_Version, help="kvplan's version and the newest engine releases it knows")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
@@ -386,6 +386,10 @@ def cmd_compare(args) -> int:
     rows = compare(args.setups, gpu=args.gpu, num_gpus=args.num_gpus, mix=mix, gpu_price_per_hour=args.gpu_price,
                    engine=args.engine, max_model_len=args.max_model_len, kv_dtype=args.kv_dtype,
                    gpu_memory_utilization=args.gpu_memory_utilization, engine_version=args.engine_version)
+    failed = [r for r in rows if r.error]
+    if failed:  # a setup kvplan cannot plan is bad input (an unknown model): exit 2, not "does not fit"
+        more = f" (and {len(failed) - 1} more setups cannot be planned)" if len(failed) > 1 else ""
+        raise KVPlanError(f"setup {failed[0].setup}: {failed[0].error}{more}")
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import WorkloadError
+from .errors import WorkloadError, shown
 
 
 @dataclass(frozen=True)
@@ -58,5 +58,5 @@ def resolve_dtype(name: str | DType) -> DType:
         return _ALIASES[key]
     except KeyError:
         raise WorkloadError(
-            f"unknown dtype {name!r}: use one of {', '.join(KV_DTYPE_CHOICES)}"
+            f"unknown dtype {shown(name)}: use one of {', '.join(KV_DTYPE_CHOICES)}"
         ) from None

@@ -121,7 +121,10 @@ def test_edge_workloads_give_a_message(page, key, value, expected):
 def test_validation_and_learn_survive_a_zero_context(page):
     at = app(page, ctx=0)
     clean(at)
-    assert at.get("plotly_chart")
+    if page.endswith("setups.py"):  # a context every setup shares is checked once (issue #25), not a row per setup
+        assert "max_model_len must be a positive whole number, got 0" in errors(at) and not at.get("plotly_chart")
+    else:
+        assert at.get("plotly_chart")
 
 
 @pytest.mark.parametrize("kv, cache, expected", [

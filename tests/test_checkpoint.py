@@ -201,8 +201,18 @@ def test_components(name, component):
 
 
 def serve(fake_hub, repo_id: str, folder: Path, **repo) -> None:
-    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
-    fake_hub.repos[repo_id] = FakeRepo(files={MAIN: files}, refs={"main": MAIN}, **repo)
+    """The folder's files on the FakeHub; of a large (sparse) .safetensors file only its header is held, and the
+    Hub answers for the rest as zeros."""
+    files, sizes = {}, {}
+    for p in (p for p in folder.iterdir() if p.is_file()):
+        with open(p, "rb") as f:
+            if p.suffix == ".safetensors" and p.stat().st_size > 10**7:
+                prefix = f.read(8)
+                files[p.name] = prefix + f.read(int.from_bytes(prefix, "little"))
+            else:
+                files[p.name] = f.read()
+        sizes[p.name] = p.stat().st_size
+    fake_hub.repos[repo_id] = FakeRepo(files={MAIN: files}, refs={"main": MAIN}, sizes=sizes, **repo)
 
 
 def test_hub_headers_by_range_requests(fake_hub, tiny_checkpoint):
@@ -210,7 +220,8 @@ def test_hub_headers_by_range_requests(fake_hub, tiny_checkpoint):
     model = kvplan.load_model("acme/tiny")
     assert model.checkpoint.stored_bytes == stored_bytes(tiny_checkpoint)
     assert "on the Hub" in model.checkpoint.source
-    shards = [r for r in fake_hub.requests if r.path.endswith(".safetensors") and r.method == "GET"]
+    shards = [r for r in fake_hub.requests if r.path.endswith(".safetensors") and r.method == "GET"
+              and not r.path.endswith("/model.safetensors")]  # the first GET asks for the single file: 404 here
     assert len(shards) == len(list(tiny_checkpoint.glob("*.safetensors"))) > 2 and all(r.headers.get("range", "").startswith("bytes=0-") for r in shards)
     plan = kvplan.plan(model, gpu="L4", max_model_len=2048)
     assert plan.weights_source == "checkpoint" and plan.weights_checkpoint_bytes == stored_bytes(tiny_checkpoint)
@@ -326,7 +337,8 @@ def minimax_m2_headers() -> dict[str, tuple[str, list[int]]]:
 
 
 def write_header_only(folder: Path, tensors: dict[str, tuple[str, list[int]]], shards: int) -> int:
-    """Safetensors files that hold their headers and no data (kvplan never reads past a header), with an index."""
+    """Safetensors files whose data is a hole (sparse: kvplan never reads past a header, but checks the file is as
+    long as its header says), with an index."""
     from kvplan.model.checkpoint import DTYPE_BITS
 
     names = list(tensors)
@@ -341,7 +353,9 @@ def write_header_only(folder: Path, tensors: dict[str, tuple[str, list[int]]], s
             offset += size
             weight_map[name] = file
         raw = json.dumps(header).encode()
-        (folder / file).write_bytes(len(raw).to_bytes(8, "little") + raw)
+        with open(folder / file, "wb") as f:
+            f.write(len(raw).to_bytes(8, "little") + raw)
+            f.truncate(8 + len(raw) + offset)
         total += offset
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
                                                                      "weight_map": weight_map}))

@@ -253,3 +253,110 @@ def test_revision_is_for_hub_ids_only(tmp_path, capsys):
 
 def test_every_refusal_here_is_a_kvplan_error():
     assert issubclass(ModelNotAvailableError, KVPlanError) and issubclass(ConfigError, KVPlanError)
+
+
+# ---------------------------------------------------------------------------------------------- issue #25: floats, echoes, depth
+
+JAMBA = json.loads((ROOT / "model_configs" / "ai21labs__AI21-Jamba-1.5-Mini.json").read_text())
+
+
+def nested(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("rope, words", [
+    # OverflowError from int(tokens x factor) before
+    ({"rope_type": "yarn", "factor": 1e308, "original_max_position_embeddings": 8192},
+     "'rope_scaling.factor' must be between 0.001 and 1024, got 1e+308"),
+    ({"rope_type": "dynamic", "factor": float("inf")}, "'rope_scaling.factor' must be a number, got inf"),
+    # taken as 1.0 without a word before: the plan's context limit then said 131,072 for any of them
+    ({"rope_type": "dynamic", "factor": float("nan")}, "'rope_scaling.factor' must be a number, got nan"),
+    ({"rope_type": "linear", "factor": -4.0}, "must be between 0.001 and 1024, got -4.0"),
+    ({"rope_type": "linear", "factor": "8"}, "'rope_scaling.factor' must be a number, got '8'"),
+    ({"rope_type": "dynamic", "factor": 5e-324}, "must be between 0.001 and 1024, got 5e-324"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": -1},
+     "'rope_scaling.original_max_position_embeddings' must be >= 1, got -1"),
+])
+def test_a_hostile_rope_factor_is_one_line(tmp_path, capsys, rope, words):
+    data = config(rope_scaling=rope)
+    with pytest.raises(ConfigError, match="rope_scaling") as caught:
+        kvplan.parse_config(data)
+    assert words in str(caught.value)
+    rc, _, err = cli(tmp_path, capsys, data, "plan", "--max-model-len", "4096")
+    one_line(rc, err, words)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"partial_rotary_factor": float("nan")}, "'partial_rotary_factor' must be a number, got nan"),
+    ({"partial_rotary_factor": 1.5}, "'partial_rotary_factor' must be between 0.001 and 1, got 1.5"),
+])
+def test_a_hostile_rotary_fraction_is_refused(changes, words):
+    """taken as 1.0 (all of each head rotates) without a word before"""
+    with pytest.raises(ConfigError) as caught:
+        kvplan.parse_config(config(**changes))
+    assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["x" * 3_000_000, nested(2_000)], ids=["3 MB string", "nested 2,000 deep"])
+@pytest.mark.parametrize("key", ["num_hidden_layers", "torch_dtype", "model_type", "num_key_value_heads"])
+def test_a_huge_or_deep_value_is_quoted_short(tmp_path, capsys, key, value):
+    """A 3 MB string was echoed whole (a 3 MB error line), and the repr of a list nested 2,000 deep raised
+    RecursionError through the API (a JSON file that deep is refused as it is parsed); a 3 MB model_type was
+    accepted and echoed in every warning."""
+    data = config(**{key: value})
+    with pytest.raises(ConfigError) as caught:
+        kvplan.plan(kvplan.parse_config(data), gpu="H100", max_model_len=4096)
+    message = str(caught.value)
+    assert repr(key) in message and len(message) < 300 and "…" in message, message[:300]
+    if isinstance(value, str):
+        rc, _, err = cli(tmp_path, capsys, data, "plan", "--max-model-len", "4096")
+        one_line(rc, err, repr(key))
+
+
+def test_every_kvplan_message_is_bounded():
+    """The guard behind `shown`: a path or a name quoted whole still gives one line a person can read."""
+    message = str(ModelNotAvailableError("no such file or folder: " + "a/" * 100_000 + ": check the path"))
+    assert len(message) == 1_000 and message.startswith("no such file or folder: a/a/")
+    assert message.endswith("a/: check the path") and "…" in message
+
+
+@pytest.mark.parametrize("changes, words", [
+    # every layer became Mamba without a word before (offset 50 of period 100 on 32 layers)
+    ({"attn_layer_period": 100, "attn_layer_offset": 50}, "'attn_layer_offset' is 50, not below its period 100"),
+    ({"attn_layer_offset": 8}, "'attn_layer_offset' is 8, not below its period 8"),
+    ({"expert_layer_period": 64, "expert_layer_offset": 40}, "'expert_layer_offset' is 40"),
+])
+def test_a_jamba_offset_past_its_layers_is_refused(changes, words):
+    with pytest.raises(ConfigError) as caught:
+        kvplan.plan(kvplan.parse_config({**JAMBA, **changes}), gpu="H100", max_model_len=4096)
+    assert words in str(caught.value)
+    assert kvplan.parse_config(JAMBA).attention_kinds == {"state": 28, "full": 4}  # the real one: attention 4 of 8
+
+
+@pytest.mark.parametrize("key", ["load_in_4bit", "bnb_4bit_use_double_quant"])
+def test_a_bitsandbytes_switch_must_be_true_or_false(key):
+    """load_in_4bit: "yes" was priced as 8-bit without a word"""
+    qc = {"quant_method": "bitsandbytes", "load_in_4bit": True, key: "yes"}
+    with pytest.raises(ConfigError, match=f"'quantization_config.{key}' must be true or false, got 'yes'"):
+        kvplan.plan(kvplan.parse_config(config(quantization_config=qc)), gpu="H100", max_model_len=4096)
+
+
+@pytest.mark.parametrize("file, path", [
+    ("XiaomiMiMo__MiMo-V2-Flash.json", ("swa_head_dim",)),          # named in a note
+    ("Qwen__Qwen2.5-VL-7B-Instruct.json", ("architectures",)),        # names the tower's class
+    ("meta-llama__Llama-3.1-8B.json", ("quantization_config",)),     # quant_method, strategy, format: str() of them
+])
+def test_a_deep_value_that_kvplan_only_names_is_named_short(file, path):
+    """str() or repr() of a list nested 2,000 deep raised RecursionError through the API."""
+    data = json.loads((ROOT / "model_configs" / file).read_text())
+    data[path[0]] = {"quant_method": nested(2_000)} if path[0] == "quantization_config" else nested(2_000)
+    try:
+        model = kvplan.load_model(data)
+        plan = kvplan.plan(model, gpu="H100", max_model_len=4096)
+    except KVPlanError as exc:
+        assert "quant_method" in str(exc) and len(str(exc)) < 300
+        return
+    assert all(len(n) < 600 for n in (*model.notes, *plan.notes, *plan.warnings))

@@ -287,10 +287,11 @@ def test_grouped_totals_equal_the_per_layer_sum(cache):
         spec = kvplan.load_model(model_id)
         if cache == "quantized" and not spec.all_full_attention:
             continue
-        plan = make_plan(spec, 5000, 3, cache=cache, prompt_len=4000, max_cache_len=6000)
+        static = {"max_cache_len": 6000} if "static" in cache else {}
+        plan = make_plan(spec, 5000, 3, cache=cache, prompt_len=4000, **static)
         flat = [layer_bytes(s, plan) for _, s in spec.specs()]
         scalars = sum(lb.scalars for lb in flat)
-        e = kvplan.estimate(spec, 5000, 3, cache=cache, prompt_len=4000, max_cache_len=6000)
+        e = kvplan.estimate(spec, 5000, 3, cache=cache, prompt_len=4000, **static)
         assert e.kv_cache_bytes == sum(lb.storage for lb in flat) + scalars, model_id
         assert e.logical_bytes == sum(lb.logical for lb in flat) + scalars, model_id
         assert e.prefill_peak_bytes == sum(lb.after_prefill for lb in flat) + scalars, model_id

@@ -155,6 +155,8 @@ class FakeRepo:
     claimed_size: int | None = None                # Content-Length to announce instead of the file's own
     sent_bytes: int | None = None                  # GET sends only this many bytes, then closes (a cut download)
     trickle: bool = False                          # answer one byte every 0.2 s (a stalled link)
+    sizes: dict[str, int] = field(default_factory=dict)  # a file's whole size where `files` holds only its start
+                                                   # (a safetensors header): zeros follow it
 
 
 @dataclass
@@ -231,12 +233,15 @@ class FakeHub:
                    "X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
         if not repo.hub_headers:
             headers = {"Content-Type": "text/html"}
-        ranged = self.byte_range(h.headers.get("Range"), len(content))
+        size = repo.sizes.get(filename, len(content))
+        ranged = self.byte_range(h.headers.get("Range"), size)
         if ranged is not None:  # what the Hub's CDN does for `Range: bytes=0-100000` (safetensors headers)
             start, stop = ranged
-            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{len(content)}"
-            return self.send(h, 206, headers, content[start:stop], body)
-        self.send(h, 200, headers, content, body, repo.claimed_size, repo.sent_bytes)
+            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
+            part = content[start:stop]
+            return self.send(h, 206, headers, part + bytes(stop - start - len(part)), body)
+        claimed = repo.claimed_size if repo.claimed_size is not None else repo.sizes.get(filename)
+        self.send(h, 200, headers, content, body, claimed, repo.sent_bytes)
 
     @staticmethod
     def byte_range(header: str | None, size: int) -> tuple[int, int] | None:

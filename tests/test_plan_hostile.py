@@ -4,6 +4,7 @@ subprocess). And every plan returned keeps its invariants (`kvplan.planning.resu
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,3 +116,145 @@ def test_every_bundled_plan_keeps_the_invariants(engine, gpu):
         assert p.kv_pool_bytes >= 0 and 0 < p.gpu_memory_utilization <= 1
         planned += 1
     assert planned > 20
+
+
+# ---------------------------------------------------------------------------------------------- issue #25: compare
+
+QWEN = "Qwen/Qwen3-8B"
+
+
+def compare_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvplan", "compare", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+
+
+@pytest.mark.parametrize("args, words", [
+    # each exited 3, "does not fit", with a row per setup; the JSON said num_gpus: -1
+    (("--max-model-len", "0"), "max_model_len must be a positive whole number, got 0"),
+    (("--gpu-memory-utilization", "nan"), "gpu_memory_utilization must be in (0, 1], got nan"),
+    (("--engine-version", "abc"), "engine version 'abc' is not a version number"),
+    (("--num-gpus", "-1", "--json"), "num_gpus must be a positive whole number, got -1"),
+    (("--gpu", "H1000"), "unknown GPU"),
+    (("--prompt-mean", "100", "--output-mean", "10", "--gpu-price", "5e-324"),
+     "the GPU price must be dollars per GPU-hour from 0.01 to below 10,000, got 5e-324"),
+])
+def test_compare_bad_shared_input_exits_2(args, words):
+    result = compare_cli(LLAMA, QWEN, *args)
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout[:300])
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("setups, words", [
+    ((LLAMA, "no-such/model-x"), "setup no-such/model-x: no-such/model-x"),
+    ((f"{LLAMA}@H100x0", QWEN), "counts '0' GPUs: write MODEL@GPUxN with N from 1 to 9,999"),  # a GPU "H100x0"
+    ((f"{LLAMA}@H100x00001", QWEN), "counts '00001' GPUs"),
+])
+def test_compare_a_setup_that_cannot_be_planned_exits_2(setups, words):
+    result = compare_cli(*setups)
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout[:300])
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+def test_a_row_without_a_plan_shows_no_gpu_count(monkeypatch):
+    """The API keeps the other setups; the row that could not be planned counts no GPUs (it said 0, or -1)."""
+    from kvplan.planning.compare import compare
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rows = compare([LLAMA, "no-such/model-x"], num_gpus=2)
+    assert rows[0].num_gpus == 2 and rows[0].fits and rows[1].error and rows[1].num_gpus is None
+    # exit 3 stays for what it means: a setup planned that does not fit
+    assert compare_cli(LLAMA, QWEN).returncode == 0
+    result = compare_cli("meta-llama/Llama-3.1-70B@L4", QWEN, "--json")
+    assert result.returncode == 3 and [(r["fits"], r["num_gpus"]) for r in json.loads(result.stdout)] == [
+        (False, 1), (True, 1)]
+
+
+# ---------------------------------------------------------------------------------------------- issue #25: settings
+
+@pytest.mark.parametrize("args, words", [
+    # both were ignored without a word
+    (("--cache", "dynamic", "--max-cache-len", "5"), "max_cache_len sizes a static cache, and the dynamic cache"),
+    (("--cache", "offloaded", "--max-cache-len", "8192"), "and the offloaded cache grows with its tokens"),
+    (("--cache", "dynamic", "--quant-backend", "hqq"), "a quantization backend is for the quantized cache"),
+])
+def test_estimate_refuses_a_setting_its_cache_does_not_take(args, words):
+    result = subprocess.run([sys.executable, "-m", "kvplan", "estimate", LLAMA, "--seq-len", "4096", *args],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("price", [5e-324, 0.001, float("nan"), -1.0, 1e308])
+def test_a_gpu_price_is_a_price(price):
+    """5e-324 was taken: $0.000 per million output tokens"""
+    from kvplan.planning.workload import RequestMix, workload_plan
+
+    p = plan(LLAMA, gpu="H100", max_model_len=8192)
+    with pytest.raises(WorkloadError, match="the GPU price must be dollars per GPU-hour from 0.01"):
+        workload_plan(LLAMA, p, RequestMix(1000, 100), price)
+    assert workload_plan(LLAMA, p, RequestMix(1000, 100), 0.01).cost_per_million_output_tokens > 0
+
+
+# ---------------------------------------------------------------------------------------------- issue #25: bounded work
+
+DEEP = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text()) | {
+    "num_hidden_layers": 10_000}  # the deepest config the boundary admits (MAX_LAYERS)
+
+
+@pytest.fixture(scope="module")
+def deep():
+    from kvplan.config.load import load_model
+
+    return load_model(DEEP)
+
+
+def counted(monkeypatch) -> list:
+    calls: list = []
+    real = search.plan
+
+    def counting(*args, **kwargs):
+        calls.append((kwargs.get("tp"), kwargs.get("pp")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "plan", counting)
+    return calls
+
+
+def test_the_search_never_plans_a_layout_whose_stages_cannot_hold_the_weights(deep, monkeypatch):
+    """4.4 TB of weights cannot sit on fewer than 56 H100s: the search planned all 120 layouts up to 64 GPUs (27 s);
+    now the four single-stage ones and those past the weights' bound."""
+    import time
+
+    calls = counted(monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
+        search.fewest_gpus(deep, gpu="H100", max_model_len=8192)
+    assert calls[:4] == [(1, 1), (2, 1), (4, 1), (8, 1)] and len(calls) == 30, calls
+    assert min(tp * pp for tp, pp in calls[4:]) == 52  # 4,364 GB over 52 stages of 84 GB: the first that might
+    p = plan(deep, gpu="H100", max_model_len=8192)
+    assert not p.fits and search.fixes(deep, p, gpu="H100", max_model_len=8192) == []
+    assert time.monotonic() - start < 10  # 1-2 s here, where it was 60 s
+
+
+def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
+    """Each stage walked every tensor and every layer of the model: 86 s (208 s on a busy machine)."""
+    import time
+
+    start = time.monotonic()
+    p = plan(deep, gpu="H100", max_model_len=8192, pp=10_000)
+    assert time.monotonic() - start < 10 and len(p.stages) == 10_000 and p.fits
+    assert {s.weights_bytes for s in p.stages[1:-1]} == {436_224_000 + 33_554_432}  # a layer and the RoPE table
+
+
+def test_equal_shapes_are_one_object_and_results_do_not_change():
+    """The caches key on shapes; an equal but distinct one was compared layer by layer at every lookup (a second
+    10,000-layer config: 37 s). Equal shapes are one object now, unless their notes differ."""
+    import dataclasses
+
+    from kvplan.config.load import load_model
+    from kvplan.model.arch import interned
+
+    a, b = load_model(DEEP), load_model(dict(DEEP))
+    assert a.arch is b.arch
+    noted = dataclasses.replace(a.arch, notes=("another config's note",))
+    assert noted == a.arch and interned(noted) is noted  # equal, but its notes are its own
+    assert plan(a, gpu="H100", max_model_len=8192, pp=8) == plan(b, gpu="H100", max_model_len=8192, pp=8)

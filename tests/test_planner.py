@@ -345,7 +345,8 @@ def test_caches_do_not_change_results():
     warm = [plan(n, **s).model_dump() for n in names for s in settings_]
     load._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
-    weights_split._tensor_table.cache_clear()
+    weights_split._stage_parts.cache_clear()
+    weights_split.priced_tensors.cache_clear()
     cold = [plan(load_model(n), **s).model_dump() for n in names for s in settings_]
     assert warm == cold
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from ..dtypes import DType, resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..model.layers import MLASpec, NoCacheSpec, StateSpec
 from ..model.spec import ModelSpec
 from ..units import fmt_bytes, fmt_int
@@ -108,10 +108,13 @@ def _positive(name: str, value, *, minimum: int = 1, maximum: int = MAX_TOKENS) 
     if type(value) is int and minimum <= value <= maximum:  # the usual case first (bool is not `int` here)
         return value
     if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadError(f"{name} must be a whole number, got {value!r}")
+        raise WorkloadError(f"{name} must be a whole number, got {shown(value)}")
     if not minimum <= value <= maximum:
-        raise WorkloadError(f"{name} must be between {minimum} and {maximum:,}, got {value:,}")
+        raise WorkloadError(f"{name} must be between {minimum} and {maximum:,}, got {shown(value)}")
     return value
+
+
+STATIC_CACHES = ("static", "offloaded_static")
 
 
 def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dynamic", max_cache_len=None,
@@ -120,14 +123,21 @@ def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dyn
     seq_len = _positive("seq_len", seq_len)
     batch_size = _positive("batch_size", batch_size, maximum=MAX_BATCH)
     if cache not in CACHE_CHOICES:
-        raise WorkloadError(f"unknown cache {cache!r}: use one of {', '.join(CACHE_CHOICES)}")
+        raise WorkloadError(f"unknown cache {shown(cache)}: use one of {', '.join(CACHE_CHOICES)}")
     prompt_len = seq_len if prompt_len is None else _positive("prompt_len", prompt_len)
     if prompt_len > seq_len:
         raise WorkloadError(f"prompt_len {prompt_len:,} exceeds seq_len {seq_len:,}: the cache holds prompt + "
                             "generated tokens, so pass a seq_len of at least the prompt length")
     act, kv = _dtypes(model, cache, kv_dtype, dtype)
+    # a setting the cache does not take is an error, never ignored (--cache dynamic --max-cache-len 5 was)
+    if max_cache_len is not None and cache not in STATIC_CACHES:
+        raise WorkloadError(f"max_cache_len sizes a static cache, and the {cache} cache grows with its tokens: use "
+                            "--cache static (or offloaded_static), or leave out --max-cache-len")
+    if quant_backend is not None and cache != "quantized":
+        raise WorkloadError(f"a quantization backend is for the quantized cache, not the {cache} cache: add --cache "
+                            "quantized, or leave out --quant-backend")
     max_len = seq_len if max_cache_len is None else _positive("max_cache_len", max_cache_len)
-    if cache in ("static", "offloaded_static") and seq_len > max_len:
+    if cache in STATIC_CACHES and seq_len > max_len:
         raise WorkloadError(f"seq_len {seq_len:,} exceeds max_cache_len {max_len:,}: a static cache cannot grow, "
                             "so raise --max-cache-len")
     backend = ""
@@ -169,7 +179,7 @@ def _backend(model: ModelSpec, kv: DType, requested: str | None) -> str:
     default = {"float8_e4m3": "fp8", "int8": "hqq"}.get(kv.name, "quanto")
     backend = requested or default
     if backend not in QUANT_BACKENDS:
-        raise WorkloadError(f"unknown quantization backend {backend!r}: use one of {', '.join(QUANT_BACKENDS)}")
+        raise WorkloadError(f"unknown quantization backend {shown(backend)}: use one of {', '.join(QUANT_BACKENDS)}")
     allowed = {"quanto": ("int2", "int4"), "hqq": ("int2", "int4", "int8"), "fp8": ("float8_e4m3",)}[backend]
     if kv.name not in allowed:
         raise WorkloadError(f"the {backend} backend stores {', '.join(allowed)}, not {kv.name}: "

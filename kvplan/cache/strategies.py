@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from ..dtypes import resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..model.layers import FullAttentionSpec, MLASpec, SlidingWindowSpec
 from ..model.spec import ModelSpec
 from .estimate import Estimate, estimate
@@ -84,7 +84,7 @@ def as_mha(model: ModelSpec) -> ModelSpec:
 def with_window(model: ModelSpec, window: int) -> ModelSpec:
     """Every attention layer (full, sliding, chunked or MLA latent) as a sliding window of `window` tokens."""
     if isinstance(window, bool) or not isinstance(window, int) or window < 2:
-        raise WorkloadError(f"a sliding window must hold at least 2 tokens, got {window!r}: pick a larger window")
+        raise WorkloadError(f"a sliding window must hold at least 2 tokens, got {shown(window)}: pick a larger window")
 
     def convert(spec):
         if not isinstance(spec, FullAttentionSpec):
@@ -133,7 +133,7 @@ def sliding_window(model: ModelSpec, seq_len: int, batch_size: int, window: int)
 def sinks_window(model: ModelSpec, seq_len: int, batch_size: int, sinks: int, window: int) -> StrategyRow:
     """StreamingLLM: the first `sinks` tokens plus the last `window`, i.e. a (sinks + window)-token cache."""
     if isinstance(sinks, bool) or not isinstance(sinks, int) or sinks < 0:
-        raise WorkloadError(f"attention sinks must be a whole number >= 0, got {sinks!r}")
+        raise WorkloadError(f"attention sinks must be a whole number >= 0, got {shown(sinks)}")
     est = estimate(with_window(model, sinks + window), seq_len, batch_size)
     return StrategyRow(f"sinks {sinks} + window {window:,}", est.kv_cache_bytes, 0,
                        f"kvplan.estimate with every attention layer holding min(T, {sinks} + {window:,}) tokens "
@@ -177,7 +177,7 @@ def offloaded(model: ModelSpec, seq_len: int, batch_size: int) -> StrategyRow:
 def keep_fraction(model: ModelSpec, seq_len: int, batch_size: int, fraction: float) -> StrategyRow:
     """FastGen / DMS-style eviction, as a uniform keep ratio: every layer keeps ceil(fraction x T) tokens."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-        raise WorkloadError(f"the keep fraction must be in (0, 1], got {fraction!r}")
+        raise WorkloadError(f"the keep fraction must be in (0, 1], got {shown(fraction)}")
     kept = max(1, ceil(fraction * seq_len))
     est = estimate(model, kept, batch_size)
     return StrategyRow(f"evict: keep {fraction:.0%}", est.kv_cache_bytes, 0,

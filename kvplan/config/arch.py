@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
-from ..model.arch import ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims,
+                          interned)
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
@@ -79,7 +80,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     if isinstance(towers, str):
         notes.append(f"language model only: {towers}")
     quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
-    return ArchShape(
+    return interned(ArchShape(
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
@@ -91,7 +92,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
-    )
+    ))
 
 
 def _draft_vocab(data: Mapping[str, Any]) -> int:
@@ -382,8 +383,8 @@ def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     mamba = MambaDims(f.req_int("mamba_expand") * c.hidden, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
                       _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias"),
                       proj_bias=f.flag("mamba_proj_bias"), inner_norms=True)
-    period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
-    e_period, e_offset = f.req_int("expert_layer_period"), f.req_int("expert_layer_offset", minimum=0)
+    period, offset = f.layer_period("attn", c.layers)
+    e_period, e_offset = f.layer_period("expert", c.layers)
     experts = f.need_int(EXPERT_KEYS, "expert count")
     moe = MoEDims(experts, f.req_int("num_experts_per_tok"), _mlp(f, c))
     return _Body(_moe_or_dense(c, lambda i: experts > 1 and i % e_period == e_offset, moe, _mlp(f, c),

@@ -15,6 +15,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..model.spec import ContextLimit
+from .reader import check_float, check_int
+
+# The largest RoPE factors published are 40 (DeepSeek-V3's yarn) and 64; the product with a context length
+# stays far inside a float, where 1e308 raised OverflowError from int(tokens x factor).
+MAX_ROPE_FACTOR = 1024.0
 
 VLLM_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
              "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
@@ -46,15 +51,21 @@ def linear_rope_factor(get) -> float:
     for none or another kind."""
     rope = rope_parameters(get)
     if rope is not None and (rope.get("rope_type") or rope.get("type")) == "linear":
-        factor = rope.get("factor")
-        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 <= factor <= 1024:
-            return float(factor)
+        return rope_factor(rope)
     return 1.0
 
 
-def _factor(rope: Mapping[str, Any]) -> float:
-    factor = rope.get("factor", 1.0)
-    return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0 else 1.0
+def rope_factor(rope: Mapping[str, Any]) -> float:
+    """rope_scaling's factor (1.0 when it names none): a number from 0.001 to 1,024, else the ConfigError that says
+    so. NaN, a negative or a string factor was taken as 1.0 without a word."""
+    factor = rope.get("factor")
+    return 1.0 if factor is None else check_float("rope_scaling.factor", factor, minimum=1e-3,
+                                                  maximum=MAX_ROPE_FACTOR)
+
+
+def _original_length(rope: Mapping[str, Any]) -> int | None:
+    value = rope.get("original_max_position_embeddings")
+    return None if value is None else check_int("rope_scaling.original_max_position_embeddings", value)
 
 
 def vllm_limit(get, model_type: str) -> ContextLimit | None:
@@ -69,9 +80,9 @@ def vllm_limit(get, model_type: str) -> ContextLimit | None:
     if rope is not None and "gemma3" not in model_type:
         kind = rope.get("rope_type") or rope.get("type")
         if kind not in ("su", "longrope", "llama3"):
-            if kind == "yarn" and _length(rope.get("original_max_position_embeddings")):
-                tokens, key = int(rope["original_max_position_embeddings"]), "rope_scaling.original_max_position_embeddings"
-            factor = _factor(rope)
+            if kind == "yarn" and (original := _original_length(rope)):
+                tokens, key = original, "rope_scaling.original_max_position_embeddings"
+            factor = rope_factor(rope)
             if factor != 1.0:
                 tokens, key = int(tokens * factor), f"{key} x rope factor {factor:g}"
     return ContextLimit(tokens, key)
@@ -81,7 +92,7 @@ def sglang_limit(get) -> ContextLimit | None:
     rope = rope_parameters(get)
     factor = 1.0
     if rope is not None and "original_max_position_embeddings" not in rope and rope.get("rope_type") != "llama3":
-        factor = _factor(rope)
+        factor = rope_factor(rope)
     for key in SGLANG_KEYS:
         if (n := _length(get(key))) is not None:
             return ContextLimit(int(n * factor), key if factor == 1.0 else f"{key} x rope factor {factor:g}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
                             PrefixedAttentionSpec, SlidingWindowSpec, StateSpec)
 from .per_layer import V_HEAD_DIM_FAMILIES, layer_overrides
@@ -271,7 +271,7 @@ def _looped(r: ConfigReader, layers: list[tuple], notes: list[str]) -> list[tupl
         return layers
     mode = r.get("recurrent_kv_cache_mode")
     if mode != "per_loop":
-        raise UnsupportedArchitectureError(f"recurrent_kv_cache_mode {mode!r} is not supported yet (kvplan sizes "
+        raise UnsupportedArchitectureError(f"recurrent_kv_cache_mode {shown(mode)} is not supported yet (kvplan sizes "
                                            "'per_loop'): open an issue with the model id")
     first, middle = r.req_int("n_input_layers", minimum=0), r.req_int("n_recurrent_layers")
     if first + middle > len(layers):
@@ -365,7 +365,7 @@ def _build_mamba2(r: ConfigReader, notes: list[str]) -> list[tuple]:
 
 def _build_jamba(r: ConfigReader, notes: list[str]) -> list[tuple]:
     g = _geometry(r, notes)
-    period, offset = r.req_int("attn_layer_period"), r.req_int("attn_layer_offset", minimum=0)
+    period, offset = r.layer_period("attn", g.num_layers)
     attention = FullAttentionSpec(g.kv_heads, g.head_dim, g.head_dim)
     mamba = _mamba_spec(r, notes, prefix="mamba_")
     notes.append(f"attention every {period} layers from layer {offset}; the other layers keep Mamba state")

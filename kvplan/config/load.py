@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import KVPlanError, ModelNotAvailableError
+from ..errors import KVPlanError, ModelNotAvailableError, shown
 from ..model.checkpoint import CheckpointTotal
 from ..model.spec import ModelSpec
 from ..sources.library import find_bundled
@@ -44,7 +44,7 @@ def load_model(
     makes their absence an error; "config" never looks (the config rule only).
     """
     if weights not in WEIGHT_SOURCES:
-        raise ModelNotAvailableError(f"unknown weights source {weights!r}: use one of {', '.join(WEIGHT_SOURCES)}")
+        raise ModelNotAvailableError(f"unknown weights source {shown(weights)}: use one of {', '.join(WEIGHT_SOURCES)}")
     found = find_config(source, revision, token, name)
     model = parse_config(found.data, name=found.name, source=found.source, overrides=overrides)
     if weights == "config" or (isinstance(source, Mapping) and weights == "auto"):

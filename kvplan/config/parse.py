@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.arch import ArchShape
 from ..model.layers import FullAttentionSpec, StateSpec
 from ..model.spec import ArchDims, ModelSpec
@@ -20,7 +20,8 @@ from . import verified
 from .arch import read_arch
 from .context import linear_rope_factor, sglang_limit, vllm_limit
 from .layout import build_layers, layer_kind
-from .reader import DTYPE_KEYS, HEAD_KEYS, HIDDEN_KEYS, ConfigReader, Overrides, check_int, config_dtype, text_config
+from .reader import (DTYPE_KEYS, HEAD_KEYS, HIDDEN_KEYS, ConfigReader, Overrides, check_float, check_int, config_dtype,
+                     text_config)
 from .verified import family_status, kv_refusal, params_refusal, unread_fields, unverified_warnings
 
 # BERT-style families: their config classes default is_decoder to false, and only with is_decoder true is the
@@ -125,7 +126,7 @@ def _dims(r: ConfigReader) -> ArchDims:
         try:
             return check_int(found[0], found[1])
         except ConfigError:
-            invalid.append(f"{found[0]} {_short_value(found[1])}")
+            invalid.append(f"{found[0]} {shown(found[1])}")
             return None
 
     tie = r.get("tie_word_embeddings", True)
@@ -145,24 +146,18 @@ def _dims(r: ConfigReader) -> ArchDims:
     )
 
 
-def _short_value(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
-        return f"(an integer of {value.bit_length():,} bits)"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
 # Families with a sliding-window RoPE base of their own (rope_local_base_freq) beside the global one.
 TWO_ROPE_TABLES = frozenset({"gemma3_text", "gemma3"})
 
 
 def _fraction(r: ConfigReader, keys: tuple[str, ...]) -> float:
-    """The share of each head that rotates (1.0 when the config says nothing usable)."""
+    """The share of each head that rotates (1.0 when the config names none): a fraction of at least 0.001, else the
+    ConfigError that says so (NaN, a string or 1.5 was taken as 1.0 without a word)."""
     found = r.first(keys)
-    if found is None or isinstance(found[1], bool) or not isinstance(found[1], (int, float)):
+    if found is None:
         return 1.0
-    value = float(found[1])
-    return value if 0 < value <= 1 else 1.0
+    r.used[found[0]] = check_float(found[0], found[1], minimum=1e-3, maximum=1.0)
+    return r.used[found[0]]
 
 
 def parse_dims(data: Mapping[str, Any], overrides: Overrides | None = None) -> ArchShape:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shown
 from .reader import ConfigReader, check_int
 from .state import nas_attention
 
@@ -54,7 +54,7 @@ def _mimo_sliding(r: ConfigReader, types: list[str], base: tuple[int, int, int],
     for key, want in (("swa_num_key_value_heads", 2 * kv), ("swa_head_dim", k_dim), ("swa_v_head_dim", v_dim),
                       ("swa_num_attention_heads", r.num_heads())):
         if r.get(key) is not None and r.get(key) != want:
-            notes.append(f"{key} {r.get(key)!r} is ignored: transformers' MiMo-V2-Flash attention uses {want} "
+            notes.append(f"{key} {shown(r.get(key))} is ignored: transformers' MiMo-V2-Flash attention uses {want} "
                          "(serving engines may read it)")
     pattern = r.get("hybrid_layer_pattern")
     if isinstance(pattern, list) and [bool(p) for p in pattern] != [t == "sliding_attention" for t in types]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.arch import QuantDims
-from .reader import MAX_LAYERS, check_int
+from .reader import MAX_LAYERS, check_flag, check_int
 
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
@@ -24,7 +24,7 @@ def _object(key: str, value: Any) -> Mapping:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"quantization_config {key!r} must be an object, got {_short(value)}: fix the config.json")
+        raise ConfigError(f"quantization_config {key!r} must be an object, got {shown(value)}: fix the config.json")
     return value
 
 
@@ -33,13 +33,24 @@ def _pair(key: str, value: Any) -> tuple[int, int] | None:
     if value is None:
         return None
     if not isinstance(value, list) or len(value) != 2:
-        raise ConfigError(f"quantization_config {key!r} must be [rows, cols], got {_short(value)}: fix the config.json")
+        raise ConfigError(f"quantization_config {key!r} must be [rows, cols], got {shown(value)}: fix the config.json")
     return _int(key, value[0]), _int(key, value[1])
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:60] + "..."
+def _word(qc: Mapping, key: str, default: str) -> str:
+    """A name in quantization_config (quant_method, strategy, format), lower-cased; str() of a list nested 2,000
+    deep raised RecursionError."""
+    value = qc.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ConfigError(f"quantization_config {key!r} must be a name, got {shown(value)}: fix the config.json")
+    return value.lower()
+
+
+def _flag(qc: Mapping, key: str, default: bool) -> bool:
+    """A switch of quantization_config: true, false or absent; `load_in_4bit: "yes"` was taken as 8-bit."""
+    return check_flag(f"quantization_config.{key}", qc.get(key), default)
 
 
 def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
@@ -48,11 +59,11 @@ def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
         return None
     if not isinstance(qc, Mapping):
         raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
-    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    method = _word(qc, "quant_method", "").replace("_", "-")
     parser = _QUANT_PARSERS.get(method)
     if parser is None:
         raise UnsupportedArchitectureError(
-            f"quant_method {qc.get('quant_method')!r} has no byte rule yet: pass --dtype for an upper bound or "
+            f"quant_method {shown(qc.get('quant_method'))} has no byte rule yet: pass --dtype for an upper bound or "
             "open an issue with the model id")
     return parser(qc, notes)
 
@@ -77,21 +88,22 @@ def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
 def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:
     group = _group(qc.get("group_size", 128))
     return QuantDims("gptq", _bits(qc, "bits", 4), strategy="group" if group else "channel", group_size=group,
-                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes), lm_head=qc.get("lm_head") is True)
+                     g_idx=True, skip=_skip(qc.get("modules_to_not_convert"), notes),
+                     lm_head=_flag(qc, "lm_head", False))
 
 
 def _awq(qc: Mapping, notes: list[str]) -> QuantDims:
     group = _group(qc.get("group_size", qc.get("q_group_size", 128)))
     return QuantDims("awq", _bits(qc, "bits", qc.get("w_bit", 4)), strategy="group" if group else "channel",
-                     group_size=group, symmetric=qc.get("zero_point", True) is False,
+                     group_size=group, symmetric=not _flag(qc, "zero_point", True),
                      skip=_skip(qc.get("modules_to_not_convert"), notes))
 
 
 def _bnb(qc: Mapping, notes: list[str]) -> QuantDims:
-    four = qc.get("load_in_4bit") is True or qc.get("_load_in_4bit") is True
+    four = _flag(qc, "load_in_4bit", False) or _flag(qc, "_load_in_4bit", False)
     skip = qc.get("llm_int8_skip_modules")
     return QuantDims("bitsandbytes", 4 if four else 8, strategy="block" if four else "channel",
-                     double_quant=four and qc.get("bnb_4bit_use_double_quant") is True,
+                     double_quant=four and _flag(qc, "bnb_4bit_use_double_quant", False),
                      skip=_skip(skip if skip is not None else ["lm_head"], notes))
 
 
@@ -109,10 +121,10 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
                      "every quantized linear")
     scheme = _object("config_groups." + str(next(iter(groups)))[:60], next(iter(groups.values())))
     w, inputs = _object("weights", scheme.get("weights")), _object("input_activations", scheme.get("input_activations"))
-    strategy = str(w.get("strategy", "channel")).lower()
+    strategy = _word(w, "strategy", "channel")
     if strategy not in ("tensor", "channel", "group", "tensor_group", "block"):
-        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {strategy!r} has no byte rule yet: "
-                                           "open an issue with the model id")
+        raise UnsupportedArchitectureError(f"compressed-tensors weight strategy {shown(strategy)} has no byte rule "
+                                           "yet: open an issue with the model id")
     block = _pair("block_structure", w.get("block_structure")) if strategy == "block" else None
     nvfp4 = strategy == "tensor_group"  # + fp32 weight_global_scale, and input_global_scale with activations
     return QuantDims(
@@ -121,7 +133,7 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
         block=block,
         symmetric=w.get("symmetric", True) is not False,
         static_input_scale=inputs.get("dynamic") is False and inputs.get("strategy") == "tensor",
-        g_idx=w.get("actorder") not in (None, False), packed=str(qc.get("format", "")).lower() == "pack-quantized",
+        g_idx=w.get("actorder") not in (None, False), packed=_word(qc, "format", "") == "pack-quantized",
         scale_bytes=_scale_bytes(w.get("scale_dtype")),
         global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
         skip=_skip(qc.get("ignore"), notes))
@@ -135,9 +147,9 @@ def _scale_bytes(name: Any) -> int | None:
     """compressed-tensors `scale_dtype` ("torch.float8_e4m3fn" for NVFP4); None: the weight's (model) dtype."""
     if name is None:
         return None
-    key = str(name).removeprefix("torch.")
+    key = name.removeprefix("torch.") if isinstance(name, str) else None
     if key not in _SCALE_BYTES:
-        raise ConfigError(f"quantization_config scale_dtype {name!r} is unknown: fix the config.json")
+        raise ConfigError(f"quantization_config scale_dtype {shown(name)} is unknown: fix the config.json")
     return _SCALE_BYTES[key]
 
 
@@ -162,15 +174,15 @@ def _skip(patterns: Any, notes: list[str]) -> frozenset:
     out: set[tuple[str, int]] = set()
     if patterns is not None and not isinstance(patterns, list):
         raise ConfigError(f"quantization_config's skipped modules must be a list of module names, got "
-                          f"{_short(patterns)}: fix the config.json")
+                          f"{shown(patterns)}: fix the config.json")
     for raw in patterns or []:
         if not isinstance(raw, str):
             raise ConfigError(f"quantization_config's skipped modules must be module names (text), got "
-                              f"{_short(raw)}: fix the config.json")
+                              f"{shown(raw)}: fix the config.json")
         p = raw.lower().removeprefix("re:")
         groups, index = _skip_groups(p), _skip_layer(p, raw)
         if not groups:
-            notes.append(f"quantization skip pattern {raw!r} names no weight group kvplan knows: ignored")
+            notes.append(f"quantization skip pattern {shown(raw)} names no weight group kvplan knows: ignored")
         out.update((g, index) for g in groups)
     return frozenset(out)
 
@@ -182,7 +194,7 @@ def _skip_layer(p: str, raw: str) -> int:
         return -1
     # no model has MAX_LAYERS layers, and int() of a 5,000-digit index would raise past Python's 4,300-digit limit
     if len(layer.group(1)) > len(str(MAX_LAYERS)) or int(layer.group(1)) > MAX_LAYERS:
-        raise ConfigError(f"quantization skip pattern {_short(raw)} names a layer past {MAX_LAYERS:,}: fix the "
+        raise ConfigError(f"quantization skip pattern {shown(raw)} names a layer past {MAX_LAYERS:,}: fix the "
                           "config.json")
     return int(layer.group(1))
 

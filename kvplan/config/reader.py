@@ -9,6 +9,7 @@ imports transformers or runs code the config names (`auto_map` is ignored).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..dtypes import FLOAT32, DType, resolve_dtype
-from ..errors import ConfigError, WorkloadError
+from ..errors import ConfigError, WorkloadError, shown
 from ..sources.files import check_text
 
 # Field aliases, first match wins (vLLM's `get_total_num_kv_heads` order for KV heads).
@@ -45,6 +46,7 @@ MAX_LAYERS = 10_000  # the deepest published decoders have ~200 layers (Llama-3.
 # multiplies at most a handful of them, so even 2**40 x 2**40 x 2**40 x 2**40 x 2 B (2**161 bytes) stays far inside
 # a float's 2**1024, where head_dim 10**400 raised OverflowError as soon as a figure was divided or printed in GiB.
 MAX_SIZE = 1 << 40
+MAX_NAME_CHARS = 100  # a model_type, a layer kind: the longest transformers ships is under 40 characters
 
 # Wrappers whose language model sits in a nested config, and the text model_type when it is not given.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_config")
@@ -113,9 +115,9 @@ class Overrides:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{flag} must be a whole number, got {value!r}", field=name, flag=flag)
+                raise ConfigError(f"{flag} must be a whole number, got {shown(value)}", field=name, flag=flag)
             if not 1 <= value <= maximum:
-                raise ConfigError(f"{flag} must be between 1 and {maximum:,}, got {_short_number(value)}",
+                raise ConfigError(f"{flag} must be between 1 and {maximum:,}, got {shown(value)}",
                                   field=name, flag=flag)
 
 
@@ -124,21 +126,28 @@ def check_int(key: str, value: Any, *, minimum: int = 1, maximum: int = MAX_SIZE
     # `inf` and `nan` are floats too: int() of them raises, so they must be refused first
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-        raise ConfigError(f"config field {key!r} must be an integer, got {value!r}: fix the config.json", field=key)
+        raise ConfigError(f"config field {key!r} must be an integer, got {shown(value)}: fix the config.json",
+                          field=key)
     if value < minimum:
-        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {_short_number(value)}: fix the "
-                          "config.json", field=key)
+        raise ConfigError(f"config field {key!r} must be >= {minimum}, got {shown(value)}: fix the config.json",
+                          field=key)
     if value > maximum:  # before int(): int(1e300) is exact but useless
-        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {_short_number(value)}: fix the "
-                          "config.json", field=key)
+        raise ConfigError(f"config field {key!r} must be <= {maximum:,}, got {shown(value)}: fix the config.json",
+                          field=key)
     return int(value)
 
 
-def _short_number(value: int | float) -> str:
-    """A number for a one-line message: str() of a 5,000-digit int raises, and a 400-digit one is no help."""
-    if isinstance(value, float) or abs(value) < 10**15:
-        return repr(value)
-    return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length():,} bits"
+def check_float(key: str, value: Any, *, minimum: float, maximum: float) -> float:
+    """A config value that must be a finite number in [minimum, maximum], or a ConfigError. NaN is False in every
+    comparison and so passed range checks written the other way round (a RoPE factor of NaN was taken as 1.0),
+    1e308 overflowed the first product it met (int(tokens x factor)), and 5e-324 is no factor either: `minimum`
+    is a real lower bound, never 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"config field {key!r} must be a number, got {shown(value)}: fix the config.json", field=key)
+    if not minimum <= value <= maximum:
+        raise ConfigError(f"config field {key!r} must be between {minimum:g} and {maximum:g}, got {shown(value)}: "
+                          "fix the config.json", field=key)
+    return float(value)
 
 
 def check_flag(key: str, value: Any, default: bool) -> bool:
@@ -146,7 +155,7 @@ def check_flag(key: str, value: Any, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ConfigError(f"config field {key!r} must be true or false, got {value!r}: fix the config.json")
+        raise ConfigError(f"config field {key!r} must be true or false, got {shown(value)}: fix the config.json")
     return value
 
 
@@ -234,8 +243,20 @@ class ConfigReader:
         if value is None:
             return None
         if not isinstance(value, list):
-            raise ConfigError(f"config field {key!r} must list layer indices, got {value!r}: fix the config.json")
+            raise ConfigError(f"config field {key!r} must list layer indices, got {shown(value)}: fix the config.json")
         return {check_int(key, v, minimum=0, maximum=MAX_LAYERS) for v in value}
+
+    def layer_period(self, what: str, num_layers: int) -> tuple[int, int]:
+        """Jamba's every-Nth layer (`attn_layer_period` / `attn_layer_offset`, `expert_layer_*`): (period, offset),
+        the offset below the period as JambaConfig._check_supported_offset requires, and inside the model: an
+        attention offset past the last layer made every layer Mamba without a word."""
+        period = self.req_int(f"{what}_layer_period")
+        offset = self.req_int(f"{what}_layer_offset", minimum=0)
+        if offset >= min(period, num_layers):
+            raise ConfigError(f"config field '{what}_layer_offset' is {offset:,}, not below its period {period:,} and "
+                              f"the {num_layers:,} layers: no layer would have it; fix the config.json",
+                              field=f"{what}_layer_offset")
+        return period, offset
 
     # the sizes every family has, with the user's overrides
     def num_layers(self) -> int:
@@ -277,8 +298,9 @@ def multimodal(data: Mapping[str, Any]) -> bool:
 def _model_type(value: Any) -> str:
     if value is None:
         return "unknown"
-    if not isinstance(value, str):
-        raise ConfigError(f"config field 'model_type' must be a string, got {value!r}: fix the config.json")
+    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS:
+        raise ConfigError(f"config field 'model_type' must be a short name like 'llama', got {shown(value)}: fix the "
+                          "config.json")
     return value
 
 
@@ -289,8 +311,9 @@ def config_dtype(text: Mapping[str, Any]) -> DType:
         value = text.get(key)
         if value is None:
             continue
-        try:
-            return resolve_dtype(value if isinstance(value, str) else str(value))
-        except WorkloadError:
-            raise ConfigError(f"config field {key!r} has unknown dtype {value!r}: pass --dtype explicitly") from None
+        name = value if isinstance(value, str) else None if isinstance(value, (list, dict)) else str(value)
+        if name is not None and len(name) <= MAX_NAME_CHARS:  # torch.bfloat16 in a dict built in Python: its str()
+            with contextlib.suppress(WorkloadError):
+                return resolve_dtype(name)
+        raise ConfigError(f"config field {key!r} has unknown dtype {shown(value)}: pass --dtype explicitly")
     return FLOAT32

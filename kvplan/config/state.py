@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError, UnsupportedArchitectureError
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import StateSpec
-from .reader import ConfigReader
+from .reader import ConfigReader, check_float
 
 # NemotronHConfig: "M" Mamba-2, "*" attention, "-" MLP, "E" MoE (the published 56B: 118 characters).
 HYBRID_CODES = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
@@ -73,7 +73,7 @@ def _nas_type(block: Any) -> str:
 
 def _block_type(value: Any) -> str:
     if not isinstance(value, str) or value not in BLOCK_TYPES:
-        raise UnsupportedArchitectureError(f"layers_block_type entry {value!r} is not one kvplan knows "
+        raise UnsupportedArchitectureError(f"layers_block_type entry {shown(value)} is not one kvplan knows "
                                            f"({', '.join(sorted(BLOCK_TYPES))}): open an issue with the model id")
     return BLOCK_TYPES[value]
 
@@ -125,12 +125,8 @@ def mlstm_layers(r: ConfigReader, n: int) -> list[tuple]:
 
 
 def _factor(r: ConfigReader, key: str) -> float:
-    value = r.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 64:
-        raise ConfigError(f"config field {key!r} must be a number above 0, got {value!r}: fix the config.json",
-                          field=key)
-    r.used[key] = value
-    return float(value)
+    r.used[key] = check_float(key, r.get(key), minimum=1e-3, maximum=64)
+    return r.used[key]
 
 
 def _round_up(x: float, multiple: int) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ..errors import shown
+
 
 @dataclass(frozen=True)
 class Towers:
@@ -264,4 +266,5 @@ def vit_size(data: Mapping[str, Any]) -> tuple[str, int, int] | None:
     hidden = vision.get("hidden_size", defaults.get("hidden_size", 1024))
     if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**20 for v in (layers, hidden)):
         return None
-    return str(archs[0]), layers, hidden
+    name = archs[0] if isinstance(archs[0], str) and len(archs[0]) <= 100 else shown(archs[0])
+    return name, layers, hidden

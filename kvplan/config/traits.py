@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..model.arch import AttentionDims, LayerDims, MLPDims, MoEDims
-from .reader import EXPERT_KEYS, HEAD_DIM_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, VOCAB_KEYS, ConfigReader
+from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, VOCAB_KEYS, ConfigReader, check_float,
+                     check_int)
 
 _DATA = Path(__file__).parent.parent / "data" / "family_traits.json"
 EXPERT_INTERMEDIATE_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
@@ -253,12 +254,15 @@ def _adjusted_ffn(r: ConfigReader, hidden: int) -> int | None:
     if r.get("block_auto_adjust_ff_dim") is True and r.get("intermediate_size") is not None:
         size = int(2 * r.req_int("intermediate_size") / 3)
         multiplier = r.get("block_ffn_dim_multiplier")
-        if isinstance(multiplier, (int, float)) and not isinstance(multiplier, bool):
+        if multiplier is not None:  # NaN here was int(nan): ValueError
+            multiplier = check_float("block_ffn_dim_multiplier", multiplier, minimum=1e-3, maximum=64)
             multiple = r.req_int("block_multiple_of")
             size = multiple * ((int(multiplier * size) + multiple - 1) // multiple)
         return size
     factor, multiple = r.get("ffn_proj_factor"), r.get("ffn_round_up_to_multiple_of")
-    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and isinstance(multiple, int) and multiple > 0:
+    if factor is not None and multiple is not None:
+        factor = check_float("ffn_proj_factor", factor, minimum=1e-3, maximum=64)
+        multiple = check_int("ffn_round_up_to_multiple_of", multiple)
         return int((hidden * factor + multiple - 1) // multiple * multiple)
     return None
 

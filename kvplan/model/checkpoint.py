@@ -21,6 +21,12 @@ DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, 
               "U64": 64, "F64": 64, "C64": 64}
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
 
+def is_usize(value) -> bool:
+    """A count as safetensors stores one (a usize, 0 to 2**64 - 1) and JSON gives it: not 1.9, "99", true, or
+    Infinity and 1e400 (floats both)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
+
+
 COMPONENTS = ("language_model", "embeddings", "lm_head", "vision", "projector", "audio", "mtp")
 TOWERS = frozenset({"vision", "projector", "audio"})
 
@@ -61,11 +67,11 @@ class CheckpointWeights:
     rows: tuple[WeightRow, ...]
     files: int
 
-    @property
+    @cached_property  # every stage of a plan asks (is it complete?): summed once
     def stored_bytes(self) -> int:
         return sum(r.bytes for r in self.rows)
 
-    @property
+    @cached_property
     def tensors(self) -> int:
         return sum(r.tensors for r in self.rows)
 
@@ -82,7 +88,11 @@ class CheckpointWeights:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def has(self, component: str) -> bool:
-        return any(r.component == component for r in self.rows)
+        return component in self._components
+
+    @cached_property
+    def _components(self) -> frozenset[str]:
+        return frozenset(r.component for r in self.rows)
 
     @cached_property
     def keeps_f32(self) -> bool:
@@ -105,25 +115,60 @@ class CheckpointWeights:
         split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
         across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None); `head_everywhere`: the lm_head on
         every stage (SGLang's Llama)."""
-        total = tied_copy = 0
-        keep, copy_head = self.keeps_f32, tied and last and not first and not self.has("lm_head")
-        for r in self.rows:
-            if r.component in skip:
-                continue
-            size = r.resident(model_dtype, keep)
-            if r.layer >= 0 and r.component == "language_model":
-                if r.layer not in layers:
+        parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp)
+        top = len(parts.prefix) - 1
+        if layers.step == 1:
+            total = parts.prefix[max(0, min(layers.stop, top))] - parts.prefix[max(0, min(layers.start, top))]
+        else:
+            total = sum(parts.prefix[i + 1] - parts.prefix[i] for i in layers if 0 <= i < top)
+        total += (parts.first if first else 0) + (parts.last if last else 0)
+        total += parts.head if last or head_everywhere else 0
+        copy_head = tied and last and not first and not self.has("lm_head")
+        return total + (ceil(parts.embeddings_whole / tp) if copy_head else 0)
+
+    @cached_property
+    def _share_tables(self) -> dict:
+        return {}
+
+    def _shares(self, model_dtype: DType, tp: int, skip: frozenset[str], moe_ranks: int,
+                attn_ranks: int) -> _Shares:
+        """Each row's share on one rank, summed by where a stage takes it, once per dtype and layout: a stage is
+        two lookups (a 10,000-layer checkpoint over PP 10,000 summed every row once per stage)."""
+        key = (model_dtype, tp, skip, moe_ranks, attn_ranks)
+        if key not in self._share_tables:
+            keep = self.keeps_f32
+            layer_rows = [r for r in self.rows if r.layer >= 0 and r.component == "language_model"]
+            per_layer = [0] * (max((r.layer for r in layer_rows), default=-1) + 1)
+            first = last = head = whole = 0
+            for r in self.rows:
+                if r.component in skip:
                     continue
-            elif r.component == "embeddings" or r.component in TOWERS:
-                if r.component == "embeddings" and copy_head:
-                    tied_copy += size
-                if not first:
-                    continue
-            elif not last and not (head_everywhere and r.component == "lm_head"):  # lm_head, the final norm
-                continue
-            ranks = (moe_ranks or tp) if r.expert else (attn_ranks or tp) if r.attention else tp
-            total += size if r.replicated else ceil(size / ranks)
-        return total + ceil(tied_copy / tp)
+                size = r.resident(model_dtype, keep)
+                ranks = moe_ranks if r.expert else attn_ranks if r.attention else tp
+                share = size if r.replicated else ceil(size / ranks)
+                if r.layer >= 0 and r.component == "language_model":
+                    per_layer[r.layer] += share
+                elif r.component == "embeddings" or r.component in TOWERS:
+                    first += share
+                    whole += size if r.component == "embeddings" else 0
+                elif r.component == "lm_head":
+                    head += share
+                else:  # the final norm
+                    last += share
+            prefix = [0]
+            for share in per_layer:
+                prefix.append(prefix[-1] + share)
+            self._share_tables[key] = _Shares(tuple(prefix), first, last, head, whole)
+        return self._share_tables[key]
+
+
+@dataclass(frozen=True)
+class _Shares:
+    prefix: tuple[int, ...]   # layers 0 to i - 1
+    first: int                # embeddings and towers
+    last: int                 # the final norm (and what else only the last stage holds)
+    head: int                 # the lm_head: the last stage's, or every stage's (SGLang's Llama)
+    embeddings_whole: int     # unsplit: what a tied head materialises again on the last stage
 
 
 @dataclass(frozen=True)

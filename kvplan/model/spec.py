@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..dtypes import DType
 from .arch import ArchShape
@@ -99,8 +100,13 @@ class ModelSpec:
         """Layer count per cache kind, e.g. {'sliding': 21, 'full': 21} for gemma-2-9b."""
         return dict(Counter(spec.kind for _, spec in self.specs()))
 
-    def _first_attention(self) -> FullAttentionSpec | None:
+    @cached_property
+    def _attention_spec(self) -> FullAttentionSpec | None:
         return next((s for _, s in self.specs() if isinstance(s, FullAttentionSpec)), None)
+
+    def _first_attention(self) -> FullAttentionSpec | None:
+        """The first attention layer's spec, found once (a Mamba model walked all of its layers per question)."""
+        return self._attention_spec
 
     @property
     def kv_heads(self) -> int | None:
@@ -118,9 +124,20 @@ class ModelSpec:
     def is_mla(self) -> bool:
         return isinstance(self._first_attention(), MLASpec)
 
+    @cached_property
+    def spec_kinds(self) -> frozenset[str]:
+        """The kinds of cached layer the model has ("full", "sliding", "mamba" ...), walked once per model."""
+        return frozenset(s.kind for _, s in self.specs())
+
+    @cached_property
+    def state_mixers(self) -> frozenset[str]:
+        """The kinds of recurrent state the layers keep ("mamba", "gated_deltanet" ...): walked once, where every
+        pipeline stage of a plan asked again (PP 10,000 of 10,000 layers walked 10^8 layers)."""
+        return frozenset(s.mixer for _, s in self.specs() if isinstance(s, StateSpec))
+
     @property
     def has_state(self) -> bool:
-        return any(isinstance(s, StateSpec) for _, s in self.specs())
+        return bool(self.state_mixers)
 
     @property
     def all_full_attention(self) -> bool:

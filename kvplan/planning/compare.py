@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import KVPlanError, WorkloadError
+from ..errors import KVPlanError, WorkloadError, shown
 
 MAX_SETUPS = 4
-_COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d{1,4})$")
+_COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,14 @@ def parse_setup(text: str) -> Setup:
     if not at:
         return Setup(model)
     if not model or not where:
-        raise WorkloadError(f"setup {text[:60]!r} is not MODEL@GPU or MODEL@GPUxN: name both sides of the @")
+        raise WorkloadError(f"setup {shown(text)} is not MODEL@GPU or MODEL@GPUxN: name both sides of the @")
     match = _COUNT.match(where)
-    if match and int(match.group("n")) >= 1:
-        return Setup(model, match.group("gpu"), int(match.group("n")))
-    return Setup(model, where)
+    if match is None:
+        return Setup(model, where)
+    if not 1 <= len(match.group("n")) <= 4 or int(match.group("n")) < 1:  # @H100x0 was a GPU named "H100x0"
+        raise WorkloadError(f"setup {shown(text)} counts {shown(match.group('n'))} GPUs: write MODEL@GPUxN with N from "
+                            "1 to 9,999")
+    return Setup(model, match.group("gpu"), int(match.group("n")))
 
 
 class ComparisonRow(BaseModel):
@@ -53,7 +56,7 @@ class ComparisonRow(BaseModel):
     setup: str
     model: str
     gpu: str
-    num_gpus: int
+    num_gpus: int | None        # None for a setup that could not be planned (it was -1 for --num-gpus -1)
     layout: str
     fits: bool
     weights_bytes: int          # per GPU
@@ -82,6 +85,7 @@ def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int 
     if not 2 <= len(parsed) <= MAX_SETUPS:
         raise WorkloadError(f"compare takes 2 to {MAX_SETUPS} setups, got {len(parsed)}: name each as MODEL, "
                             "MODEL@GPU or MODEL@GPUxN")
+    shared_settings(gpu, num_gpus, gpu_price_per_hour, **settings)
     rows = []
     for setup in parsed:
         try:
@@ -90,7 +94,7 @@ def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int 
             load = workload_plan(model, p, mix, gpu_price_per_hour) if mix is not None and p.fits else None
         except KVPlanError as exc:
             rows.append(ComparisonRow(setup=setup.label, model=setup.model, gpu=setup.gpu or gpu,
-                                      num_gpus=setup.num_gpus or num_gpus or 0, layout="", fits=False,
+                                      num_gpus=None, layout="", fits=False,
                                       weights_bytes=0, kv_pool_bytes=0, kv_bytes_per_token=0, kv_cache_tokens=0,
                                       max_concurrency=0.0, max_model_len=0, verified=False,
                                       error=str(exc)))
@@ -106,3 +110,29 @@ def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int 
             output_tokens_per_s=load.output_tokens_per_s if load else None,
             cost_per_million_output_tokens=load.cost_per_million_output_tokens if load else None))
     return rows
+
+
+def shared_settings(gpu, num_gpus, gpu_price_per_hour, *, engine: str = "vllm", max_model_len=None,
+                    gpu_memory_utilization=None, engine_version=None, kv_dtype="auto", **_) -> None:
+    """The settings every setup shares, checked before any is planned: a bad one (`--max-model-len 0`,
+    `--gpu-memory-utilization nan`, `--engine-version abc`, `--num-gpus -1`) is bad input, one WorkloadError, not
+    a row per setup that "does not fit"."""
+    from ..dtypes import resolve_dtype
+    from ..gpus import resolve_gpu
+    from .engines.vllm_profile import parse_version
+    from .inputs import positive, resolve_utilization
+    from .planner import ENGINES
+    from .workload import check_price
+
+    if engine not in ENGINES:
+        raise WorkloadError(f"unknown engine {shown(engine)}: use one of {', '.join(ENGINES)}")
+    resolve_gpu(gpu)
+    positive("num_gpus", num_gpus)
+    if max_model_len not in (-1, "auto"):
+        positive("max_model_len", max_model_len)
+    resolve_utilization(gpu_memory_utilization)
+    parse_version(engine_version)
+    if kv_dtype not in (None, "auto"):
+        resolve_dtype(kv_dtype)
+    if gpu_price_per_hour is not None:
+        check_price(gpu_price_per_hour)

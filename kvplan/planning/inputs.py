@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..cache.estimate import MAX_TOKENS
 from ..dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..gpus import GPU
 from ..model.spec import ModelSpec
 from .engines.lora import LoraSettings
@@ -54,10 +54,9 @@ def positive(name: str, value):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise WorkloadError(f"{name} must be a positive whole number, got {value!r}")
+        raise WorkloadError(f"{name} must be a positive whole number, got {shown(value)}")
     if value > MAX_TOKENS:  # as for estimates: far beyond any engine's setting, and figures stay floats
-        shown = f"{value:,}" if value.bit_length() < 100 else f"an integer of {value.bit_length():,} bits"
-        raise WorkloadError(f"{name} must be between 1 and {MAX_TOKENS:,}, got {shown}")
+        raise WorkloadError(f"{name} must be between 1 and {MAX_TOKENS:,}, got {shown(value)}")
     return value
 
 
@@ -92,7 +91,7 @@ def resolve_utilization(value, default: float = 0.9) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise WorkloadError(f"gpu_memory_utilization must be in (0, 1], got {value!r}")
+        raise WorkloadError(f"gpu_memory_utilization must be in (0, 1], got {shown(value)}")
     return float(value)
 
 
@@ -158,7 +157,7 @@ def image_limit(images_per_prompt, language_model_only) -> int | None:
     if images_per_prompt is None:
         return None
     if isinstance(images_per_prompt, bool) or not isinstance(images_per_prompt, int) or not 0 <= images_per_prompt <= 999:
-        raise WorkloadError(f"images per prompt must be a whole number from 0 to 999, got {images_per_prompt!r}")
+        raise WorkloadError(f"images per prompt must be a whole number from 0 to 999, got {shown(images_per_prompt)}")
     return images_per_prompt
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from ..config.context import SGLANG_ENV, VLLM_ENV
 from ..config.load import load_cached
 from ..dtypes import resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ContextLimit, ModelSpec
-from ..weights.provenance import tower_warning, weights_provenance
+from ..weights.provenance import weights_provenance, weights_warnings
 from .engines.hf import plan_hf
 from .engines.lora import LoraSettings
 from .engines.sglang import plan_sglang
@@ -43,7 +43,7 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     past = context_warning(model, result)
     if past is not None and past[1]:
         update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
-    warnings = list(model.warnings) + tower_warning(model, update["weights_source"], result.engine) + (
+    warnings = list(model.warnings) + weights_warnings(model, update["weights_source"], result.engine) + (
         [past[0]] if past else []) + result.warnings   # the engine's own: what its figures do not model
     if warnings:
         update.update(verified=False, warnings=warnings,
@@ -94,7 +94,7 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if isinstance(model, str):
         model = load_cached(model)
     if engine not in ENGINES:
-        raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+        raise WorkloadError(f"unknown engine {shown(engine)}: use one of {', '.join(ENGINES)}")
     engine_settings(engine, quantization=quantization, engine_version=engine_version, block_size=block_size,
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, dp=dp,
                     expert_parallel=expert_parallel, enforce_eager=enforce_eager,

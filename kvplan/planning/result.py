@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import PlanInvariantError
+from ..errors import PlanInvariantError, shown
 
 
 class StageMemory(BaseModel):
@@ -123,5 +123,5 @@ def checked(p: Plan) -> Plan:
     for name, ok, value in rules:
         if not ok:
             raise PlanInvariantError(f"kvplan's {p.engine} plan for {p.model} on {p.gpu} breaks its invariant "
-                                     f"'{name}' (got {value!r}): please report it with the settings that gave it")
+                                     f"'{name}' (got {shown(value)}): please report it with the settings that gave it")
     return p

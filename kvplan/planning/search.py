@@ -8,6 +8,7 @@ from contextlib import suppress
 
 from ..config.load import load_cached
 from ..errors import WorkloadError
+from ..gpus import GPU, resolve_gpu
 from ..model.spec import ModelSpec
 from .inputs import positive
 from .planner import plan
@@ -25,22 +26,32 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
     would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
     max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
     DeepSeek-V3 on H100s: 11 (TP 1 x PP 11), where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
-    replicated on every TP rank). A layout over one node says so in its notes."""
+    replicated on every TP rank). A layout over one node says so in its notes.
+
+    Bounded work: a layout whose stages cannot hold the weights is never planned (`_too_few_stages`), so a model
+    that fits nowhere costs a plan per TP and the layouts near the weights' bound, not all 120 layouts up to 64 GPUs
+    (a 10,000-layer config took 27 s)."""
     if isinstance(model, str):
         model = load_cached(model)
     per_node = positive("gpus_per_node", gpus_per_node)
     last_error = None
     # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
     dp = (positive("data parallel size", kwargs.get("dp")) or 1) if kwargs.get("engine", "vllm") == "vllm" else 1
+    card = _card_bytes(kwargs)
+    one_stage: dict[int, int] = {}   # TP -> one GPU's weights with every layer on it (PP 1)
     for count in range(dp, positive("max_gpus", max_gpus) + 1, dp):
         fitting = []
         per_engine = count // dp
         for tp in (t for t in TP_SIZES if t <= per_node and per_engine % t == 0):
+            if _too_few_stages(one_stage.get(tp), per_engine // tp, card):
+                continue
             try:
                 candidate = plan(model, tp=tp, pp=per_engine // tp, **kwargs)
             except WorkloadError as exc:
                 last_error = exc
                 continue
+            if candidate.pipeline_parallel_size == 1:
+                one_stage[tp] = candidate.weights_bytes
             if candidate.fits:
                 fitting.append(candidate)
         if fitting:
@@ -50,6 +61,21 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
                         + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
 
 
+def _card_bytes(settings) -> int | None:
+    """The card's memory, which no GPU's weights can reach in a plan that fits (vLLM, SGLang); None for
+    transformers, whose layout kvplan does not split by stage."""
+    if settings.get("engine", "vllm") not in ("vllm", "sglang"):
+        return None
+    gpu = settings.get("gpu", "H100-80GB")
+    return (gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)).memory_bytes
+
+
+def _too_few_stages(weights_one_stage: int | None, pp: int, card: int | None) -> bool:
+    """True when PP stages cannot hold the weights one stage holds at this TP: each layer's tensors sit on one
+    stage (the embeddings on the first, the head on the last, a tied head on both), so the fullest stage holds at
+    least weights / PP, and a plan fits only when every stage's weights stay under the card (its pool is
+    positive)."""
+    return weights_one_stage is not None and card is not None and pp > 1 and weights_one_stage >= pp * card
 def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     """Why this layout among those of its size, and whether it spans nodes."""
     notes = []
@@ -65,12 +91,14 @@ def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     return notes
 
 
-def fixes(model: ModelSpec | str, current: Plan | None = None, **settings) -> list[tuple[str, str]]:
+def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan | bool | None = None,
+          **settings) -> list[tuple[str, str]]:
     """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
     CLI flag that makes it). More GPUs (the fewest, any layout), an fp8 KV cache, online fp8 weights (vLLM,
     unquantized checkpoints), the longest context that fits. Mixtral-8x7B on one H100: 2 GPUs, or fp8 weights.
     Not part of plan(): fewest_gpus plans many layouts that do not fit. `current`: the plan of these settings,
-    when the caller has it already."""
+    when the caller has it already; `fewest`: what fewest_gpus gave for them (its plan, or False when none fits),
+    when the caller searched already (the Capacity page shows both: one search, not two)."""
     if isinstance(model, str):
         model = load_cached(model)
     p = current or plan(model, **settings)
@@ -78,14 +106,16 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, **settings) -> li
         return []
     base = {k: v for k, v in settings.items() if k not in ("num_gpus", "tp", "pp")}
     out = []
-    try:
-        more = fewest_gpus(model, **base)
-        out.append((f"{more.num_gpus} x {more.gpu} (TP {more.tensor_parallel_size} x PP "
-                    f"{more.pipeline_parallel_size}) fits: {more.max_concurrency:,.2f} requests of "
-                    f"{more.max_model_len:,} tokens",
-                    f"--tp {more.tensor_parallel_size} --pp {more.pipeline_parallel_size}"))
-    except WorkloadError:
-        pass
+    if fewest is None:
+        try:
+            fewest = fewest_gpus(model, **base)
+        except WorkloadError:
+            fewest = False
+    if isinstance(fewest, Plan):
+        out.append((f"{fewest.num_gpus} x {fewest.gpu} (TP {fewest.tensor_parallel_size} x PP "
+                    f"{fewest.pipeline_parallel_size}) fits: {fewest.max_concurrency:,.2f} requests of "
+                    f"{fewest.max_model_len:,} tokens",
+                    f"--tp {fewest.tensor_parallel_size} --pp {fewest.pipeline_parallel_size}"))
     trials = []
     if p.kv_cache_dtype not in ("float8_e4m3", "float8_e5m2") and p.engine != "hf":
         trials.append(("an fp8 KV cache", {"kv_dtype": "fp8"}, "--kv-dtype fp8"))

@@ -14,7 +14,7 @@ from math import ceil
 
 from ..cache.estimate import estimate
 from ..dtypes import resolve_dtype
-from ..errors import WorkloadError
+from ..errors import WorkloadError, shown
 from ..model.spec import ModelSpec
 
 
@@ -114,9 +114,9 @@ def plan_speed(model: ModelSpec, plan, prompt_len: int, batch: int = 1, context_
     from ..gpus import resolve_gpu
 
     if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or prompt_len < 1:
-        raise WorkloadError(f"the prompt must be at least 1 token, got {prompt_len!r}")
+        raise WorkloadError(f"the prompt must be at least 1 token, got {shown(prompt_len)}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise WorkloadError(f"the batch must be at least 1 sequence, got {batch!r}")
+        raise WorkloadError(f"the batch must be at least 1 sequence, got {shown(batch)}")
     gpu = resolve_gpu(plan.gpu)
     if not gpu.bandwidth_bytes_per_s:
         raise WorkloadError(f"the catalog has no memory bandwidth for {gpu.name}: speed cannot be estimated")

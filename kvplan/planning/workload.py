@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from ..cache.estimate import MAX_TOKENS
-from ..errors import WorkloadError
+from ..config.load import load_cached
+from ..errors import WorkloadError, shown
 from ..gpus import resolve_gpu
 from .engines.vllm import max_concurrency_at
 from .speed import plan_speed
@@ -42,7 +43,7 @@ class RequestMix:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
                 raise WorkloadError(f"{name.replace('_', ' ')} must be a whole number of tokens from 1 to "
-                                    f"{MAX_TOKENS:,}, got {value!r}")
+                                    f"{MAX_TOKENS:,}, got {shown(value)}")
         if self.prompt_p95 is not None and self.prompt_p95 < self.prompt_mean:
             raise WorkloadError("the p95 prompt is shorter than the mean prompt: give p95 >= mean")
         if self.output_p95 is not None and self.output_p95 < self.output_mean:
@@ -85,7 +86,10 @@ class WorkloadPlan(BaseModel):
 def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None = None,
                   price_source: str = "") -> WorkloadPlan:
     """The plan's capacity at `mix`: concurrency from the plan's own KV accounting (vLLM's blocks, SGLang's
-    tokens), throughput from kvplan.planning.speed, cost from the price per GPU-hour (the catalog's when None)."""
+    tokens), throughput from kvplan.planning.speed, cost from the price per GPU-hour (the catalog's when None).
+    `model`: the planned ModelSpec, or its name as plan() takes it."""
+    if isinstance(model, str):
+        model = load_cached(model)
     if plan.engine == "hf":
         raise WorkloadError("a workload plan is for serving engines (vLLM, SGLang): transformers' generate runs one "
                             "batch, see its plan")
@@ -141,11 +145,21 @@ def _held(model, plan, context: int) -> float:
     return plan.kv_cache_tokens / context
 
 
+# A cent per GPU-hour is below any cloud's price: 5e-324 was taken and printed as $0.000 per million tokens.
+MIN_PRICE, MAX_PRICE = 0.01, 10_000
+
+
+def check_price(given) -> float:
+    """A GPU price in dollars per GPU-hour, from MIN_PRICE to below MAX_PRICE, or the WorkloadError that says so."""
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not MIN_PRICE <= given < MAX_PRICE:
+        raise WorkloadError(f"the GPU price must be dollars per GPU-hour from {MIN_PRICE} to below {MAX_PRICE:,}, "
+                            f"got {shown(given)}")
+    return float(given)
+
+
 def _price(gpu_name: str, given: float | None, source: str) -> tuple[float | None, str]:
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, (int, float)) or not 0 < given < 10_000:
-            raise WorkloadError(f"the GPU price must be dollars per GPU-hour above 0 and below 10,000, got {given!r}")
-        return float(given), source or "given"
+        return check_price(given), source or "given"
     gpu = resolve_gpu(gpu_name)
     if gpu.price_per_hour is None:
         return None, "no price in the catalog for this GPU: give one per GPU-hour"

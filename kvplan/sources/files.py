@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -16,11 +17,25 @@ from ..errors import ConfigError
 MAX_CONFIG_BYTES = 4 * 2**20  # real config.json files are < 100 KB; refuse anything absurd before parsing
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a config.json as JSON data only (no code, no pickle), with a size cap.
+@dataclass(frozen=True)
+class JsonKind:
+    """What a JSON file is to kvplan: its cap, its name in a message, and what to do when it is refused."""
+
+    max_bytes: int
+    noun: str
+    advice: str
+
+
+CONFIG = JsonKind(MAX_CONFIG_BYTES, "a config.json", "pass the model's config.json")
+# DeepSeek-V3's index names 91,000 tensors in 9 MB, an int4 Kimi-K2's about 20 MB: a 60 MB index is no index
+INDEX = JsonKind(32 * 2**20, "a safetensors index", "re-download it, or pass the config.json alone")
+
+
+def read_config_file(path: Path, kind: JsonKind = CONFIG) -> dict[str, Any]:
+    """Parse a config.json (or another JSON file of `kind`) as JSON data only (no code, no pickle), with a size cap.
 
     Regular files only: a named pipe would block until a writer came, `/dev/zero` never ends. The file is opened
-    without blocking, checked with fstat, and read for at most MAX_CONFIG_BYTES + 1 bytes whatever it claims.
+    without blocking, checked with fstat, and read for at most `kind.max_bytes` + 1 bytes whatever it claims.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -31,17 +46,13 @@ def read_config_file(path: Path) -> dict[str, Any]:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise ConfigError(f"{path} is a folder: pass the config.json inside it")
-        raise ConfigError(f"{path} is not a regular file (a pipe, socket or device): pass the model's config.json "
-                          "file")
+        raise ConfigError(f"{path} is not a regular file (a pipe, socket or device): {kind.advice}")
     with os.fdopen(fd, "rb") as f:
         try:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+            raw = f.read(kind.max_bytes + 1)
         except OSError as exc:
             raise _unreadable(path, exc) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, too large for a config.json: "
-                          "pass the model's config.json")
-    return parse_json_bytes(raw, str(path))
+    return parse_json_bytes(raw, str(path), kind)
 
 
 def _unreadable(path: Path, exc: OSError) -> ConfigError:
@@ -53,23 +64,23 @@ def _unreadable(path: Path, exc: OSError) -> ConfigError:
     return ConfigError(f"cannot read {path} ({exc.strerror or exc}): check the path and its permissions")
 
 
-def parse_json_bytes(raw: bytes, label: str) -> dict[str, Any]:
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{label} is {len(raw):,} bytes, too large for a config.json "
-                          f"(limit {MAX_CONFIG_BYTES:,}): pass the model's config.json")
+def parse_json_bytes(raw: bytes, label: str, kind: JsonKind = CONFIG) -> dict[str, Any]:
+    if len(raw) > kind.max_bytes:
+        raise ConfigError(f"{label} is larger than {kind.max_bytes:,} bytes, too large for {kind.noun}: "
+                          f"{kind.advice}")
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
-        raise ConfigError(f"{label} is not UTF-8 text: pass the model's config.json") from None
+        raise ConfigError(f"{label} is not UTF-8 text: {kind.advice}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{label} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
-                          "pass the model's config.json") from None
+                          f"{kind.advice}") from None
     except RecursionError:
-        raise ConfigError(f"{label} is nested too deeply to be a config.json: pass the model's config.json") from None
+        raise ConfigError(f"{label} is nested too deeply to be {kind.noun}: {kind.advice}") from None
     except ValueError:  # an integer literal over Python's 4,300-digit limit
-        raise ConfigError(f"{label} holds a number too long to parse: pass the model's config.json") from None
+        raise ConfigError(f"{label} holds a number too long to parse: {kind.advice}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: pass the model's config.json")
+        raise ConfigError(f"{label} holds a JSON {type(data).__name__}, not an object: {kind.advice}")
     check_text(data, label)
     return data
 

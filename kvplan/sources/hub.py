@@ -17,7 +17,7 @@ from inspect import signature
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import ConfigError, KVPlanError, ModelNotAvailableError
+from ..errors import ConfigError, KVPlanError, ModelNotAvailableError, shown
 
 CONFIG_FILE = "config.json"
 # One HEAD for a file of a few KB: 5 s is plenty (huggingface_hub's default is 10 s); HF_HUB_ETAG_TIMEOUT wins.
@@ -210,7 +210,7 @@ def explain(exc: Exception, repo_id: str, revision: str | None, offline: bool,
         return ModelNotAvailableError(f"{repo_id} was not found on the Hub: check the id, and set HF_TOKEN if the "
                                       "repository is private")
     if isinstance(exc, RevisionNotFoundError):
-        return ModelNotAvailableError(f"{repo_id} has no revision {revision!r}: pass an existing branch, tag or "
+        return ModelNotAvailableError(f"{repo_id} has no revision {shown(revision)}: pass an existing branch, tag or "
                                       "commit")
     if isinstance(exc, LocalEntryNotFoundError):  # an EntryNotFoundError: test it first
         if offline:
@@ -221,7 +221,7 @@ def explain(exc: Exception, repo_id: str, revision: str | None, offline: bool,
     if isinstance(exc, EntryNotFoundError):
         return _no_config(repo_id, revision)
     if isinstance(exc, HFValidationError):
-        return ModelNotAvailableError(f"{repo_id!r} is not a valid Hub id ({_first_line(exc)}): use org/name")
+        return ModelNotAvailableError(f"{shown(repo_id)} is not a valid Hub id ({_first_line(exc)}): use org/name")
     if isinstance(exc, DisabledRepoError):
         return ModelNotAvailableError(f"{repo_id} is disabled on the Hub: pass {instead}")
     if isinstance(exc, HfHubHTTPError) and exc.response is not None:
@@ -237,7 +237,7 @@ def explain(exc: Exception, repo_id: str, revision: str | None, offline: bool,
 
 
 def _at(revision: str | None) -> str:
-    return f" at revision {revision!r}" if revision else ""
+    return f" at revision {shown(revision)}" if revision else ""
 
 
 def _first_line(exc: BaseException) -> str:

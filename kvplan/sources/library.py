@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from ..model.checkpoint import DTYPE_BITS, CheckpointTotal, CheckpointWeights, WeightRow
+from ..model.checkpoint import COMPONENTS, DTYPE_BITS, CheckpointTotal, CheckpointWeights, WeightRow, is_usize
 from .files import read_config_file
 
 
@@ -89,20 +89,29 @@ def record_json(weights: CheckpointWeights) -> dict[str, Any]:
 
 
 def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | CheckpointTotal:
+    """A bundled record, each field exactly what `record_json` writes (int() made 1.9 a 1 and "7" a 7)."""
+    bad = ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository")
     if data.get("kind") in ("index", "file_sizes", "quoted"):
-        try:
-            return CheckpointTotal(int(data["total_bytes"]), str(data["what"]), str(data["source"]),
-                                   str(data.get("explained", "")))
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository") from None
-    try:
-        rows = tuple(WeightRow(str(c), int(l), bool(rep), str(d), bool(cast), int(n), int(b),
-                               bool(rest[0]) if rest else False, bool(rest[1]) if len(rest) > 1 else False)
-                     for c, l, rep, d, cast, n, b, *rest in data["rows"])
-        weights = CheckpointWeights(source=str(data["source"]), rows=rows, files=int(data["files"]))
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository") from None
-    if weights.stored_bytes != data.get("stored_bytes") or any(r.dtype not in DTYPE_BITS for r in rows):
+        total, texts = data.get("total_bytes"), [data.get(k, "") for k in ("what", "source", "explained")]
+        if not is_usize(total) or not all(isinstance(t, str) for t in texts):
+            raise bad
+        return CheckpointTotal(total, *texts)
+    rows, files = data.get("rows"), data.get("files")
+    if not isinstance(rows, list) or not is_usize(files) or not isinstance(data.get("source"), str):
+        raise bad
+    weights = CheckpointWeights(source=data["source"], rows=tuple(_row(r, bad) for r in rows), files=files)
+    if weights.stored_bytes != data.get("stored_bytes"):
         raise ConfigError(f"{label} does not add up to its stored_bytes: restore it from the repository")
     return weights
 
+
+def _row(row: Any, bad: ConfigError) -> WeightRow:
+    """[component, layer, replicated, dtype, castable, tensors, bytes, expert, attention] of `record_json`."""
+    if not isinstance(row, list) or len(row) != 9:
+        raise bad
+    component, layer, replicated, dtype, castable, tensors, size, expert, attention = row
+    if component not in COMPONENTS or dtype not in DTYPE_BITS or not (is_usize(layer) or layer == -1) \
+            or not all(isinstance(b, bool) for b in (replicated, castable, expert, attention)) \
+            or not (is_usize(tensors) and is_usize(size)):
+        raise bad
+    return WeightRow(component, layer, replicated, dtype, castable, tensors, size, expert, attention)

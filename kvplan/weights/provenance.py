@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..dtypes import DType
 from ..model.checkpoint import COMPONENTS
 from ..model.spec import ModelSpec
-from .split import checkpoint_for, whole_model, with_online_quant
+from .split import checkpoint_for, incomplete_checkpoint, whole_model, with_online_quant
 
 
 def weights_provenance(model: ModelSpec, quantization: str | None, act: DType) -> dict:
@@ -27,7 +27,8 @@ def weights_provenance(model: ModelSpec, quantization: str | None, act: DType) -
     if found is None:
         why = model.checkpoint_note or "no checkpoint was read"
         if model.checkpoint is not None:
-            why = "online quantization rewrites the checkpoint's weights, so the config rule prices them"
+            why = incomplete_checkpoint(model) or ("online quantization rewrites the checkpoint's weights, so the "
+                                                   "config rule prices them")
         if total is not None and total.explained:
             why += f"; the rule differs because {total.explained}"
         return {**out, "weights_source": "config rule", "weights_provenance": why}
@@ -39,10 +40,12 @@ def weights_provenance(model: ModelSpec, quantization: str | None, act: DType) -
                                   f"{found.stored_bytes:,} B stored"}
 
 
-def tower_warning(model: ModelSpec, weights_source: str, engine: str) -> list[str]:
-    """A multimodal model whose tower the rule cannot count, planned without its checkpoint: the weights are low."""
+def weights_warnings(model: ModelSpec, weights_source: str, engine: str) -> list[str]:
+    """A checkpoint too small to be the model's (never a silent fall-back to the rule), and a multimodal model whose
+    tower the rule cannot count, planned without its checkpoint: the weights are low."""
+    out = [why] if (why := incomplete_checkpoint(model)) else []
     missing = model.arch.towers_missing if model.arch is not None else None
     if missing and weights_source != "checkpoint" and engine != "hf":
-        return [f"{model.name}: {missing}, so the weights leave it out and the KV pool is high by its size: pass "
-                "the checkpoint folder (or the Hub id online) for its exact bytes"]
-    return []
+        out.append(f"{model.name}: {missing}, so the weights leave it out and the KV pool is high by its size: pass "
+                   "the checkpoint folder (or the Hub id online) for its exact bytes")
+    return out

@@ -15,7 +15,7 @@ from math import ceil
 from ..dtypes import DType
 from ..model.arch import ArchShape, QuantDims
 from ..model.layers import MLASpec
-from .rule import inventory, tensor_bytes, weights_bytes
+from .rule import priced_tensors, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
 ONLINE_QUANT = {
@@ -27,11 +27,16 @@ ONLINE_QUANT = {
 def with_online_quant(shape: ArchShape, quantization: str | None) -> ArchShape:
     if not quantization or quantization in ("none", "None") or shape.quant is not None:
         return shape
-    if quantization not in ONLINE_QUANT:
-        from ..errors import WorkloadError
+    if not isinstance(quantization, str) or quantization not in ONLINE_QUANT:
+        from ..errors import WorkloadError, shown
 
-        raise WorkloadError(f"online quantization {quantization!r} is not modelled: use fp8, or a quantized "
+        raise WorkloadError(f"online quantization {shown(quantization)} is not modelled: use fp8, or a quantized "
                             "checkpoint whose config.json has a quantization_config")
+    return _online_quant(shape, quantization)
+
+
+@lru_cache(maxsize=64)  # one shape per (shape, method): every plan of it hits the same caches (see `interned`)
+def _online_quant(shape: ArchShape, quantization: str) -> ArchShape:
     return dataclasses.replace(shape, quant=ONLINE_QUANT[quantization])
 
 
@@ -54,51 +59,91 @@ def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, f
                                head_everywhere)
 
 
-@lru_cache(maxsize=256)
-def _tensor_table(shape: ArchShape, dtype: DType) -> tuple[tuple[tuple[int, str, int, bool], ...], int]:
-    """((layer, group, bytes, whole on every rank) per tensor, buffer bytes): the inventory priced once per shape
-    and dtype. Whole on every TP rank: norms, routers (vLLM's GateLinear is a ReplicatedLinear, 0.19-0.33
-    fused_moe/router/gate_linear.py; SGLang's MoE gates are ReplicatedLinear or MoEGate, whole) and MLA's q_a / kv_a
-    projections (`Tensor.replicated`)."""
-    rows = tuple((t.layer, t.group, tensor_bytes(t, dtype, shape.quant), t.replicated or t.group in WHOLE_GROUPS)
-                 for t in inventory(shape))
-    priced = _priced(shape, dtype)
-    return rows + tuple((-1, c, b, False) for c, b in priced.towers), priced.buffers_bytes
-
-
-WHOLE_GROUPS = frozenset({"norms", "router"})
-
-
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                         towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False) -> int:
-    total = 0
-    tied_embedding = 0
-    rows, buffers = _tensor_table(shape, dtype)
-    for layer, group, size, whole in rows:
-        if layer >= 0:
-            if layer not in layers:
-                continue
-        elif group in TOWER_GROUPS:
-            if not (towers and first):
-                continue
-        elif group == "embeddings":
-            if shape.tied_embeddings and last and not first:
-                tied_embedding += size
-            if not first:
-                continue
-        elif group in ("lm_head", "norms") and not last and not (head_everywhere and group == "lm_head"):
-            continue
+    parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks)
+    total = parts.layers(layers) + parts.every_stage
+    total += (parts.towers if towers and first else 0) + (parts.embeddings if first else 0) + (parts.last if last else 0)
+    total += parts.head if last or head_everywhere else 0
+    tied_embedding = parts.embeddings_whole if shape.tied_embeddings and last and not first else 0
+    return total + ceil(tied_embedding / tp) + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _StageParts:
+    """One rank's share of each tensor (norms, routers and MLA's q_a / kv_a whole, experts over the MoE ranks,
+    attention over its ranks, the rest over TP), summed by where a stage takes it: `prefix[i]` is layers 0 to i - 1, so a stage's layers cost two
+    lookups whatever their number (a 10,000-layer config over PP 10,000 walked every tensor once per stage: 86 s)."""
+
+    prefix: tuple[int, ...]
+    every_stage: int        # outside the layers and no component's own (taken by every stage)
+    towers: int
+    embeddings: int
+    embeddings_whole: int   # unsplit: the tied head the last stage materialises again
+    last: int               # the final norm
+    head: int               # the lm_head: the last stage's, or every stage's (SGLang's Llama)
+    buffers: int
+
+    def layers(self, layers: range) -> int:
+        if layers.step != 1:
+            return sum(self.prefix[i + 1] - self.prefix[i] for i in layers if 0 <= i < len(self.prefix) - 1)
+        top = len(self.prefix) - 1
+        return self.prefix[max(0, min(layers.stop, top))] - self.prefix[max(0, min(layers.start, top))]
+
+
+@lru_cache(maxsize=256)
+def _stage_parts(shape: ArchShape, dtype: DType, tp: int, moe_ranks: int, attn_ranks: int) -> _StageParts:
+    priced = priced_tensors(shape, dtype)
+
+    def share(group: str, size: int, whole: bool) -> int:
         ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
-        total += size if whole else ceil(size / ranks)
-    total += ceil(tied_embedding / tp)
-    return total + ceil(buffers * len(layers) / max(1, len(shape.layers)))
+        return size if whole else ceil(size / ranks)
+
+    kinds: dict[int, int] = {}   # layers alike share one tuple of priced tensors: summed once
+    prefix = [0]
+    for rows in priced.layers:
+        if id(rows) not in kinds:
+            kinds[id(rows)] = sum(share(group, size, whole) for group, _, size, whole in rows)
+        prefix.append(prefix[-1] + kinds[id(rows)])
+    sums = dict.fromkeys(("every", "towers", "embeddings", "whole", "last", "head"), 0)
+    towers = _priced(shape, dtype)
+    for group, size, whole in [(g, b, w) for g, _, b, w in priced.outer] + [(g, b, False) for g, b in towers.towers]:
+        where = ("towers" if group in TOWER_GROUPS else "embeddings" if group == "embeddings"
+                 else "head" if group == "lm_head" else "last" if group == "norms" else "every")
+        sums[where] += share(group, size, whole)
+        if group == "embeddings":
+            sums["whole"] += size
+    return _StageParts(tuple(prefix), sums["every"], sums["towers"], sums["embeddings"], sums["whole"], sums["last"],
+                       sums["head"], towers.buffers_bytes)
 
 
 def checkpoint_for(model, shape: ArchShape):
-    """The checkpoint summary a plan prices, or None for the config rule: none was read, or online quantization
-    (`--quantization fp8`) rewrites what the checkpoint stores, which the config rule prices."""
-    return model.checkpoint if model.checkpoint is not None and shape is model.arch else None
+    """The checkpoint summary a plan prices, or None for the config rule: none was read, online quantization
+    (`--quantization fp8`) rewrites what the checkpoint stores, which the config rule prices, or the checkpoint is
+    incomplete (`incomplete_checkpoint`)."""
+    if model.checkpoint is None or shape is not model.arch or incomplete_checkpoint(model):
+        return None
+    return model.checkpoint
+
+
+# A checkpoint stores at least this share of what its config implies: a 4-bit one whose config lacks its
+# quantization_config stores about 30 % of the 16-bit rule, a 2-bit one 15 %. Below it, shards are missing.
+COMPLETE_SHARE = 0.1
+
+
+def incomplete_checkpoint(model) -> str | None:
+    """Why the model's checkpoint cannot be its weights: it stores under a tenth of the bytes the config rule says
+    it stores (one shard of several, a header of one norm per layer), or None. Priced once per shape."""
+    if model.checkpoint is None or model.arch is None:
+        return None
+    expected = whole_model(model.arch, model.arch.dtype)[2]
+    stored = model.checkpoint.stored_bytes
+    if stored >= COMPLETE_SHARE * expected:
+        return None
+    return (f"the checkpoint's headers ({model.checkpoint.source}) hold {stored:,} B, {stored / expected:.2%} of "
+            f"the {expected:,} B its config implies: the checkpoint is incomplete, so the weights come from the "
+            "config rule (finish the download for its exact bytes)")
 
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,

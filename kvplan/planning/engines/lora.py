@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import WorkloadError
+from ...errors import WorkloadError, shown
 from ...model.arch import AttentionDims, MLPDims, MoEDims
 
 
@@ -39,7 +39,7 @@ class LoraSettings:
 def check(lora: LoraSettings) -> LoraSettings:
     for name, value, top in (("max_loras", lora.max_loras, 1024), ("max_lora_rank", lora.max_lora_rank, 4096)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise WorkloadError(f"{name} must be a whole number from 1 to {top}, got {value!r}")
+            raise WorkloadError(f"{name} must be a whole number from 1 to {top}, got {shown(value)}")
     return lora
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import WorkloadError
+from ...errors import WorkloadError, shown
 from ...units import GiB, MiB, fmt_bytes
 from .sglang_rules import multimodal
 from .vllm_kv import VllmLayerSpec
@@ -178,7 +178,7 @@ def resolve_fraction(card_bytes: int, s: SglangSettings) -> float:
             raise WorkloadError(f"a GPU of {fmt_bytes(card_bytes)} is smaller than the {fmt_bytes(reserved)} SGLang "
                                 "reserves for activations and CUDA graphs: pick a larger GPU")
     if not 0 < fraction <= 1:
-        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {fraction!r}")
+        raise WorkloadError(f"mem_fraction_static must be in (0, 1], got {shown(fraction)}")
     return fraction
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import WorkloadError
+from ...errors import WorkloadError, shown
 from ...weights.rule import tensor_bytes
 from ...weights.split import stage_weight_bytes
 from .vllm_kv import VllmLayerSpec, rank_layer_specs
@@ -45,10 +45,10 @@ class Speculative:
 def check(model, spec: Speculative) -> Speculative:
     """A speculative config kvplan can size, or a WorkloadError saying what to pass instead."""
     if spec.method not in METHODS:
-        raise WorkloadError(f"speculative method {spec.method!r} is not one kvplan sizes: use {', '.join(METHODS)}")
+        raise WorkloadError(f"speculative method {shown(spec.method)} is not one kvplan sizes: use {', '.join(METHODS)}")
     k = spec.num_speculative_tokens
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
-        raise WorkloadError(f"speculative tokens must be a whole number from 1 to 64, got {k!r}")
+        raise WorkloadError(f"speculative tokens must be a whole number from 1 to 64, got {shown(k)}")
     if spec.method == "mtp":
         n = model.require_arch().mtp_layers
         if not n:

@@ -10,6 +10,7 @@ KV accounting (groups, blocks, capacity) in `vllm_kv`, the multimodal encoder ca
 from __future__ import annotations
 
 import shlex
+from functools import lru_cache
 from math import ceil
 
 from ...dtypes import DType, resolve_dtype
@@ -291,6 +292,7 @@ def _default_block(model: ModelSpec, device: GPU) -> int:
     return 16 if cc is not None and cc < (9, 0) else 64
 
 
+@lru_cache(maxsize=256)  # the widest layer of the whole model, walked once per shape, not once per plan
 def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
     dense, moe, topk = 0, 0, 0
     for layer in shape.layers:

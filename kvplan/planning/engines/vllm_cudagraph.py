@@ -85,9 +85,15 @@ class GraphDims:
     split_kv: bool          # FlashAttention's split-KV scratch in FULL graphs (16-bit, no sinks, not Gemma 3)
 
 
-@lru_cache(maxsize=1024)
 def graph_dims(shape, model_type: str, tp: int, layers: range, act_bytes: int) -> GraphDims:
     """The capture dimensions of one rank of the stage owning `layers` (kvplan.model.arch shape)."""
+    return GraphDims(len(layers), shape.hidden, *_widths(shape, model_type, tp, act_bytes))
+
+
+@lru_cache(maxsize=1024)
+def _widths(shape, model_type: str, tp: int, act_bytes: int) -> tuple[int, int, int, bool]:
+    """(FFN width, attention width per rank, dtype bytes, split-KV scratch): the widest layer of the whole model,
+    whichever stage asks, so walked once per shape and TP (it was once per stage: PP 10,000 walked 10^8 layers)."""
     ffn, width, sinks = 0, 0, False
     for layer in shape.layers:
         if isinstance(layer.ffn, MoEDims):
@@ -101,7 +107,7 @@ def graph_dims(shape, model_type: str, tp: int, layers: range, act_bytes: int) -
             sinks = sinks or m.sinks
     # Gemma 3 and float32 run attention backends without the split-KV scratch (4-8 MiB FULL first captures)
     split = act_bytes == 2 and not sinks and not model_type.startswith("gemma3")
-    return GraphDims(len(layers), shape.hidden, -(-ffn // tp), width, act_bytes, split)
+    return -(-ffn // tp), width, act_bytes, split
 
 
 @dataclass(frozen=True)

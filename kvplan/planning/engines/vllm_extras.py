@@ -59,7 +59,7 @@ def graphs_for(model, shape, device: GPU, s: VllmSettings, act: DType, extras: E
 
 def runner_is_v2(model, shape, s: VllmSettings, extras: Extras) -> bool:
     """The model runner vLLM picks for this model and settings (`vllm_runner.uses_v2`)."""
-    kinds = {x.kind for _, x in model.specs() if x.kind != "none"}
+    kinds = model.spec_kinds - {"none"}
     return runner.uses_v2(s.version_tuple, model.architecture, moe=shape.has_experts, quantized=shape.quant is not None,
                           hybrid="state" in kinds and len(kinds) > 1, attention_free=kinds <= {"state"},
                           speculative=extras.speculative.method if extras.speculative else None,
@@ -187,7 +187,7 @@ def prefix_caching_default(model, version: tuple[int, int, int]) -> bool:
     models stay off ('still experimental', 0.33 too)."""
     if not model.has_state:
         return True
-    if all(x.kind in ("state", "none") for _, x in model.specs()):
+    if model.spec_kinds <= {"state", "none"}:
         return False
     return version[:2] >= HYBRID_PREFIX_CACHING_FROM
 
@@ -218,7 +218,7 @@ def mamba_states(model, version: tuple[int, int, int], spec_tokens: int, prefix_
         return "none", 1 + spec_tokens
     if version[:2] < ALIGN_FOR_ALL_FROM and model.model_type in MAMBA_PREFIX_CACHING:
         return "all", spec_tokens
-    mixers = {getattr(x, "mixer", "") for _, x in model.specs()}
+    mixers = model.state_mixers
     checkpoint = (("mamba2" in mixers and version[:2] >= MAMBA2_CHECKPOINT_FROM)
                   or ("gated_deltanet" in mixers and version[:2] >= GDN_CHECKPOINT_FROM
                       and flashinfer_gdn_prefill(model, device)))
@@ -240,13 +240,16 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     mode, pages = mamba_states(model, version, k, prefix_caching, device)
     if mode == "none" and pages == 1 and not k:
         return specs
-    return [dataclasses.replace(x, states=pages, states_per_block=mode == "all",
-                                state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
-            if x.kind == "mamba" else x for x in specs]
+    widened: dict[int, object] = {}  # the layers' specs repeat a few objects: each widened once
+    for x in specs:
+        if x.kind == "mamba" and id(x) not in widened:
+            widened[id(x)] = dataclasses.replace(x, states=pages, states_per_block=mode == "all",
+                                                 state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
+    return [widened.get(id(x), x) for x in specs]
 
 
 def gdn_checkpoint(model, version: tuple[int, int, int], prefix_caching: bool | None, device: GPU | None) -> bool:
     """Whether the gated-DeltaNet checkpoint alignment (64 tokens) enters the hybrid block size (0.33 'align')."""
-    mixers = {getattr(x, "mixer", "") for _, x in model.specs()}
+    mixers = model.state_mixers
     return ("gated_deltanet" in mixers and mamba_states(model, version, 0, prefix_caching, device)[0] == "align"
             and version[:2] >= GDN_CHECKPOINT_FROM and flashinfer_gdn_prefill(model, device))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
 
 from ...model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
@@ -71,6 +72,7 @@ def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
 SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
+@lru_cache(maxsize=4096)  # layers repeat a handful of distinct specs: 10,000 layers convert one or two
 def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_bytes: int | None = None) -> VllmLayerSpec | None:
     if isinstance(spec, StateSpec):
         # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) in the model dtype and the SSM

@@ -67,11 +67,11 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     if not text:
         return LATEST
     # leading digits of each part: '0.19.0rc1' -> (0, 19, 0), '0.8.5.post1' -> (0, 8, 5), '0.11.0+cu128' too
-    match = _VERSION.fullmatch(str(text).strip())
+    match = _VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None or any(len(g or "") > 9 for g in match.groups()):
-        from ...errors import WorkloadError
+        from ...errors import WorkloadError, shown
 
-        raise WorkloadError(f"engine version {str(text)[:40]!r} is not a version number: write it like 0.19.0")
+        raise WorkloadError(f"engine version {shown(text)} is not a version number: write it like 0.19.0")
     return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
 
 
