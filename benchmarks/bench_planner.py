@@ -37,7 +37,8 @@ def _median_ms(fn, repeat: int) -> float:
 def _clear_caches() -> None:
     load._load_bundled.cache_clear()
     weights_split._stage_weight_bytes.cache_clear()
-    weights_split._tensor_table.cache_clear()
+    weights_split._stage_parts.cache_clear()
+    weights_split.priced_tensors.cache_clear()
     weights_split.whole_model.cache_clear()
     weights_split._priced.cache_clear()
 
