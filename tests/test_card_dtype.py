@@ -104,3 +104,25 @@ def test_no_fix_offers_what_the_card_cannot_run():
     weights (Fp8Config needs 7.5) is offered; the flags offered are more GPUs or a shorter context."""
     flags = [flag for _, flag in fixes(MODEL, engine="vllm", gpu="V100", max_model_len=32768)]
     assert flags and not any("fp8" in f for f in flags)
+
+
+def test_a_higher_utilization_is_offered_where_it_fits_with_its_margin():
+    """vLLM's first suggestion (v1/worker/utils.py request_memory): gpt-oss-120b at 131,072 tokens on one H100 at
+    0.33 is 1.73 GiB short at 0.92; 0.94 is still short, 0.95 fits and leaves 79.19 - 75.23 = 3.96 GiB."""
+    settings = dict(engine="vllm", gpu="H100", max_model_len=131072)
+    p = kvplan.plan("openai/gpt-oss-120b", **settings)
+    assert not p.fits and p.gpu_memory_utilization == 0.92
+    assert not kvplan.plan("openai/gpt-oss-120b", gpu_memory_utilization=0.94, **settings).fits
+    assert kvplan.plan("openai/gpt-oss-120b", gpu_memory_utilization=0.95, **settings).fits
+    offered = dict((flag, why) for why, flag in fixes("openai/gpt-oss-120b", **settings))
+    assert "leaving 3.96 GiB of each 79.19 GiB GPU outside vLLM" in offered["--gpu-memory-utilization 0.95"]
+
+
+def test_no_utilization_past_the_cap_is_offered(monkeypatch):
+    """The same plan with the cap at 0.94 (where it is still short) is offered no utilization."""
+    import kvplan.planning.search as search
+    settings = dict(engine="vllm", gpu="H100", max_model_len=131072)
+    monkeypatch.setattr(search, "MAX_UTILIZATION", 0.94)
+    assert not any(f.startswith("--gpu-memory-utilization") for _, f in fixes("openai/gpt-oss-120b", **settings))
+    monkeypatch.undo()
+    assert any(f.startswith("--gpu-memory-utilization") for _, f in fixes("openai/gpt-oss-120b", **settings))

@@ -5,11 +5,13 @@ most KV capacity), and for a plan that does not fit, the nearest changes that do
 from __future__ import annotations
 
 from contextlib import suppress
+from math import ceil
 
 from ..config.load import load_cached
 from ..errors import WorkloadError
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ModelSpec
+from ..units import fmt_bytes
 from .inputs import positive
 from .planner import plan
 from .result import Plan
@@ -91,6 +93,35 @@ def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     return notes
 
 
+# The highest --gpu-memory-utilization a fix offers: vLLM refuses to start when the card's free memory at start-up
+# is under utilization x total (v1/worker/utils.py `request_memory`, 0.33: 'Free memory on device ... is less than
+# desired GPU memory utilization'), and the CUDA context alone is ~0.5 GiB of it: a fix leaves at least
+# UTILIZATION_MARGIN_BYTES of the card outside the budget, and never offers more than MAX_UTILIZATION.
+MAX_UTILIZATION = 0.98
+UTILIZATION_MARGIN_BYTES = 2**30
+
+
+def _higher_utilization(model: ModelSpec, p: Plan, settings: dict) -> tuple[str, str] | None:
+    """vLLM's own first suggestion for a pool too small: the lowest --gpu-memory-utilization above this plan's,
+    in hundredths, that fits, with the margin it leaves (gpt-oss-120b at 131,072 tokens on one H100 at vLLM 0.33:
+    1.73 GiB short at 0.92, fits at 0.95, which leaves 3.96 GiB of the card's 79.19 outside vLLM). None when none
+    up to the cap fits."""
+    card = p.gpu_memory_bytes
+    cap = min(MAX_UTILIZATION, int((1 - UTILIZATION_MARGIN_BYTES / card) * 100) / 100)
+    step = int(round(p.gpu_memory_utilization * 100)) + 1
+    for hundredths in range(step, int(round(cap * 100)) + 1):
+        util = hundredths / 100
+        with suppress(WorkloadError):
+            tried = plan(model, **{**settings, "gpu_memory_utilization": util})
+            if tried.fits:
+                return (f"--gpu-memory-utilization {util:.2f} (from {p.gpu_memory_utilization:.2f}) fits: "
+                        f"{tried.max_concurrency:,.2f} requests of {tried.max_model_len:,} tokens, leaving "
+                        f"{fmt_bytes(card - ceil(card * util))} of each {fmt_bytes(card)} GPU outside vLLM "
+                        "(the CUDA context, other processes): vLLM refuses to start if less is free",
+                        f"--gpu-memory-utilization {util:.2f}")
+    return None
+
+
 def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan | bool | None = None,
           **settings) -> list[tuple[str, str]]:
     """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
@@ -127,6 +158,8 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan |
             if tried.fits:
                 out.append((f"{what} fits on these GPUs: {tried.max_concurrency:,.2f} requests of "
                             f"{tried.max_model_len:,} tokens", flag))
+    if p.engine == "vllm" and p.kv_cache_memory_bytes is None and (higher := _higher_utilization(model, p, settings)):
+        out.append(higher)
     if p.max_model_len_that_fits > 0:
         out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
                     f"--max-model-len {p.max_model_len_that_fits}"))
