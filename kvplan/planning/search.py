@@ -114,7 +114,7 @@ def _higher_utilization(model: ModelSpec, p: Plan, settings: dict) -> tuple[str,
         with suppress(WorkloadError):
             tried = plan(model, **{**settings, "gpu_memory_utilization": util})
             if tried.fits:
-                return (f"--gpu-memory-utilization {util:.2f} (from {p.gpu_memory_utilization:.2f}) fits: "
+                return (f"a GPU memory utilization of {util:.2f} (from {p.gpu_memory_utilization:.2f}) fits: "
                         f"{tried.max_concurrency:,.2f} requests of {tried.max_model_len:,} tokens, leaving "
                         f"{fmt_bytes(card - ceil(card * util))} of each {fmt_bytes(card)} GPU outside vLLM "
                         "(the CUDA context, other processes): vLLM refuses to start if less is free",
