@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Sequence
 
 from .cache.hf import CACHE_CHOICES, QUANT_BACKENDS
 from .config.reader import Overrides
 from .dtypes import KV_DTYPE_CHOICES
-from .errors import KVPlanError
+from .errors import KVPlanError, bounded
 from .units import fmt_bytes, fmt_gb, fmt_int, parse_tokens
 
 
@@ -21,6 +22,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line with exit code 2."""
 
     def error(self, message: str):  # type: ignore[override]
+        # argparse quotes the value it refused whole ("invalid int value: '9999...'", 5,000 digits): cut it
+        message = bounded(re.sub(r"'([^']{40})[^']{20,}'", lambda m: f"'{m.group(1)}…'", message))
         self.exit(2, f"kvplan: error: {message} (see `{self.prog} --help`)\n")
 
 

@@ -15,10 +15,12 @@ class KVPlanError(Exception):
     """Base class: anything kvplan raises on purpose. The CLI turns it into exit code 2."""
 
     def __init__(self, message: str = ""):
-        text = str(message)
-        if len(text) > MAX_MESSAGE_CHARS:
-            text = text[:700] + "…" + text[-(MAX_MESSAGE_CHARS - 701):]
-        super().__init__(text)
+        super().__init__(bounded(str(message)))
+
+
+def bounded(text: str) -> str:
+    """A message of at most MAX_MESSAGE_CHARS: its start and its end (what to do) around an ellipsis."""
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:700] + "…" + text[-(MAX_MESSAGE_CHARS - 701):]
 
 
 class ConfigError(KVPlanError):

@@ -70,16 +70,22 @@ def folder_with(tmp_path: Path, header: dict | bytes, data_bytes: int | None = N
     return folder
 
 
-def refused(folder: Path, capsys, words: str) -> str:
-    """The folder's checkpoint is refused in one line naming what is wrong: as an error with --weights checkpoint
-    (exit 2), as the note of a config-rule plan with the default."""
-    with pytest.raises(ConfigError) as caught:
-        kvplan.load_model(folder, weights="checkpoint")
+def refusal(source, words: str, error: type = KVPlanError) -> str:
+    """The checkpoint of `source` (a folder, a Hub id) is refused in one line naming what is wrong: an error with
+    weights="checkpoint", the note of the model without it with the default."""
+    with pytest.raises(error) as caught:
+        kvplan.load_model(source, weights="checkpoint")
     message = str(caught.value)
     assert words in message and "\n" not in message and len(message) < 400, message
-    auto = kvplan.load_model(folder)
+    auto = kvplan.load_model(source)
     assert auto.checkpoint is None and words in auto.checkpoint_note
-    assert kvplan.plan(auto, gpu="L4", max_model_len=2048).weights_source == "config rule"
+    return message
+
+
+def refused(folder: Path, capsys, words: str) -> str:
+    """`refusal`, and the plan prices the config rule; the CLI's --weights checkpoint exits 2 with the one line."""
+    message = refusal(folder, words, ConfigError)
+    assert kvplan.plan(kvplan.load_model(folder), gpu="L4", max_model_len=2048).weights_source == "config rule"
     assert main(["plan", str(folder), "--gpu", "L4", "--weights", "checkpoint"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
@@ -261,29 +267,19 @@ def shard_bytes(header: dict | bytes, data_bytes: int = 0) -> bytes:
     return len(raw).to_bytes(8, "little") + raw + bytes(data_bytes)
 
 
-def hub_refused(repo_id: str, words: str) -> str:
-    with pytest.raises(KVPlanError) as caught:
-        kvplan.load_model(repo_id, weights="checkpoint")
-    message = str(caught.value)
-    assert words in message and "\n" not in message and len(message) < 400, message
-    auto = kvplan.load_model(repo_id)
-    assert auto.checkpoint is None and words in auto.checkpoint_note
-    return message
-
-
 def test_hub_headers_are_checked_as_strictly(fake_hub):
     hub_repo(fake_hub, "acme/inf", {"model.safetensors": shard_bytes(BAD_VALUES[0][0].encode(), 2)})
-    hub_refused("acme/inf", "acme/inf/model.safetensors on the Hub: tensor 'lm_head.weight' has shape [inf]")
+    refusal("acme/inf", "acme/inf/model.safetensors on the Hub: tensor 'lm_head.weight' has shape [inf]")
     # a Hub that says the file is 1 PiB where it sends 136 bytes
     claim = {"lm_head.weight": {"dtype": "U8", "shape": [2**50], "data_offsets": [0, 2**50]}}
     hub_repo(fake_hub, "acme/claim", {"model.safetensors": shard_bytes(claim)})
-    hub_refused("acme/claim", "its tensors end at byte 1,125,899,906,842,624 of the 0 the file holds")
+    refusal("acme/claim", "its tensors end at byte 1,125,899,906,842,624 of the 0 the file holds")
 
 
 def test_a_hub_header_over_25_mb_is_not_fetched(fake_hub):
     raw = (30_000_000).to_bytes(8, "little") + b"{" + bytes(99_999)
     hub_repo(fake_hub, "acme/big-header", {"model.safetensors": raw}, sizes={"model.safetensors": 10**9})
-    hub_refused("acme/big-header", "does not start like a safetensors file")
+    refusal("acme/big-header", "does not start like a safetensors file")
     # a GET per load, never the second one for the 30 MB header
     assert len([r for r in fake_hub.requests if r.path.endswith("/model.safetensors")]) == 2
 
@@ -293,7 +289,7 @@ def test_a_hub_index_is_capped_and_never_cached(fake_hub, hub_env):
     index = json.dumps({"weight_map": {"lm_head.weight": "model-1.safetensors"}}).encode()
     hub_repo(fake_hub, "acme/huge-index", {"model.safetensors.index.json": index},
              sizes={"model.safetensors.index.json": 60_000_000})
-    hub_refused("acme/huge-index", "is 60,000,000 bytes, larger than a safetensors index can be (33,554,432)")
+    refusal("acme/huge-index", "is 60,000,000 bytes, larger than a safetensors index can be (33,554,432)")
     assert not list(hub_env.rglob("*index.json"))
     hub_repo(fake_hub, "acme/tiny", {"model.safetensors.index.json": json.dumps({"weight_map": {
         t: "model-1.safetensors" for t in tiny_tensors()}}).encode(),
@@ -307,7 +303,7 @@ def test_a_hub_index_is_capped_and_never_cached(fake_hub, hub_env):
 def test_a_hub_index_with_names_outside_the_repository(fake_hub, name):
     index = json.dumps({"weight_map": {"lm_head.weight": name}}).encode()
     hub_repo(fake_hub, "acme/dots", {"model.safetensors.index.json": index})
-    hub_refused("acme/dots", "names the shard")
+    refusal("acme/dots", "names the shard")
     assert not [r for r in fake_hub.requests if "hostname" in r.path or "x.safetensors" in r.path]
 
 
@@ -317,7 +313,7 @@ def test_a_cached_hub_index_with_dots_offline_is_one_line(hub_env, monkeypatch):
     index = json.dumps({"weight_map": {"lm_head.weight": "../../../x.safetensors"}}).encode()
     cache_file(hub_env, "acme/dots", MAIN, index, filename="model.safetensors.index.json")
     go_offline(monkeypatch)
-    hub_refused("acme/dots", "names the shard '../../../x.safetensors', which is not a .safetensors file inside")
+    refusal("acme/dots", "names the shard '../../../x.safetensors', which is not a .safetensors file inside")
 
 
 def test_a_shard_missing_on_the_hub_says_so_quietly(fake_hub, capfd):
@@ -326,7 +322,7 @@ def test_a_shard_missing_on_the_hub_says_so_quietly(fake_hub, capfd):
     hub_repo(fake_hub, "acme/half", {"model.safetensors.index.json": index.encode(),
                                      "model-0.safetensors": shard_bytes(header_of(tiny_tensors()), 428_672)})
     capfd.readouterr()
-    message = hub_refused("acme/half", "acme/half on the Hub lacks the shard 'model-1.safetensors' its "
+    message = refusal("acme/half", "acme/half on the Hub lacks the shard 'model-1.safetensors' its "
                                        "model.safetensors.index.json names")
     assert "config.json" not in message.split("names")[0]
     assert capfd.readouterr().err == ""

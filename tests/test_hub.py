@@ -154,7 +154,7 @@ class FakeRepo:
     hub_headers: bool = True                       # False: a proxy or captive portal, not the Hub
     claimed_size: int | None = None                # Content-Length to announce instead of the file's own
     sent_bytes: int | None = None                  # GET sends only this many bytes, then closes (a cut download)
-    trickle: bool = False                          # answer one byte every 0.2 s (a stalled link)
+    trickle: bool | frozenset = False              # answer one byte every 0.2 s (a stalled link): all, or these files
     sizes: dict[str, int] = field(default_factory=dict)  # a file's whole size where `files` holds only its start
                                                    # (a safetensors header): zeros follow it
 
@@ -213,7 +213,7 @@ class FakeHub:
         if repo is None:
             return self.send(h, 404 if auth else 401, {"X-Error-Code": "RepoNotFound",
                                                        "X-Error-Message": "Repository not found"}, b"", body)
-        if repo.trickle:
+        if repo.trickle is True or (not isinstance(repo.trickle, bool) and filename in repo.trickle):
             return self.trickle(h)
         if repo.status:
             return self.send(h, repo.status, {}, b"upstream error", body)

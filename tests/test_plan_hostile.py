@@ -258,3 +258,21 @@ def test_equal_shapes_are_one_object_and_results_do_not_change():
     noted = dataclasses.replace(a.arch, notes=("another config's note",))
     assert noted == a.arch and interned(noted) is noted  # equal, but its notes are its own
     assert plan(a, gpu="H100", max_model_len=8192, pp=8) == plan(b, gpu="H100", max_model_len=8192, pp=8)
+
+
+def test_a_pickled_model_keeps_its_shape_and_its_speed():
+    """st.cache_data gives the app's every rerun a pickled copy of the model: its shape was an equal but distinct
+    object, and every planner cache lookup compared it layer by layer (a Capacity rerun of a 10,000-layer upload:
+    35-40 s). It unpickles as the live shape now."""
+    import pickle
+    import time
+
+    from kvplan.config.load import load_model
+
+    model = load_model(DEEP)
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.arch is model.arch and copy == model
+    start = time.monotonic()
+    with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
+        search.fewest_gpus(copy, gpu="H100", max_model_len=8192)
+    assert time.monotonic() - start < 10

@@ -172,6 +172,12 @@ class ArchShape:
         """Pickled without the cached hash: string hashes differ between processes."""
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
+    def __reduce__(self):
+        """Unpickled as the live shape equal to it (`interned`): the web app's st.cache_data hands every rerun a
+        pickled copy of the model, and an equal but distinct shape made each planner cache lookup compare 10,000
+        layers (a Capacity rerun of a 10,000-layer upload took 35-40 s)."""
+        return _unpickled, (self.__getstate__(),)
+
     @property
     def num_layers(self) -> int:
         return len(self.layers)
@@ -200,6 +206,12 @@ def interned(shape: ArchShape) -> ArchShape:
                 return live
         bucket.append(weakref.ref(shape, lambda _, key=hash(shape): _forget(key)))
         return shape
+
+
+def _unpickled(state: dict) -> ArchShape:
+    shape = object.__new__(ArchShape)
+    shape.__dict__.update(state)
+    return interned(shape)
 
 
 def _forget(key: int) -> None:

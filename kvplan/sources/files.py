@@ -96,13 +96,13 @@ def check_text(data: Any, label: str = "the config") -> None:
             stack.extend((k if key is None else key, k) for k in value)
         elif isinstance(value, (list, tuple)):
             stack.extend((key, v) for v in value)
-        elif isinstance(value, str) and not value.isascii() and not _is_utf8(value):
-            where = f"field {str(key)[:40]!r}" if isinstance(key, str) and _is_utf8(key) else "a field name"
+        elif isinstance(value, str) and not value.isascii() and not is_utf8(value):
+            where = f"field {str(key)[:40]!r}" if isinstance(key, str) and is_utf8(key) else "a field name"
             raise ConfigError(f"{label} holds text that is not valid Unicode in {where} (a lone surrogate such as "
                               "\\ud800): fix the config.json")
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError, shown
 from ..model.checkpoint import DTYPE_BITS, FLOAT_DTYPES, CheckpointWeights, WeightRow, is_usize
-from .files import INDEX, read_config_file
+from .files import INDEX, is_utf8, read_config_file
 
 # safetensors' own cap on a header (safetensors/src/tensor.rs MAX_HEADER_SIZE = 100,000,000)
 MAX_HEADER_BYTES = 100_000_000
@@ -225,20 +225,12 @@ def shard_name(name: Any, label: str) -> str:
     absolute path, no drive, each part a name the file system takes). `../x.safetensors`, /etc/hostname and
     /proc/self/environ were opened; a 256-byte name raised OSError: File name too long."""
     parts = name.split("/") if isinstance(name, str) else [""]
-    if not isinstance(name, str) or not name.endswith(".safetensors") or not _is_utf8(name) \
+    if not isinstance(name, str) or not name.endswith(".safetensors") or not is_utf8(name) \
             or any(p in ("", ".", "..") or len(p.encode("utf-8")) > 255 for p in parts) \
             or any(c in name for c in "\\:\x00") or len(name) > MAX_NAME_CHARS:
         raise ConfigError(f"{label} names the shard {shown(name)}, which is not a .safetensors file inside the model "
                           "folder: re-download the index, or pass the config.json alone")
     return name
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def inside(path: Path, root: Path, label: str) -> Path:
