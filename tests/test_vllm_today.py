@@ -336,3 +336,17 @@ def test_the_v2_forward_holds_three_hidden_rows_per_token():
     v1 = activation_peak(dims, 32768, 256, has_sampler=True, has_pp_buffers=False, version=(0, 26, 0))
     assert v2.forward_bytes == 32768 * (3 * 4864 + 3 * 896) * 2 == 1_132_462_080
     assert v1.forward_bytes == 32768 * (3 * 4864 + 5 * 896) * 2
+
+
+def test_a_pool_that_passes_vllms_bytes_check_but_holds_under_one_request_says_how_short():
+    """Qwen3.5-27B over 2 RTX 5090s at an auto length (0.33): the bytes check (kv_cache_planning.py
+    check_enough_kv_cache_memory) passes at 39,104 tokens, but per-group rounding (0.27+) makes a request 56 blocks
+    and stage 0 holds 55: one block short, 27,262,976 B (26 MiB), said in the plan; no fix offers the same length."""
+    p = plan("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2)
+    assert (p.fits, p.max_model_len, p.num_blocks) == (False, 39_104, 55)
+    assert p.shortfall_bytes == 27_262_976
+    assert any("one 39,104-token request takes 56 blocks and the pool holds 55" in n for n in p.notes)
+    assert p.max_concurrency == pytest.approx(55 / 56, abs=1e-4)
+    from kvplan.planning.search import fixes
+    offered = [flag for _, flag in fixes("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2)]
+    assert "--max-model-len 39104" not in offered

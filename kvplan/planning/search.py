@@ -160,7 +160,7 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan |
                             f"{tried.max_model_len:,} tokens", flag))
     if p.engine == "vllm" and p.kv_cache_memory_bytes is None and (higher := _higher_utilization(model, p, settings)):
         out.append(higher)
-    if p.max_model_len_that_fits > 0:
+    if 0 < p.max_model_len_that_fits < p.max_model_len:
         out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
                     f"--max-model-len {p.max_model_len_that_fits}"))
     return out

@@ -156,9 +156,17 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
     over_card = max(0, used - device.memory_bytes) if s.kv_cache_memory_bytes is not None else 0
     fits = pool >= need and cap.num_blocks >= cap.blocks_per_request > 0 and not over_card
+    # vLLM's start-up check is in bytes (v1/core/kv_cache_planning.py `check_enough_kv_cache_memory`, 0.33), the
+    # blocks a request takes are rounded per group (0.27+): a hybrid pool can pass the first and still hold under
+    # one max_model_len request (Qwen3.5-27B over 2 RTX 5090s, auto length: 55 blocks of the 56 a request needs)
+    short_blocks = max(0, cap.blocks_per_request - cap.num_blocks) * groups.bytes_per_block if pool >= need else 0
     fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight)
     notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs) + padding_lines
              + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
+    if short_blocks:
+        notes.append(f"vLLM starts (its check is in bytes) with a max concurrency of {cap.max_concurrency:.2f}: one "
+                     f"{s.max_model_len:,}-token request takes {cap.blocks_per_request:,} blocks and the pool holds "
+                     f"{cap.num_blocks:,}, so it needs {fmt_bytes(short_blocks)} more, or a shorter max_model_len")
     if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
                      "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
@@ -181,7 +189,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         max_num_seqs=s.max_num_seqs, weights_bytes=head.weights_bytes, activation_bytes=head.activation_bytes,
         non_torch_bytes=head.non_torch_bytes, kv_pool_bytes=max(0, pool), kv_bytes_per_token=head.kv_bytes_per_token,
         kv_cache_tokens=cap.kv_cache_tokens, num_blocks=cap.num_blocks, max_concurrency=round(cap.max_concurrency, 4),
-        fits=fits, shortfall_bytes=max(0, need - pool, over_card), max_model_len_that_fits=fit_len, stages=stages,
+        fits=fits, shortfall_bytes=max(0, need - pool, over_card, short_blocks), max_model_len_that_fits=fit_len, stages=stages,
         extra=extra, kv_cache_memory_bytes=s.kv_cache_memory_bytes, suggested_kv_cache_memory_bytes=suggested,
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
