@@ -159,7 +159,8 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     widened: dict[int, object] = {}  # the layers' specs repeat a few objects: each widened once
     for x in specs:
         if x.kind == "mamba" and id(x) not in widened:
-            widened[id(x)] = dataclasses.replace(x, states=pages, state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
+            widened[id(x)] = dataclasses.replace(x, states=pages,
+                                                 state_bytes=x.state_bytes + k * x.conv_bytes_per_column)
     return [widened.get(id(x), x) for x in specs]
 
 
