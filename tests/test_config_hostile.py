@@ -255,7 +255,7 @@ def test_every_refusal_here_is_a_kvplan_error():
     assert issubclass(ModelNotAvailableError, KVPlanError) and issubclass(ConfigError, KVPlanError)
 
 
-# ---------------------------------------------------------------------------------------------- issue #25: floats, echoes, depth
+# ---------------------------------------------------------------------------------------- issue #25: floats, echoes, depth
 
 JAMBA = json.loads((ROOT / "model_configs" / "ai21labs__AI21-Jamba-1.5-Mini.json").read_text())
 

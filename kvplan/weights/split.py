@@ -64,8 +64,8 @@ def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, 
                         towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False) -> int:
     parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks)
     total = parts.layers(layers) + parts.every_stage
-    total += (parts.towers if towers and first else 0) + (parts.embeddings if first else 0) + (parts.last if last else 0)
-    total += parts.head if last or head_everywhere else 0
+    total += (parts.towers if towers and first else 0) + (parts.embeddings if first else 0)
+    total += (parts.last if last else 0) + (parts.head if last or head_everywhere else 0)
     tied_embedding = parts.embeddings_whole if shape.tied_embeddings and last and not first else 0
     return total + ceil(tied_embedding / tp) + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
 

@@ -45,7 +45,8 @@ class Speculative:
 def check(model, spec: Speculative) -> Speculative:
     """A speculative config kvplan can size, or a WorkloadError saying what to pass instead."""
     if spec.method not in METHODS:
-        raise WorkloadError(f"speculative method {shown(spec.method)} is not one kvplan sizes: use {', '.join(METHODS)}")
+        raise WorkloadError(f"speculative method {shown(spec.method)} is not one kvplan sizes: use "
+                            f"{', '.join(METHODS)}")
     k = spec.num_speculative_tokens
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
         raise WorkloadError(f"speculative tokens must be a whole number from 1 to 64, got {shown(k)}")
