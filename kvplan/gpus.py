@@ -61,6 +61,16 @@ class GPU:
     def is_custom(self) -> bool:
         return self.vendor == "custom"
 
+    @property
+    def has_bfloat16(self) -> bool:
+        """Whether the card computes in bfloat16: NVIDIA from SM 8.0 (vLLM platforms/cuda.py, 0.33: 'Pascal, Volta
+        and Turing NVIDIA GPUs, BF16 is not supported': T4, V100); a card without an SM version, where the catalog
+        gives it a bfloat16 rate, and custom cards."""
+        cc = self.compute_capability
+        if cc is not None:
+            return cc >= (8, 0)
+        return self.bf16_flops is not None or self.is_custom
+
 
 # ---------------------------------------------------------------------------------------------- catalog
 

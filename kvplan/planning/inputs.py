@@ -105,28 +105,29 @@ def model_dtype(model: ModelSpec, dtype, device: GPU, engine: str = "vllm") -> D
     (model_runner_components/load_model_utils.py `maybe_downgrade_dtype_for_legacy_gpu`, 0.5.23), and refuses
     cards below SM75."""
     cc = device.compute_capability
-    legacy = cc is not None and cc < (8, 0)
     if engine == "sglang" and cc is not None and cc < (7, 5):
         raise WorkloadError(f"SGLang runs on compute capability 7.5 and newer ('SGLang only supports sm75 and above'), "
                             f"and the {device.name} has {cc[0]}.{cc[1]}: plan it for vLLM, or pick a newer card")
+    # bfloat16 asked, float16 served: the engines on an NVIDIA card below SM 8.0
+    cast = engine in ("vllm", "sglang") and cc is not None and not device.has_bfloat16
     if dtype in (None, "auto"):
         d = model.dtype
         if d == FLOAT32:
-            d = FLOAT16 if device.bf16_flops is None and not device.is_custom else BFLOAT16
-        return FLOAT16 if legacy and d == BFLOAT16 and engine in ("vllm", "sglang") else d
+            d = BFLOAT16 if device.has_bfloat16 else FLOAT16
+        return FLOAT16 if cast and d == BFLOAT16 else d
     d = resolve_dtype(dtype)
     if d.is_sub_16bit:
         raise WorkloadError(f"--dtype {d.name} is not a compute dtype: use auto, bfloat16, float16 or float32")
-    if d == BFLOAT16 and legacy and engine == "vllm":
+    if d == BFLOAT16 and cast and engine == "vllm":
         raise WorkloadError(f"vLLM refuses bfloat16 on the {device.name} (compute capability {cc[0]}.{cc[1]}: bfloat16 "
                             "needs 8.0): plan --dtype float16, or auto, which vLLM casts to float16 there")
-    return FLOAT16 if d == BFLOAT16 and legacy and engine == "sglang" else d
+    return FLOAT16 if d == BFLOAT16 and cast else d
 
 
 def dtype_note(model: ModelSpec, act: DType, device: GPU, engine: str) -> str | None:
     """Why the plan's dtype is not the config's, when the card decided it."""
     cc = device.compute_capability
-    if act == FLOAT16 and model.dtype == BFLOAT16 and cc is not None and cc < (8, 0):
+    if act == FLOAT16 and model.dtype == BFLOAT16 and not device.has_bfloat16 and cc is not None:
         return (f"the {device.name} (compute capability {cc[0]}.{cc[1]}) has no bfloat16: "
                 + ("vLLM falls back to float16 ('Your device ... doesn't support torch.bfloat16. Falling back to "
                    "torch.float16')" if engine == "vllm" else "SGLang runs float16 below SM80")

@@ -57,7 +57,8 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     if version[:2] < OLDEST[:2]:
         raise WorkloadError(f"kvplan plans vLLM from {'.'.join(map(str, OLDEST[:2]))} on, not "
                             f"{'.'.join(map(str, version))}: pick a newer engine version")
-    fp8_note = fp8_card_note(model, device, quantization, version)
+    check_fp8_card(with_online_quant(model.require_arch(), quantization), device, version,
+                   online=model.require_arch().quant is None)
     check_fp8_kv_card(device, kv, version)
     if expert_parallel and not model.require_arch().has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
@@ -78,11 +79,6 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
                             prefix_caching)
 
     extras = Extras(speculative, lora)
-    planned = _start_up(model, device, settings, max_len, act, kv, quantization, limit, extras, auto_len)
-    return planned.model_copy(update={"notes": planned.notes + [fp8_note]}) if fp8_note else planned
-
-
-def _start_up(model, device, settings, max_len: int, act, kv, quantization, limit, extras, auto_len: bool) -> Plan:
     if not auto_len:
         return _plan(model, device, settings(max_len), act, kv, quantization, limit, extras)
     # vLLM 0.14+ (config/model.py, `_maybe_auto_fit_max_model_len`): plan the config's length, then the longest
@@ -167,7 +163,14 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         notes.append(f"vLLM starts (its check is in bytes) with a max concurrency of {cap.max_concurrency:.2f}: one "
                      f"{s.max_model_len:,}-token request takes {cap.blocks_per_request:,} blocks and the pool holds "
                      f"{cap.num_blocks:,}, so it needs {fmt_bytes(short_blocks)} more, or a shorter max_model_len")
-    if shape.quant is not None and shape.quant.method == "mxfp4" and device.compute_capability == (9, 0):
+    cc = device.compute_capability
+    if shape.quant is not None and shape.quant.method == "fp8" and cc is not None and cc < (8, 9):
+        # no FP8 tensor cores below 8.9 (T4, A10, A100; L40 is 8.9): `Fp8LinearMethod` stores the weights in fp8 and
+        # runs Marlin's weight-only kernel ('For GPUs that lack FP8 hardware support, we can leverage the Marlin
+        # kernel'; utils/marlin_utils_fp8.py `is_fp8_marlin_supported`: 7.5, 0.19-0.33)
+        notes.append(f"FP8 weights on the {device.name} (compute capability {cc[0]}.{cc[1]}, no FP8 tensor cores) run "
+                     "through vLLM's weight-only Marlin kernel: stored in fp8 as planned, computed in 16-bit")
+    if shape.quant is not None and shape.quant.method == "mxfp4" and cc == (9, 0):
         notes.append("Hopper: sized for the Marlin MoE kernel (published H100 logs of gpt-oss); a vLLM with "
                      "OpenAI's triton_kernels uses the Triton layout instead, with less padding")
     if tp > 1 and not ((device.name in NVLS_GPUS) if s.nvls is None else s.nvls):
@@ -250,32 +253,21 @@ def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]
     return notes
 
 
-def fp8_card_note(model: ModelSpec, device: GPU, quantization: str | None,
-                  version: tuple[int, int, int]) -> str | None:
+def check_fp8_card(shape, device: GPU, version: tuple[int, int, int], online: bool) -> None:
     """vLLM refuses a quantization method below its minimum compute capability (config/model.py
     `_verify_quantization` -> `verify_quantization`: 'The quantization method fp8 is not supported for the current
     GPU'). FP8 (`Fp8Config.get_min_capability`, model_executor/layers/quantization/fp8.py) needs 8.0 in 0.11 and 7.5
-    from 0.19: a T4 (7.5) runs fp8 at 0.19+, a V100 (7.0) never does. Below 8.9 (no FP8 tensor cores: T4, A10,
-    A100, L40 is 8.9) the weights are stored in fp8 and run through Marlin's weight-only kernel
-    (`Fp8LinearMethod`: 'For GPUs that lack FP8 hardware support, we can leverage the Marlin kernel';
-    utils/marlin_utils_fp8.py `is_fp8_marlin_supported`: 7.5, 0.19-0.33): the bytes halve, the compute stays 16-bit.
-    Returns that note, or None."""
-    method = quantization if quantization and quantization not in ("none", "None") else None
-    quant = model.require_arch().quant
-    method = quant.method if quant is not None else method
+    from 0.19: a T4 (7.5) runs fp8 at 0.19+, a V100 (7.0) never does. `shape`: the one planned, online
+    quantization applied (`online`: from --quantization, not the checkpoint)."""
     cc = device.compute_capability
-    if method != "fp8" or cc is None:
-        return None
+    if shape.quant is None or shape.quant.method != "fp8" or cc is None:
+        return
     need = (8, 0) if version[:2] < (0, 19) else (7, 5)
     if cc < need:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version[:2]))} runs FP8 weights on compute capability "
                             f"{need[0]}.{need[1]} and newer, and the {device.name} has {cc[0]}.{cc[1]}: pick a newer "
                             "card" + (", or vLLM 0.19+ (7.5)" if need == (8, 0) and cc >= (7, 5) else "")
-                            + (", or leave --quantization fp8 out" if quant is None else ""))
-    if cc < (8, 9):
-        return (f"FP8 weights on the {device.name} (compute capability {cc[0]}.{cc[1]}, no FP8 tensor cores) run "
-                "through vLLM's weight-only Marlin kernel: stored in fp8 as planned, computed in 16-bit")
-    return None
+                            + (", or leave --quantization fp8 out" if online else ""))
 
 
 def check_fp8_kv_card(device: GPU, kv: DType, version: tuple[int, int, int]) -> None:
