@@ -344,7 +344,10 @@ def test_a_pool_that_passes_vllms_bytes_check_but_holds_under_one_request_says_h
     and stage 0 holds 55: one block short, 27,262,976 B (26 MiB), said in the plan; no fix offers the same length."""
     p = plan("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2)
     assert (p.fits, p.max_model_len, p.num_blocks) == (False, 39_104, 55)
-    assert p.shortfall_bytes == 27_262_976
+    # a block: 832 tokens x 2 x 4 KV heads x 256 x 2 B = 3,407,872 B a layer, x 8 layers a group = 27,262,976 B;
+    # a request: cdiv(39,104, 832) = 47 blocks of the full-attention group + 3 GDN groups x 3 states ('align' 2 +
+    # FlashInfer's prefill checkpoint on SM 12.0 with linear_key_head_dim 128) = 56
+    assert p.block_size == 832 and p.shortfall_bytes == 832 * 2 * 4 * 256 * 2 * 8 == 27_262_976
     assert any("one 39,104-token request takes 56 blocks and the pool holds 55" in n for n in p.notes)
     assert p.max_concurrency == pytest.approx(55 / 56, abs=1e-4)
     from kvplan.planning.search import fixes
