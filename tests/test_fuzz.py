@@ -635,6 +635,8 @@ def test_compare_and_workload_through_the_api(monkeypatch, setups, engine, gpu, 
 ENGINE_MODELS = ["meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-Next-80B-A3B-Thinking",
                  "google/gemma-3-27b-it", "openai/gpt-oss-20b", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3.5-27B",
                  "state-spaces/mamba-2.8b-hf", "mistralai/Mistral-Small-3.1-24B-Instruct-2503"]
+
+
 def nested(depth: int) -> list:
     value: list = []
     for _ in range(depth):

@@ -546,8 +546,6 @@ def test_hub_outage_with_a_cached_copy_serves_the_cache(fake_hub, hub_env, caplo
     assert time.monotonic() - start < 3 and len(config_requests) == 1 and len(fake_hub.requests) == 2
 
 
-
-
 def test_malformed_config_on_the_hub(fake_hub):
     fake_hub.repos["acme/repo"] = FakeRepo({MAIN: {"config.json": b"[1, 2]"}}, refs={"main": MAIN})
     with pytest.raises(ConfigError, match="holds a JSON list, not an object") as err:

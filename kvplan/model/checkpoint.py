@@ -21,6 +21,7 @@ DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, 
               "U64": 64, "F64": 64, "C64": 64}
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
 
+
 def is_usize(value) -> bool:
     """A count as safetensors stores one (a usize, 0 to 2**64 - 1) and JSON gives it: not 1.9, "99", true, or
     Infinity and 1e400 (floats both)."""

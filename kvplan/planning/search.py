@@ -78,6 +78,8 @@ def _too_few_stages(weights_one_stage: int | None, pp: int, card: int | None) ->
     least weights / PP, and a plan fits only when every stage's weights stay under the card (its pool is
     positive)."""
     return weights_one_stage is not None and card is not None and pp > 1 and weights_one_stage >= pp * card
+
+
 def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
     """Why this layout among those of its size, and whether it spans nodes."""
     notes = []
