@@ -71,7 +71,7 @@ def run_row(row: dict) -> dict:
             "formula": est.formula}
 
 
-def main(path: Path = DEFAULT_CSV) -> str:
+def main(path: Path = DEFAULT_CSV, out: Path = HERE) -> str:
     rows = [run_row(r) for r in csv.DictReader(path.open())]
     done = [r for r in rows if r["predicted"] is not None]
     errs = [abs(r["predicted"] - r["measured"]) for r in done]
@@ -99,7 +99,7 @@ def main(path: Path = DEFAULT_CSV) -> str:
         lines.append(f"| {r['log']} | {r['model']} | {r['tp']} | {r['pp']} | {r['measured']:.2f} | {pred} | "
                      f"{captured} | {r['why']} |")
     text = "\n".join(lines) + "\n"
-    (HERE / "vllm_cudagraph.md").write_text(text)
+    (out / "vllm_cudagraph.md").write_text(text)
     return text
 
 
