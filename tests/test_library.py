@@ -224,12 +224,28 @@ def test_utf8_bom_is_accepted(tmp_path):
     assert kvplan.load_model(path).num_layers == 4
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads any file")
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads any file: the two tests below "
+                    "fail the open and the read for root too")
 def test_unreadable_file(tmp_path):
     path = write_config(tmp_path, llama_config())
     path.chmod(0)
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="cannot read .*Permission denied.*: check the path and its permissions"):
         kvplan.load_model(path)
+
+
+def test_a_file_the_open_refuses_whoever_runs_it(tmp_path):
+    # a path through a regular file: the open fails with ENOTDIR, as root too (CI runs as root)
+    path = write_config(tmp_path, llama_config())
+    with pytest.raises(ConfigError, match=r"cannot read .*config.json/config.json \(Not a directory\): check the path"):
+        read_config_file(path / "config.json")
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="Linux /proc only")
+def test_a_regular_file_whose_read_fails_whoever_runs_it():
+    # /proc/self/mem is a regular file that opens for its own process, root or not, and fails the read at offset 0
+    # (EIO): the read's own error branch, which a chmod cannot reach
+    with pytest.raises(ConfigError, match=r"cannot read /proc/self/mem \(Input/output error\)"):
+        read_config_file(Path("/proc/self/mem"))
 
 
 def test_read_config_file_on_a_folder(tmp_path):
