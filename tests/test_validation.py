@@ -52,7 +52,10 @@ def test_smoke_suite_matches_to_the_byte(smoke):
     for c in cases:
         assert c["measured_kv_bytes"] == c["predicted_kv_bytes"]
         assert c["measured_prefill_kv_bytes"] == c["predicted_prefill_kv_bytes"]
-        assert c["measured_peak_bytes"] > 0 and c["predicted_peak_bytes"] > 0
+        # a peak holds at least the weights and the final cache, both measured by walking the real objects
+        # (module_bytes of the built model, walk_cache of generate's cache): a bound independent of kvplan
+        assert c["measured_peak_bytes"] >= c["weights_bytes_measured"] + c["measured_kv_bytes"]
+        assert c["predicted_peak_bytes"] >= c["predicted_weights_bytes"] + c["predicted_kv_bytes"]
         assert c["generated_tokens"] == c["new_tokens"]          # min_new_tokens kept random weights going
     families = {c["model_type"] for c in cases}
     assert {"llama", "gemma2", "qwen2", "deepseek_v3", "qwen3_next", "mamba", "falcon"} <= families
