@@ -199,12 +199,14 @@ def test_model_compute_and_speed(llama8b):
     assert mc.attn_flops_per_token_pair == 32 * 2 * 32 * (128 + 128)
     p = plan(llama8b, gpu="H100-SXM", max_model_len=8192)
     s = sup.plan_speed(llama8b, p, 2048, 1)
-    from kvplan.planning.speed import roofline
-
-    expected = roofline(active_params=mc.active_params, weight_bytes=mc.weight_bytes, kv_bytes_per_token=131_072,
-                        prompt_len=2048, context_len=8192, batch=1, attn_flops_per_token_pair=mc.attn_flops_per_token_pair,
-                        flops=989.5e12, bandwidth=3.35e12)
-    assert s == expected
+    # by hand: one decode step reads 8,030,261,248 x 2 B of weights + 131,072 B x 8,192 tokens of KV at
+    # 3.35 TB/s x mbu 0.7; the prefill is 2 x params x 2,048 + 32 x 2 x 32 x 256 x 2,048^2 / 2 at 989.5 TFLOP/s x 0.5
+    step_bytes = 8_030_261_248 * 2 + 131_072 * 8192
+    assert s.decode_bytes_per_step == step_bytes == 17_134_264_320
+    assert s.time_per_output_token_s == pytest.approx(step_bytes / (3.35e12 * 0.7)) == pytest.approx(7.3067e-3, rel=1e-4)
+    prefill = 2 * 8_030_261_248 * 2048 + 32 * 2 * 32 * 256 * 2048 * 2048 // 2
+    assert s.prefill_flops == prefill and s.ttft_s == pytest.approx(prefill / (989.5e12 * 0.5))
+    assert s.tokens_per_s_total == pytest.approx(1 / s.time_per_output_token_s)
 
 
 def test_moe_speed_reads_active_weights_only():

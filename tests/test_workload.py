@@ -11,7 +11,6 @@ from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
 from kvplan.planning.engines.vllm import max_concurrency_at
 from kvplan.planning.planner import plan
-from kvplan.planning.speed import plan_speed
 from kvplan.planning.workload import RequestMix, workload_plan
 
 LLAMA70 = "meta-llama/Llama-3.1-70B"
@@ -32,12 +31,18 @@ def test_llama_70b_on_4_h100_at_a_realistic_mix(seventy):
     assert w.concurrent_requests == round(p.num_blocks / 157, 4) == round(max_concurrency_at(p, 2500, model), 4)
     assert w.limited_by == "KV pool" and p.max_concurrency == round(p.num_blocks / 2048, 4)
     assert 170 < w.concurrent_requests < 190     # a 13.7 GiB pool a rank: the scale the plan's budget gives
+    # The roofline by hand, its inputs written out: 70,553,706,496 parameters (transformers' count of
+    # Llama-3.1-70B, tests/test_weights.py) x 2 B; 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 327,680 B of KV
+    # a token; H100 SXM 3.35 TB/s and 989.5 dense bf16 TFLOP/s (data/gpus.json), 4 ranks, mbu 0.7, mfu 0.5.
     batch = int(w.concurrent_requests)
-    speed = plan_speed(model, p, 2000, batch, context_len=2500)
-    assert w.output_tokens_per_s == pytest.approx(batch / speed.time_per_output_token_s)
+    assert batch == 179
+    step_s = (70_553_706_496 * 2 + 327_680 * 2500 * batch) / (3.35e12 * 4 * 0.7)     # one decode step, 179 reads
+    assert w.output_tokens_per_s == pytest.approx(batch / step_s) == pytest.approx(5835.11, abs=0.01)
     assert w.requests_per_s == pytest.approx(w.output_tokens_per_s / 500)
     assert w.cost_per_million_output_tokens == pytest.approx(4 * 2.99 / (w.output_tokens_per_s * 3600) * 1e6)
-    assert w.ttft_s == pytest.approx(plan_speed(model, p, 2000, 1, context_len=2500).ttft_s)
+    # TTFT of one 2,000-token prompt: 2 x params x 2,000 + attention 80 x 2 x 64 heads x (128 + 128) x 2,000^2 / 2
+    prefill = 2 * 70_553_706_496 * 2000 + 80 * 2 * 64 * 256 * 2000 * 2000 // 2
+    assert w.ttft_s == pytest.approx(prefill / (989.5e12 * 4 * 0.5)) == pytest.approx(0.14525, abs=1e-5)
     assert len(w.formula) == 4 and w.formula[-1].startswith("cost per 1M output tokens = 4 GPUs x $2.99")
     assert any("upper bound" in n for n in w.notes)
 
