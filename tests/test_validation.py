@@ -215,13 +215,16 @@ def test_hf_peak_terms():
     assert hf_peak_for(llama, quant).decode_transient_bytes >= 2 * 4111 * 2048 * 2  # a dequantized layer, twice
 
 
-def test_kvplan_validate_subcommand(capsys):
+def test_kvplan_validate_subcommand(capsys, tmp_path, monkeypatch):
     from kvplan.cli import main
+
+    monkeypatch.chdir(tmp_path)     # the default results folder is ./kvplan-validation-results
 
     assert main(["validate", "--suite", "smoke", "--list"]) == 0
     ids = capsys.readouterr().out.split()
     assert ids == [c.id for c in smoke_cases()]
     assert harness_main(["--suite", "gpu", "--device", "cpu"]) == 2            # the gpu suite refuses a CPU
+    assert not Path("kvplan-validation-results").exists()                    # ... before it makes a folder
 
 
 def test_kvplan_cli_stays_import_light():

@@ -71,8 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     out = args.out or DEFAULT_OUT / f"{date.today().isoformat()}-{device.type}"
-    if not (args.list or args.plan):
-        problem = unwritable(out)
+    suite = args.suite or ("gpu" if device.type == "cuda" else "cpu")
+    runs = not (args.list or args.plan)
+    if runs and not args.bench and suite == "gpu" and device.type != "cuda":   # refused before anything is written
+        print("validation: error: the gpu suite needs CUDA (use --suite cpu or smoke)", file=sys.stderr)
+        return 2
+    if runs:
+        problem = unwritable(out)   # creates the folder: only for a run that will write into it
         if problem:
             return _fail(problem)
     if args.bench:
@@ -80,7 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         run_benchmark(out, device=device, time_budget=args.time_budget, progress=not args.no_progress)
         return 0
-    suite = args.suite or ("gpu" if device.type == "cuda" else "cpu")
     if suite == "gpu" and args.time_budget is None:
         args.time_budget = GPU_DEFAULT_BUDGET_S
     from .suites import suite_cases
@@ -96,9 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.plan:
         return print_plan(suite, cases, device, args.memory_limit, args.time_budget)
-    if suite == "gpu" and device.type != "cuda":
-        print("validation: error: the gpu suite needs CUDA (use --suite cpu or smoke)", file=sys.stderr)
-        return 2
     try:
         return _run(args, suite, cases, out, device, started)
     except ReportError as exc:
