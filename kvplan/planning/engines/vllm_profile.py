@@ -132,9 +132,9 @@ def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version
     16384 / 1024 for the LLM class; from 0.28, cards of >= 160 GiB (B200, B300, MI325X) 16384 / 1024 for both;
     0.33 leaves the GB10 (compute capability 12.1) out of the big tier; all others 2048 / 256 and 8192 / 256.
     Then max_num_batched_tokens is at most max_num_seqs x max_model_len, and max_num_seqs at most that (0.33
-    `_set_default_max_num_seqs_and_batched_tokens_args`: a 64-token model gets 64 / 64). The V0 engine (< 0.8)
-    without chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256; above 32K
-    tokens it turned chunked prefill on, 512 tokens.
+    `_set_default_max_num_seqs_and_batched_tokens_args`: a 4-token model on an H100 gets 4,096 / 1,024). The V0
+    engine (< 0.8) without chunked prefill batched a whole max_model_len prompt: max(max_model_len, 2048) / 256;
+    above 32K tokens it turned chunked prefill on, 512 tokens.
     """
     if version[:2] < V1_ENGINE:
         if max_model_len > ENGINE_CONSTANTS["v0_chunked_prefill_above"]:

@@ -1,0 +1,54 @@
+"""vLLM's batch defaults per card, usage context and release (#26 item 4): each tier edge a one-line bug could move.
+
+Source: `EngineArgs.get_batch_defaults` in vllm/engine/arg_utils.py — 0.27.0 (no >= 160 GiB tier), 0.28.0 :2582
+(`if device_memory >= 160 * GiB_bytes`: 16384 / 1024 for the LLM class and the API server alike), 0.33.0 :2961-2986
+(`is_gb10 = current_platform.is_device_capability((12, 1))` keeps the DGX Spark on the small tier). The values
+below are the dict literals there, written out by hand.
+"""
+from __future__ import annotations
+
+import pytest
+
+from kvplan.planning.engines.vllm_profile import batch_defaults, parse_version
+from kvplan.units import GiB
+
+H100 = int(79.19 * GiB)      # torch.cuda.mem_get_info total of an H100 SXM
+A100 = int(79.25 * GiB)
+B200 = int(178.36 * GiB)
+GB10 = int(119.7 * GiB)      # DGX Spark's unified memory as CUDA reports it
+
+
+@pytest.mark.parametrize("memory, name, usage, version, expected", [
+    # H100: 8192 / 1024 for `vllm serve`, 16384 / 1024 for the LLM class
+    (H100, "NVIDIA H100 80GB HBM3", "api_server", "0.33.0", (8192, 1024)),
+    (H100, "NVIDIA H100 80GB HBM3", "llm_class", "0.33.0", (16384, 1024)),
+    # A100 80GB: the name check keeps it small (PR #17885): 2048 / 256 and 8192 / 256
+    (A100, "NVIDIA A100-SXM4-80GB", "api_server", "0.33.0", (2048, 256)),
+    (A100, "NVIDIA A100-SXM4-80GB", "llm_class", "0.33.0", (8192, 256)),
+    # B200: before 0.28 the H100 tier (the API server at 8192); from 0.28 16384 for both contexts
+    (B200, "NVIDIA B200", "api_server", "0.27.0", (8192, 1024)),
+    (B200, "NVIDIA B200", "api_server", "0.28.0", (16384, 1024)),
+    (B200, "NVIDIA B200", "llm_class", "0.28.0", (16384, 1024)),
+    # exactly 160 GiB is in the top tier (>=); one byte less is not
+    (160 * GiB, "some card", "api_server", "0.28.0", (16384, 1024)),
+    (160 * GiB - 1, "some card", "api_server", "0.28.0", (8192, 1024)),
+    # GB10: >= 70 GiB and not an A100, so the H100 tier through 0.32; 0.33 keeps it small
+    (GB10, "NVIDIA GB10", "api_server", "0.32.0", (8192, 1024)),
+    (GB10, "NVIDIA GB10", "api_server", "0.33.0", (2048, 256)),
+    (GB10, "NVIDIA GB10", "llm_class", "0.33.0", (8192, 256)),
+    # 70 GiB is the big tier's floor
+    (70 * GiB, "some card", "api_server", "0.33.0", (8192, 1024)),
+    (70 * GiB - 1, "some card", "api_server", "0.33.0", (2048, 256)),
+])
+def test_batch_default_tiers(memory, name, usage, version, expected):
+    assert batch_defaults(memory, name, usage, parse_version(version)) == expected
+
+
+def test_a_short_model_caps_the_batched_tokens():
+    # 0.33 `_set_default_max_num_seqs_and_batched_tokens_args` (arg_utils.py :3221): batched tokens at most
+    # max_num_seqs x max_model_len, then max_num_seqs at most the batched tokens. A 4-token model: 1,024 x 4 =
+    # 4,096 < 8,192 on an H100, 256 x 4 = 1,024 < 2,048 on an A100; max_num_seqs stays (it is never above)
+    v = parse_version("0.33.0")
+    assert batch_defaults(H100, "NVIDIA H100", "api_server", v, 4) == (4096, 1024)
+    assert batch_defaults(A100, "NVIDIA A100-SXM4-80GB", "api_server", v, 4) == (1024, 256)
+    assert batch_defaults(H100, "NVIDIA H100", "api_server", v, 8) == (8192, 1024)     # 8,192: the cap is equal
