@@ -1,0 +1,112 @@
+"""Branches a one-line bug could break with every other test green (#26 item 4), each pinned by hand arithmetic
+whose inputs are written here: LoRA slots on a MoE model, MXFP4 padding of experts a checkpoint leaves unquantized,
+and the tied head the last pipeline stage holds again."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kvplan
+from kvplan.gpus import resolve_gpu
+from kvplan.planning.engines.lora import LoraSettings, lora_bytes
+from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
+from kvplan.planning.planner import plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- LoRA slots on MoE
+
+# Qwen3-30B-A3B: 48 layers, hidden 2,048, 32 query heads and 4 KV heads of 128, 128 experts of intermediate 768,
+# vocabulary 151,936 (model_configs/Qwen__Qwen3-30B-A3B.json). vLLM 0.33 lora/layers/fused_moe.py
+# `create_lora_weights`: w13 A 2 x [E, R, H], w13 B 2 x [E, I, R], w2 A [E, R, I], w2 B [E, H, R] per adapter:
+# E x R x (3 H + 3 I); attention R x (4 H + 2 q + 2 kv) (column A whole, B split; row A split, B whole).
+R, H, Q, KV, E, I, V, LAYERS = 16, 2048, 32 * 128, 4 * 128, 128, 768, 151_936, 48
+
+
+def _qwen_moe():
+    return kvplan.load_model("Qwen/Qwen3-30B-A3B").require_arch()
+
+
+def test_lora_slots_on_moe_count_every_expert_of_the_rank():
+    attention = R * (4 * H + 2 * Q + 2 * KV)                  # 278,528
+    experts = R * E * (3 * H + 3 * I)                         # 17,301,504
+    embed = 2 * R * (V + H)                                   # embed_tokens A + B, lm_head A + B
+    total, formula = lora_bytes(_qwen_moe(), 2, tp=1, moe_ranks=1, lora=LoraSettings(1, R))
+    assert total == (LAYERS * (attention + experts) + embed) * 2 == 1_697_538_048
+    assert "1 adapters" in formula and "rank 16" in formula
+
+
+def test_lora_slots_under_tp_split_the_expert_intermediate():
+    # TP 4, no EP: every rank holds all 128 experts at I / 4 = 192, attention B over 4 ranks (1 KV head of 128)
+    attention = R * (4 * H + 2 * Q // 4 + 2 * KV // 4)
+    experts = R * E * (3 * H + 3 * I // 4)
+    embed = 2 * R * (V + H)
+    total, _ = lora_bytes(_qwen_moe(), 2, tp=4, moe_ranks=4, lora=LoraSettings(1, R))
+    assert total == (LAYERS * (attention + experts) + embed) * 2
+
+
+def test_lora_slots_under_ep_hold_a_share_of_whole_experts():
+    # TP 1 x DP 2 with expert parallelism: 2 MoE ranks, 64 whole experts each (intermediate 768 unsplit)
+    attention = R * (4 * H + 2 * Q + 2 * KV)
+    experts = R * (E // 2) * (3 * H + 3 * I)
+    embed = 2 * R * (V + H)
+    total, _ = lora_bytes(_qwen_moe(), 2, tp=1, moe_ranks=2, lora=LoraSettings(1, R))
+    assert total == (LAYERS * (attention + experts) + embed) * 2
+
+
+# ----------------------------------------------------------------------------- MXFP4 padding, experts skipped
+
+# gpt-oss-20b on an A100 (vLLM's Marlin MoE kernel: intermediate 2,880 -> 2,944, hidden 2,880 -> 3,072), 32
+# experts a layer: 32 x (2 x 2,944 x (1,536 + 96 + 2) + 3,072 x (1,472 + 92 + 2)) - the unpadded 32 x (2 x 2,880 x
+# (1,440 + 90 + 2) + 2,880 x (1,440 + 90 + 2)) = 38,248,448 B a layer (vllm_mxfp4.py; the 13.72 GiB v0.19 log).
+PER_LAYER = 32 * (2 * 2944 * (1536 + 96 + 2) + 3072 * (1472 + 92 + 2)) - 32 * 3 * 2880 * (1440 + 90 + 2)
+
+
+def _gpt_oss(tmp_path: Path, skipped: list[str]):
+    config = json.loads((REPO / "model_configs" / "openai__gpt-oss-20b.json").read_text())
+    config["quantization_config"]["modules_to_not_convert"] += skipped
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return kvplan.load_model(tmp_path / "config.json").require_arch()
+
+
+def test_mxfp4_padding_per_layer_by_hand(tmp_path):
+    assert PER_LAYER == 38_248_448
+    extra, line = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("A100-80GB"), 1, range(24))
+    assert extra == 24 * PER_LAYER and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
+
+
+def test_mxfp4_padding_leaves_out_a_layer_whose_experts_stay_bf16(tmp_path):
+    # a checkpoint that keeps layer 3's experts unquantized: vLLM builds them as an unquantized FusedMoE, unpadded
+    shape = _gpt_oss(tmp_path, ["model.layers.3.mlp.experts"])
+    assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(24))[0] == 23 * PER_LAYER
+    assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(3, 4)) == (0, "")
+
+
+def test_mxfp4_padding_is_none_when_no_expert_is_quantized(tmp_path):
+    shape = _gpt_oss(tmp_path, ["model.layers.*.mlp.experts"])
+    assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(24)) == (0, "")
+
+
+# ----------------------------------------------------------------------------- the tied head under PP
+
+# Llama-3.2-1B: 16 layers of hidden 2,048 (32 heads x 64, 8 KV heads x 64, MLP 8,192), vocabulary 128,256, tied
+# embeddings, bf16. A layer: 2 x 2,048^2 + 2 x 2,048 x 512 (q, o, k, v) + 3 x 2,048 x 8,192 + 2 x 2,048 norms.
+LAYER = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048
+EMBED = 128_256 * 2048
+ROPE = 131_072 * 64 * 2          # vLLM's cos/sin cache, 131,072 positions x 64 x 2 B, on every stage
+
+
+@pytest.mark.parametrize("engine_version", ["0.19.0", "0.33.0"])
+def test_pp_last_stage_holds_the_tied_head_again(engine_version):
+    # vLLM's PP: the first stage embeds, the last computes logits; with tie_word_embeddings the last stage
+    # materialises lm_head from the embedding (a second copy) - not only stage 0's
+    p = plan("meta-llama/Llama-3.2-1B", gpu="L4", pp=2, max_model_len=4096, engine_version=engine_version)
+    first, last = (s.weights_bytes for s in p.stages)
+    assert LAYER == 60_821_504
+    assert first == (EMBED + 8 * LAYER) * 2 + ROPE == 1_515_257_856
+    assert last == (8 * LAYER + 2048 + EMBED) * 2 + ROPE == 1_515_261_952
+    whole = plan("meta-llama/Llama-3.2-1B", gpu="L4", max_model_len=4096, engine_version=engine_version)
+    assert whole.stages[0].weights_bytes == (EMBED + 16 * LAYER + 2048) * 2 + ROPE    # one copy at PP 1
