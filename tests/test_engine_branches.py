@@ -1,6 +1,6 @@
 """Branches a one-line bug could break with every other test green (#26 item 4), each pinned by hand arithmetic
 whose inputs are written here: LoRA slots on a MoE model, MXFP4 padding of experts a checkpoint leaves unquantized,
-and the tied head the last pipeline stage holds again."""
+the tied head the last pipeline stage holds again; and the drafting and LoRA refusals of both engines, by message."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import kvplan
+from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planning.engines.lora import LoraSettings, lora_bytes
 from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
@@ -110,3 +111,49 @@ def test_pp_last_stage_holds_the_tied_head_again(engine_version):
     assert last == (8 * LAYER + 2048 + EMBED) * 2 + ROPE == 1_515_261_952
     whole = plan("meta-llama/Llama-3.2-1B", gpu="L4", max_model_len=4096, engine_version=engine_version)
     assert whole.stages[0].weights_bytes == (EMBED + 16 * LAYER + 2048) * 2 + ROPE    # one copy at PP 1
+
+
+# ----------------------------------------------------------------------------- drafting and LoRA refusals
+
+
+LLAMA = "meta-llama/Llama-3.1-8B"
+EAGLE3 = {"method": "eagle3", "num_speculative_tokens": 3, "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_drafting_under_pp_is_refused(engine):
+    # kvplan's draft accounting puts the drafter on the one stage; neither engine's PP drafting is modelled
+    with pytest.raises(WorkloadError, match="without pipeline parallelism: use PP 1"):
+        plan(LLAMA, engine=engine, gpu="H100", pp=2, max_model_len=8192, speculative=EAGLE3)
+    plan(LLAMA, engine=engine, gpu="H100", max_model_len=8192, speculative=EAGLE3)      # PP 1 plans
+
+
+def test_sglang_lora_under_pp_is_refused():
+    with pytest.raises(WorkloadError, match="drafts and LoRA slots without pipeline parallelism: use PP 1"):
+        plan(LLAMA, engine="sglang", gpu="H100", pp=2, max_model_len=8192, lora={"max_loras": 2})
+
+
+def test_sglang_eagle_one_is_refused_with_the_methods_it_sizes():
+    # SGLang 0.5.23 speculative-algorithm EAGLE reads an EAGLE-1 head; kvplan sizes EAGLE3 / NEXTN / STANDALONE
+    with pytest.raises(WorkloadError, match="use eagle3, mtp or draft_model"):
+        plan(LLAMA, engine="sglang", gpu="H100", max_model_len=8192,
+             speculative={**EAGLE3, "method": "eagle"})
+
+
+@pytest.mark.parametrize("model, why", [
+    ("deepseek-ai/DeepSeek-V3", "not MLA's low-rank projections"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "not Mamba / linear-attention mixers"),
+])
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_lora_on_what_kvplan_cannot_size_is_refused_by_name(model, why, engine):
+    with pytest.raises(WorkloadError, match=why + r".*: plan .* without LoRA"):
+        plan(model, engine=engine, gpu="H200", tp=8, max_model_len=8192, lora={"max_loras": 1})
+
+
+def test_sglang_mamba_hybrids_refuse_pp_and_drafting():
+    qwen_next = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+    with pytest.raises(WorkloadError, match="Mamba hybrids at PP 1"):
+        plan(qwen_next, engine="sglang", gpu="H200", tp=2, pp=2, max_model_len=8192)
+    with pytest.raises(WorkloadError, match="state pool without drafting"):
+        plan(qwen_next, engine="sglang", gpu="H200", tp=4, max_model_len=8192,
+             speculative={"method": "mtp", "num_speculative_tokens": 1})
