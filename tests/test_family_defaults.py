@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
-import gen_family_defaults  # noqa: E402
+import gen_family_defaults
 
 STORED = json.loads((REPO / "kvplan" / "data" / "family_defaults.json").read_text())
 
