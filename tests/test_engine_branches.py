@@ -4,6 +4,7 @@ the tied head the last pipeline stage holds again; and the drafting and LoRA ref
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import kvplan
 from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planning.engines.lora import LoraSettings, lora_bytes
+from kvplan.planning.engines.lora import check as check_lora
 from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
 from kvplan.planning.planner import plan
 
@@ -157,3 +159,62 @@ def test_sglang_mamba_hybrids_refuse_pp_and_drafting():
     with pytest.raises(WorkloadError, match="state pool without drafting"):
         plan(qwen_next, engine="sglang", gpu="H200", tp=4, max_model_len=8192,
              speculative={"method": "mtp", "num_speculative_tokens": 1})
+
+
+# ----------------------------------------------------------------------------- LoRA settings and the sum's parts
+
+
+
+@pytest.mark.parametrize("settings, message", [
+    (LoraSettings(0, 16), "max_loras must be a whole number from 1 to 1024, got 0"),
+    (LoraSettings(1025, 16), "max_loras must be a whole number from 1 to 1024, got 1,025"),
+    (LoraSettings(True, 16), "max_loras must be a whole number from 1 to 1024, got True"),
+    (LoraSettings("4", 16), "max_loras must be a whole number from 1 to 1024, got '4'"),
+    (LoraSettings(4, 0), "max_lora_rank must be a whole number from 1 to 4096, got 0"),
+    (LoraSettings(4, 4097), "max_lora_rank must be a whole number from 1 to 4096, got 4,097"),
+])
+def test_lora_settings_out_of_range_are_refused_by_name(settings, message):
+    with pytest.raises(WorkloadError, match="^" + re.escape(message) + "$"):
+        check_lora(settings)
+
+
+def test_lora_settings_at_the_edges_pass():
+    for settings in (LoraSettings(1, 1), LoraSettings(1024, 4096)):
+        assert check_lora(settings) is settings
+
+
+def test_lora_bytes_are_whole_bytes_and_follow_the_layers_asked():
+    shape = _qwen_moe()
+    total, _ = lora_bytes(shape, 2, tp=1, moe_ranks=2, lora=LoraSettings(1, R))
+    assert isinstance(total, int)            # 128 experts // 2 ranks, never 64.0
+    half, _ = lora_bytes(shape, 2, tp=1, moe_ranks=1, lora=LoraSettings(1, R), layers=range(24))
+    per_layer = R * (4 * H + 2 * Q + 2 * KV) + R * E * (3 * H + 3 * I)
+    assert half == (24 * per_layer + 2 * R * (V + H)) * 2          # a first PP stage of 24 layers, with the vocab
+    sglang, _ = lora_bytes(shape, 2, tp=1, moe_ranks=1, lora=LoraSettings(3, R, embeddings=False))
+    assert sglang == 3 * LAYERS * per_layer * 2                     # SGLang: no embed_tokens / lm_head slots
+
+
+def test_lora_bytes_count_the_shared_expert(tmp_path):
+    # a two-layer Qwen2-MoE (hidden 64, 4 heads and 2 KV heads of 16, 4 experts of 32, a shared expert of 48,
+    # vocabulary 100): per layer R x (4 x 64 + 2 x 64 + 2 x 32) + R x 4 x (3 x 64 + 3 x 32) + R x (3 x 64 + 3 x 48)
+    config = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+              "moe_intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2,
+              "shared_expert_intermediate_size": 48, "vocab_size": 100, "max_position_embeddings": 512,
+              "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    shape = kvplan.load_model(tmp_path / "config.json").require_arch()
+    per_layer = 16 * (4 * 64 + 2 * 64 + 2 * 32) + 16 * 4 * (3 * 64 + 3 * 32) + 16 * (3 * 64 + 3 * 48)
+    assert lora_bytes(shape, 2, tp=1, moe_ranks=1, lora=LoraSettings(1, 16))[0] == \
+        (2 * per_layer + 2 * 16 * (100 + 64)) * 2 == 134_400
+
+
+@pytest.mark.parametrize("model, why", [
+    ("deepseek-ai/DeepSeek-V3", "kvplan sizes LoRA slots for MHA / GQA attention, not MLA's low-rank projections"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "kvplan sizes LoRA slots for attention models, not Mamba / "
+                                         "linear-attention mixers"),
+])
+def test_lora_refusals_word_for_word(model, why):
+    name = re.escape(model)
+    with pytest.raises(WorkloadError, match=f"^{re.escape(why)}: plan {name} without LoRA$"):
+        plan(model, gpu="H200", tp=8, max_model_len=8192, lora={"max_loras": 1})

@@ -1,0 +1,145 @@
+"""Mutation testing of kvplan's engines, planner and readers with mutmut, sharded by module (issue #26 item 5).
+
+Opt-in (never in CI): `pip install mutmut==3.8.1`, then
+
+    python tools/mutation.py                      # every shard below, then docs/mutation.md
+    python tools/mutation.py --only lora.py       # shards whose module path ends with a name
+    python tools/mutation.py --report-only        # rewrite docs/mutation.md from docs/mutation.json
+
+Each shard mutates one module against the test files that exercise it (mutmut's own run over the whole suite
+takes hours on 2 cores; a shard takes seconds to minutes). It runs in a temporary copy of the committed tree
+(`git archive HEAD`), so uncommitted edits are not measured and the checkout is never touched. Results go to
+docs/mutation.json; docs/mutation.md is written from it with, for every surviving mutant, its diff and the reason it
+may stand (docs/mutation_reasons.json, keyed by the module and the mutated line): an equivalent mutant, or a
+behaviour no test can observe. A survivor without a reason is a missing test.
+
+The score is killed / (killed + survived + untested): a timeout counts as killed (the mutant hung the code), a
+mutant mutmut could not check at all is reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "mutation.json"
+REASONS = REPO / "docs" / "mutation_reasons.json"
+REPORT = REPO / "docs" / "mutation.md"
+
+# module -> the test files that exercise it (a mutant is killed when one of them fails)
+SHARDS: dict[str, list[str]] = {
+    "kvplan/planning/engines/lora.py": ["tests/test_engine_branches.py", "tests/test_vllm_today.py"],
+    "kvplan/planning/engines/vllm_mxfp4.py": ["tests/test_engine_branches.py", "tests/test_vllm_holdout.py"],
+}
+
+STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
+KILLED = {"killed", "timeout"}
+SURVIVED = {"survived", "no tests"}
+
+
+def run_shard(module: str, tests: list[str], jobs: int) -> dict:
+    """Mutate `module` in a fresh copy of HEAD, run `tests` against every mutant, return the statuses and diffs."""
+    with tempfile.TemporaryDirectory(prefix="kvplan-mutation-") as tmp:
+        work = Path(tmp)
+        archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+        selection = "\n    ".join(tests)
+        (work / "setup.cfg").write_text(
+            f"[mutmut]\nsource_paths=kvplan\nonly_mutate={module}\n"
+            f"pytest_add_cli_args_test_selection=\n    {selection}\n"
+            "also_copy=\n    model_configs\n    validation\n    docs\n    tools\n    app_pages\n    app.py\n")
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        start = time.monotonic()
+        subprocess.run(["mutmut", "run", "--max-children", str(jobs)], cwd=work, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True,
+                                 text=True).stdout
+        statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
+        diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
+        return {"module": module, "tests": tests, "seconds": round(time.monotonic() - start, 1),
+                "statuses": statuses, "survivors": diffs}
+
+
+def _diff(work: Path, env: dict, name: str) -> list[str]:
+    shown = subprocess.run(["mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True).stdout
+    return [line for line in shown.splitlines() if line[:2] in ("- ", "+ ")]
+
+
+def counts(shard: dict) -> dict[str, int]:
+    values = list(shard["statuses"].values())
+    killed = sum(v in KILLED for v in values)
+    survived = sum(v in SURVIVED for v in values)
+    return {"mutants": len(values), "killed": killed, "survived": survived,
+            "other": len(values) - killed - survived}
+
+
+def score(c: dict[str, int]) -> float:
+    return 100.0 * c["killed"] / max(1, c["killed"] + c["survived"])
+
+
+def reason_key(module: str, diff: list[str]) -> str:
+    """A survivor's identity that outlives mutmut's numbering: the module and its -/+ lines, spaces squeezed."""
+    return module + " | " + " / ".join(" ".join(line.split()) for line in diff)
+
+
+def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
+    lines = ["# Mutation testing", "",
+             "Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
+             "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed. Every "
+             "survivor is listed with the reason it stands (docs/mutation_reasons.json), or marked **no reason: a "
+             "missing test**.", "",
+             "| module | mutants | killed | survived | other | score % | seconds | tests |", "|---|---|---|---|---|---|---|---|"]
+    total = {"mutants": 0, "killed": 0, "survived": 0, "other": 0}
+    for module, shard in sorted(results.items()):
+        c = counts(shard)
+        total = {k: total[k] + c[k] for k in total}
+        lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} | {c['survived']} | {c['other']} | "
+                     f"{score(c):.1f} | {shard['seconds']} | {', '.join(f'`{t}`' for t in shard['tests'])} |")
+    lines += [f"| all | {total['mutants']} | {total['killed']} | {total['survived']} | {total['other']} | "
+              f"{score(total):.1f} | | |", "", "## Survivors", ""]
+    for module, shard in sorted(results.items()):
+        for name, diff in sorted(shard["survivors"].items(), key=lambda kv: _number(kv[0])):
+            why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
+            lines.append(f"- `{name.split('.')[-1]}` ({module}): " + " ".join(f"`{d}`" for d in diff) + f" — {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _number(name: str) -> tuple[str, int]:
+    head, _, n = name.rpartition("_")
+    return head, int(n) if n.isdigit() else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="shards whose module path ends with one of these")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite docs/mutation.md from docs/mutation.json")
+    args = parser.parse_args(argv)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if not args.report_only:
+        chosen = [m for m in SHARDS if args.only is None or any(m.endswith(o) for o in args.only)]
+        if not chosen:
+            print(f"mutation: no shard ends with {args.only}: pick from {', '.join(SHARDS)}", file=sys.stderr)
+            return 2
+        for module in chosen:
+            shard = run_shard(module, SHARDS[module], args.jobs)
+            c = counts(shard)
+            print(f"{module}: {c['killed']}/{c['killed'] + c['survived']} killed ({score(c):.1f} %), "
+                  f"{shard['seconds']} s", file=sys.stderr)
+            results[module] = shard
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
+    REPORT.write_text(write_report(results, reasons))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
