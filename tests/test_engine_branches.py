@@ -211,8 +211,8 @@ def test_lora_bytes_count_the_shared_expert(tmp_path):
 
 @pytest.mark.parametrize("model, why", [
     ("deepseek-ai/DeepSeek-V3", "kvplan sizes LoRA slots for MHA / GQA attention, not MLA's low-rank projections"),
-    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "kvplan sizes LoRA slots for attention models, not Mamba / "
-                                         "linear-attention mixers"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking",
+     "kvplan sizes LoRA slots for attention models, not Mamba / linear-attention mixers"),
 ])
 def test_lora_refusals_word_for_word(model, why):
     name = re.escape(model)

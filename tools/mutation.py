@@ -58,10 +58,10 @@ def run_shard(module: str, tests: list[str], jobs: int) -> dict:
             "also_copy=\n    model_configs\n    validation\n    docs\n    tools\n    app_pages\n    app.py\n")
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         start = time.monotonic()
-        subprocess.run(["mutmut", "run", "--max-children", str(jobs)], cwd=work, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["mutmut", "run", "--max-children", str(jobs)], cwd=work, env=env, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # exits 1 when a mutant survives
         listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True,
-                                 text=True).stdout
+                                 text=True, check=True).stdout
         statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
         diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
         return {"module": module, "tests": tests, "seconds": round(time.monotonic() - start, 1),
@@ -69,7 +69,8 @@ def run_shard(module: str, tests: list[str], jobs: int) -> dict:
 
 
 def _diff(work: Path, env: dict, name: str) -> list[str]:
-    shown = subprocess.run(["mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True).stdout
+    shown = subprocess.run(["mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True,
+                           check=True).stdout
     return [line for line in shown.splitlines() if line[:2] in ("- ", "+ ")]
 
 
@@ -91,11 +92,11 @@ def reason_key(module: str, diff: list[str]) -> str:
 
 
 def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
-    lines = ["# Mutation testing", "",
-             "Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
+    intro = ("Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
              "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed. Every "
              "survivor is listed with the reason it stands (docs/mutation_reasons.json), or marked **no reason: a "
-             "missing test**.", "",
+             "missing test**.")
+    lines = ["# Mutation testing", "", intro, "",
              "| module | mutants | killed | survived | other | score % | seconds | tests |", "|---|---|---|---|---|---|---|---|"]
     total = {"mutants": 0, "killed": 0, "survived": 0, "other": 0}
     for module, shard in sorted(results.items()):
@@ -103,8 +104,8 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
         total = {k: total[k] + c[k] for k in total}
         lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} | {c['survived']} | {c['other']} | "
                      f"{score(c):.1f} | {shard['seconds']} | {', '.join(f'`{t}`' for t in shard['tests'])} |")
-    lines += [f"| all | {total['mutants']} | {total['killed']} | {total['survived']} | {total['other']} | "
-              f"{score(total):.1f} | | |", "", "## Survivors", ""]
+    lines += [(f"| all | {total['mutants']} | {total['killed']} | {total['survived']} | {total['other']} | "
+               f"{score(total):.1f} | | |"), "", "## Survivors", ""]
     for module, shard in sorted(results.items()):
         for name, diff in sorted(shard["survivors"].items(), key=lambda kv: _number(kv[0])):
             why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
