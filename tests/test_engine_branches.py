@@ -48,7 +48,15 @@ def test_lora_slots_under_tp_split_the_expert_intermediate():
     experts = R * E * (3 * H + 3 * I // 4)
     embed = 2 * R * (V + H)
     total, _ = lora_bytes(_qwen_moe(), 2, tp=4, moe_ranks=4, lora=LoraSettings(1, R))
-    assert total == (LAYERS * (attention + experts) + embed) * 2
+    assert total == (LAYERS * (attention + experts) + embed) * 2 and isinstance(total, int)
+
+
+def test_lora_slots_under_tp_and_ep_keep_the_expert_whole():
+    # TP 2 x DP 2 with EP: 4 MoE ranks of 32 whole experts (intermediate 768, not 768 / 2); attention split by 2
+    attention = R * (4 * H + 2 * Q // 2 + 2 * KV // 2)
+    experts = R * (E // 4) * (3 * H + 3 * I)
+    total, _ = lora_bytes(_qwen_moe(), 2, tp=2, moe_ranks=4, lora=LoraSettings(1, R))
+    assert total == (LAYERS * (attention + experts) + 2 * R * (V + H)) * 2 and isinstance(total, int)
 
 
 def test_lora_slots_under_ep_hold_a_share_of_whole_experts():
@@ -78,7 +86,7 @@ def _gpt_oss(tmp_path: Path, skipped: list[str]):
 def test_mxfp4_padding_per_layer_by_hand(tmp_path):
     assert PER_LAYER == 38_248_448
     extra, line = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("A100-80GB"), 1, range(24))
-    assert extra == 24 * PER_LAYER and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
+    assert extra == 24 * PER_LAYER and isinstance(extra, int) and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
 
 
 def test_mxfp4_padding_leaves_out_a_layer_whose_experts_stay_bf16(tmp_path):
@@ -86,6 +94,20 @@ def test_mxfp4_padding_leaves_out_a_layer_whose_experts_stay_bf16(tmp_path):
     shape = _gpt_oss(tmp_path, ["model.layers.3.mlp.experts"])
     assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(24))[0] == 23 * PER_LAYER
     assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(3, 4)) == (0, "")
+
+
+def test_mxfp4_padding_on_blackwell_follows_flashinfer(tmp_path):
+    # B200 (SM 10.0): FlashInfer's MXFP4 MoE aligns the intermediate to 256 as well: 2,880 -> 3,072 both ways
+    padded = 32 * 3 * 3072 * (1536 + 96 + 2)
+    unpadded = 32 * 3 * 2880 * (1440 + 90 + 2)
+    extra, line = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("B200"), 1, range(24))
+    assert extra == 24 * (padded - unpadded) and isinstance(extra, int)
+    assert "FlashInfer MXFP4 MoE (SM100)" in line and "2,880 -> 3,072, hidden 2,880 -> 3,072" in line
+    h100, _ = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("H100"), 2, range(24))
+    # H100 at TP 2: Marlin, intermediate 1,440 -> 1,536 per rank, hidden 2,880 -> 3,072
+    per_layer = (32 * (2 * 1536 * (1536 + 96 + 2) + 3072 * (768 + 48 + 2))
+                 - 32 * (2 * 1440 * (1440 + 90 + 2) + 2880 * (720 + 45 + 2)))
+    assert h100 == 24 * per_layer and isinstance(h100, int)
 
 
 def test_mxfp4_padding_is_none_when_no_expert_is_quantized(tmp_path):
@@ -207,6 +229,18 @@ def test_lora_bytes_count_the_shared_expert(tmp_path):
     per_layer = 16 * (4 * 64 + 2 * 64 + 2 * 32) + 16 * 4 * (3 * 64 + 3 * 32) + 16 * (3 * 64 + 3 * 48)
     assert lora_bytes(shape, 2, tp=1, moe_ranks=1, lora=LoraSettings(1, 16))[0] == \
         (2 * per_layer + 2 * 16 * (100 + 64)) * 2 == 134_400
+    # TP 2: the dense-MLP, expert and shared-expert intermediates and the heads halve; whole bytes still
+    per_rank = 16 * (4 * 64 + 64 + 32) + 16 * 4 * (3 * 64 + 3 * 16) + 16 * (3 * 64 + 3 * 24)
+    total = lora_bytes(shape, 2, tp=2, moe_ranks=2, lora=LoraSettings(1, 16))[0]
+    assert total == (2 * per_rank + 2 * 16 * (100 + 64)) * 2 and isinstance(total, int)
+
+
+def test_lora_slots_of_a_dense_mlp_split_by_tp():
+    # Llama-3.1-8B at TP 2: R x (7 H + 2 q / 2 + 2 kv_rank + 3 I / 2) a layer, kv_rank 4 heads x 128
+    shape = kvplan.load_model("meta-llama/Llama-3.1-8B").require_arch()
+    per_layer = 16 * (4 * 4096 + 4096 + 2 * 512) + 16 * (3 * 4096 + 3 * 14336 // 2)
+    total = lora_bytes(shape, 2, tp=2, moe_ranks=2, lora=LoraSettings(4, 16))[0]
+    assert total == 4 * (32 * per_layer + 2 * 16 * (128_256 + 4096)) * 2 and isinstance(total, int)
 
 
 @pytest.mark.parametrize("model, why", [
