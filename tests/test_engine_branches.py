@@ -252,3 +252,16 @@ def test_lora_refusals_word_for_word(model, why):
     name = re.escape(model)
     with pytest.raises(WorkloadError, match=f"^{re.escape(why)}: plan {name} without LoRA$"):
         plan(model, gpu="H200", tp=8, max_model_len=8192, lora={"max_loras": 1})
+
+
+def test_lora_on_blocks_with_their_own_linears_is_refused(tmp_path):
+    # LFM2: short-convolution blocks (in_proj / out_proj linears vLLM would wrap, lfm2.py SupportsLoRA) and an MLP
+    # whose width transformers derives (Lfm2MLP): the q/k/v/o + gate/up/down sum would undercount them silently
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Lfm2Config(layer_types=["conv", "full_attention"] * 4, num_hidden_layers=8).to_dict()
+    config["architectures"] = ["Lfm2ForCausalLM"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    lfm2 = kvplan.load_model(tmp_path / "config.json")
+    for model in (lfm2, "XiaomiMiMo/MiMo-V2-Flash"):
+        with pytest.raises(WorkloadError, match="blocks carry linears of their own .*: plan .* without LoRA$"):
+            plan(model, gpu="H200", tp=8 if model != lfm2 else 1, max_model_len=8192, lora={"max_loras": 1})

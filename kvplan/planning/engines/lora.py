@@ -78,4 +78,18 @@ def unsupported(shape) -> str | None:
         return "kvplan sizes LoRA slots for MHA / GQA attention, not MLA's low-rank projections"
     if any(layer.mixer is not None and not isinstance(layer.mixer, AttentionDims) for layer in shape.layers):
         return "kvplan sizes LoRA slots for attention models, not Mamba / linear-attention mixers"
+    if any(_own_linears(layer) for layer in shape.layers):
+        # vLLM wraps every linear it supports (LFM2's short-conv in_proj / out_proj, MiMo-V2-Flash's own
+        # attention shapes), which the q/k/v/o + gate/up/down sum above does not describe
+        return ("kvplan sizes LoRA slots for the standard attention and MLP projections, and this model's blocks "
+                "carry linears of their own (a short convolution or family-specific projections)")
     return None
+
+
+def _own_linears(layer) -> bool:
+    """A block whose weights are not the dims' standard projections: a mixer that is only family tensors
+    (LFM2's short convolution), tensors that replace the dims', or extra matrices in a projection group."""
+    if layer.mixer is None and layer.extra or not (layer.mixer_weights and layer.ffn_weights):
+        return True
+    return any(matrix is not None and group in ("attention", "mlp", "experts", "shared_experts", "mixer")
+               for group, _, matrix in layer.extra)
