@@ -265,3 +265,35 @@ def test_lora_on_blocks_with_their_own_linears_is_refused(tmp_path):
     for model in (lfm2, "XiaomiMiMo/MiMo-V2-Flash"):
         with pytest.raises(WorkloadError, match="blocks carry linears of their own .*: plan .* without LoRA$"):
             plan(model, gpu="H200", tp=8 if model != lfm2 else 1, max_model_len=8192, lora={"max_loras": 1})
+
+
+def _llama_layer():
+    return kvplan.load_model("meta-llama/Llama-3.1-8B").require_arch().layers[0]
+
+
+@pytest.mark.parametrize("change, own", [
+    ({}, False),                                                     # Llama: the standard projections
+    ({"mixer": None, "extra": (("mixer", 4096 * 3, (3, 4096)),)}, True),   # a short conv: family tensors only
+    ({"mixer": None, "extra": (("norms", 4096, None),)}, True),
+    ({"mixer": None, "extra": ()}, False),                           # no mixer, no tensors (a NAS no_op block)
+    ({"mixer_weights": False}, True),                                # the family's tensors replace the dims'
+    ({"ffn_weights": False}, True),
+    ({"extra": (("norms", 128, None),)}, False),                     # q/k norms: vectors, no LoRA
+    ({"extra": (("norms", 16, (4, 4)),)}, False),                    # a matrix outside the projection groups
+    ({"extra": (("attention", 4096, None),)}, False),                # a bias vector in a projection group
+    *(({"extra": ((group, 16, (4, 4)),)}, True)
+      for group in ("attention", "mlp", "experts", "shared_experts", "mixer")),
+])
+def test_which_blocks_carry_linears_of_their_own(change, own):
+    import dataclasses
+
+    from kvplan.planning.engines.lora import _own_linears
+
+    assert _own_linears(dataclasses.replace(_llama_layer(), **change)) is own
+
+
+def test_the_own_linears_refusal_word_for_word():
+    why = ("kvplan sizes LoRA slots for the standard attention and MLP projections, and this model's blocks carry "
+           "linears of their own (a short convolution or family-specific projections)")
+    with pytest.raises(WorkloadError, match="^" + re.escape(why + ": plan XiaomiMiMo/MiMo-V2-Flash without LoRA") + "$"):
+        plan("XiaomiMiMo/MiMo-V2-Flash", gpu="H200", tp=8, max_model_len=8192, lora={"max_loras": 1})
