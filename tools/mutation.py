@@ -38,6 +38,7 @@ REPORT = REPO / "docs" / "mutation.md"
 SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/lora.py": ["tests/test_engine_branches.py", "tests/test_vllm_today.py"],
     "kvplan/planning/engines/vllm_mxfp4.py": ["tests/test_engine_branches.py", "tests/test_vllm_holdout.py"],
+    "kvplan/planning/engines/hf.py": ["tests/test_plan_hf.py", "tests/test_planner.py"],
 }
 
 STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
