@@ -33,6 +33,17 @@ __all__ = ["ENGINES", "Plan", "context_warning", "plan"]
 ENGINES = ("vllm", "sglang", "hf")
 
 
+
+def _checkpoint_kv(model: ModelSpec, version: tuple[int, int, int]):
+    """The KV dtype vLLM 0.19-0.33 takes for --kv-cache-dtype auto from a ModelOpt checkpoint calibrated for an fp8
+    KV cache (engine/arg_utils.py create_engine_config -> utils/torch_utils.py resolve_kv_cache_dtype_string:
+    kv_cache_scheme {num_bits 8, float} or kv_cache_quant_algo FP8 -> fp8_e4m3); None for any other model.
+    nvidia/Qwen3.6-27B-NVFP4: 32,768 B per token instead of bf16's 65,536."""
+    q = model.arch.quant if model.arch is not None else None
+    if q is None or q.kv_cache_dtype != "fp8" or version < (0, 19, 0):  # 0.19: the oldest source read
+        return None
+    return resolve_dtype("fp8")
+
 def plan(model: ModelSpec | str, **settings) -> Plan:
     """Plan one deployment (settings as `_plan` takes them). A model kvplan has not verified gets its warnings in
     `warnings` and at the head of `notes`."""
@@ -121,6 +132,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     act = model_dtype(model, dtype, device, engine)
     cast = dtype_note(model, act, device, engine)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
+    if engine == "vllm" and kv_dtype in (None, "auto"):
+        kv = _checkpoint_kv(model, version) or kv
     if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
         raise WorkloadError(f"KV cache dtype {kv.name} is not one {engine} stores: use auto, fp8, fp8_e5m2, bf16, "
                             "fp16 or fp32")
