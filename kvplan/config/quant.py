@@ -60,6 +60,8 @@ def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
     if not isinstance(qc, Mapping):
         raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
     method = _word(qc, "quant_method", "").replace("_", "-")
+    if not method and isinstance(qc.get("quantization"), Mapping) and "quant_algo" in qc["quantization"]:
+        method = "modelopt"  # hf_quant_config.json pasted whole: vLLM reads that file as ModelOpt's
     parser = _QUANT_PARSERS.get(method)
     if parser is None:
         raise UnsupportedArchitectureError(

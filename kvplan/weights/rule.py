@@ -506,7 +506,8 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
     if q is None:
         rules = [f"every parameter in {act.name}: {act.bits / 8:g} B each"]
     else:
-        kept = "embeddings, norms, routers, biases" + ("" if q.lm_head else ", lm_head")
+        head = q.lm_head or any(key[0] == "lm_head" for key, _ in q.layers)
+        kept = "embeddings, norms, routers, biases" + ("" if head else ", lm_head")
         rules = [_RULES[q.method][1], f"kept in {act.name}: {kept}"]
         skipped = sorted({g if layer < 0 else f"{g} (layer {layer})" for g, layer in q.skip})
         if skipped:
@@ -532,7 +533,7 @@ def _mixed_rule(q: QuantDims) -> str:
     for (group, _layer, part), scheme in q.layers:
         key = (group + (f"/{part}" if part else ""), scheme.algo)
         counts[key] = counts.get(key, 0) + 1
-    listed = ", ".join(f"{g} {a} ({n} modules)" for (g, a), n in sorted(counts.items()))
+    listed = ", ".join(f"{g} {a}" + (f" ({n} layers)" if g != "lm_head" else "") for (g, a), n in sorted(counts.items()))
     return f"ModelOpt MIXED_PRECISION per quantized_layers: {listed}; every other projection in the model dtype"
 
 
