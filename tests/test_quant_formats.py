@@ -164,3 +164,14 @@ def test_deepseek_r1_fp8_block_within_half_a_percent_of_its_shards():
     assert published == 688_586_727_753
     rule = stored_bytes_by_rule(kvplan.load_model("deepseek-ai/DeepSeek-R1").require_arch())
     assert abs(rule - published) / published < 0.005
+
+
+def test_kimi_k2_thinking_is_planned_int4():
+    """The bundled Kimi-K2-Thinking now carries its int4 quantization_config (model_configs/SOURCES.md says where
+    it was quoted): 60 MoE layers x 384 routed experts x 3 pack-quantized [2048, 7168]-sized matrices, each int32
+    words [rows, cols / 8] + int64 weight_shape [2] + bf16 scales per 32 inputs; attention, shared experts, the
+    dense layer-0 MLP, embeddings and lm_head bf16. No published total of the checkpoint was found to hold it to."""
+    est = weights_bytes(kvplan.load_model("moonshotai/Kimi-K2-Thinking").require_arch())
+    one = 2048 * 7168 // 8 * 4 + 16 + 2048 * 7168 // 32 * 2  # the same for [2048, 7168] and [7168, 2048]
+    assert dict(est.group_bytes)["experts"] == 60 * 384 * 3 * one == 570_761_994_240
+    assert est.total_bytes == 594_536_759_296  # 2,053,146,812,416 B when it was planned as bf16
