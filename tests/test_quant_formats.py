@@ -100,6 +100,12 @@ def test_nvidia_qwen36_27b_plans_with_the_checkpoints_fp8_kv():
     assert explicit.kv_cache_dtype == "bfloat16"
     plain = kvplan.plan("Qwen/Qwen3-8B", gpu="H100", max_model_len=4096, engine="vllm")
     assert plain.kv_cache_dtype == "bfloat16"  # no ModelOpt scheme: auto stays the model dtype
+    # SGLang 0.5.16-0.5.23 mem_cache/kv_cache_dtype.py: kv_cache_quant_algo FP8 -> float8_e4m3fn for auto
+    sglang = kvplan.plan("nvidia/Qwen3.6-27B-NVFP4", gpu="H100", max_model_len=4096, engine="sglang")
+    assert sglang.kv_cache_dtype == "float8_e4m3"
+    older = kvplan.plan("nvidia/Qwen3.6-27B-NVFP4", gpu="H100", max_model_len=4096, engine="vllm",
+                        engine_version="0.11.0")
+    assert older.kv_cache_dtype == "bfloat16"  # before the oldest source read: the model dtype, as before
 
 
 def test_nvidia_qwen36_27b_against_vllms_log():
