@@ -181,3 +181,26 @@ def test_kimi_k2_thinking_is_planned_int4():
     one = 2048 * 7168 // 8 * 4 + 16 + 2048 * 7168 // 32 * 2  # the same for [2048, 7168] and [7168, 2048]
     assert dict(est.group_bytes)["experts"] == 60 * 384 * 3 * one == 570_761_994_240
     assert est.total_bytes == 594_536_759_296  # 2,053,146,812,416 B when it was planned as bf16
+
+
+PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"
+
+
+def test_int4_pack_quantized_qwen36_27b_against_its_published_file():
+    """compressed-tensors pack-quantized, int4 asymmetric group 128 (philbert440/Qwen3.6-27B-...-W4A16-AWQ, a git
+    copy on GitHub; SOURCE.txt there): the rule's weights plus the bf16 vision tower against model.safetensors'
+    size, 18,698,467,264 B from its Git LFS pointer, which also holds the file's JSON header. Its ignore list names
+    the vision tower's Linears, the MTP head's and bare container names ("layers.0.linear_attn"): none of them may
+    unquantize a language-model group (before: every layer's attention and MLP in bf16, +192 %)."""
+    pointer = (PHILBERT / "model.safetensors.lfs-pointer.txt").read_text().split()
+    published = int(pointer[pointer.index("size") + 1])
+    shape = parse_dims(json.loads((PHILBERT / "config.json").read_text()))
+    est = weights_bytes(shape)
+    rule = est.total_bytes + est.towers_bytes
+    assert published == 18_698_467_264
+    assert 0 < published - rule < 400_000  # the header: ~2,600 tensor entries of ~120 B of JSON
+    assert abs(rule - published) / published < 0.005
+    assert not est.notes  # no ignore entry left unexplained
+    h, inter = 5120, 17408
+    g128 = lambda rows, cols: rows * cols // 2 + 16 + rows * (cols // 128) * 2 + rows // 8 * 4 * (cols // 128)
+    assert dict(est.group_bytes)["mlp"] == 64 * (2 * g128(inter, h) + g128(h, inter))

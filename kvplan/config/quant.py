@@ -138,7 +138,7 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
         g_idx=w.get("actorder") not in (None, False), packed=_word(qc, "format", "") == "pack-quantized",
         scale_bytes=_scale_bytes(w.get("scale_dtype")),
         global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
-        skip=_skip(qc.get("ignore"), notes))
+        skip=_skip(qc.get("ignore"), notes, exact=True))
 
 
 _SCALE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "uint8": 1,
@@ -280,11 +280,26 @@ _SKIP_WORDS = (
 )
 
 
-def _skip(patterns: Any, notes: list[str]) -> frozenset:
+# Names outside the language model's blocks: the vision / audio towers (priced in the model dtype whatever the
+# list says, kvplan.weights.rule.tower_bytes) and the MTP head (stored and priced apart). "model.visual.blocks.0.mlp.
+# linear_fc1" named every layer's MLP and "mtp.layers.0.self_attn.q_proj" layer 0's attention before they were
+# set aside here (philbert440/Qwen3.6-27B-...-W4A16-AWQ's ignore list: +192 % of its checkpoint).
+_OUTSIDE_BLOCKS = re.compile(r"(^|[.*:^])(mtp|visual|vision_tower|vision_model|vision|mm_projector|"
+                             r"multi_modal_projector|audio_tower|audio)([.*_$]|$)")
+# Module names that are no Linear: an exact (non "re:") compressed-tensors ignore entry naming one matches nothing
+# (vLLM 0.33 compressed_tensors/utils.py should_ignore_layer compares the Linear's own name), e.g. the
+# "model.language_model.layers.0.linear_attn" and "...linear_attn.norm" entries llm-compressor writes beside
+# in_proj_b / in_proj_a, whose in_proj_qkv / in_proj_z / out_proj it does pack.
+_NOT_LINEAR = re.compile(r"(^|\.)(linear_attn|self_attn|attn|attention|mlp|mixer|experts|shared_experts?|"
+                         r"block_sparse_moe|feed_forward|mamba|conv1d|[a-z_]*norm|[a-z_]*layernorm)$")
+
+
+def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
     """modules_to_not_convert / ignore / llm_int8_skip_modules as (group, layer) pairs, layer -1 = all layers.
 
     "model.layers.*.mlp.router" -> ("router", -1); "model.layers.0.mlp.down_proj" -> ("mlp", 0): a sub-projection
-    marks its whole group in that layer.
+    marks its whole group in that layer. `exact`: compressed-tensors, where a plain name skips one Linear only, so
+    a container's name skips nothing.
     """
     out: set[tuple[str, int]] = set()
     if patterns is not None and not isinstance(patterns, list):
@@ -295,6 +310,8 @@ def _skip(patterns: Any, notes: list[str]) -> frozenset:
             raise ConfigError(f"quantization_config's skipped modules must be module names (text), got "
                               f"{shown(raw)}: fix the config.json")
         p = raw.lower().removeprefix("re:")
+        if _OUTSIDE_BLOCKS.search(p) or (exact and not raw.startswith("re:") and _NOT_LINEAR.search(p)):
+            continue
         groups, index = _skip_groups(p), _skip_layer(p, raw)
         if not groups:
             notes.append(f"quantization skip pattern {shown(raw)} names no weight group kvplan knows: ignored")
