@@ -310,9 +310,10 @@ def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
             raise ConfigError(f"quantization_config's skipped modules must be module names (text), got "
                               f"{shown(raw)}: fix the config.json")
         p = raw.lower().removeprefix("re:")
+        index = _skip_layer(p, raw)  # first: a 5,000-digit layer index is refused whatever the name
         if _OUTSIDE_BLOCKS.search(p) or (exact and not raw.startswith("re:") and _NOT_LINEAR.search(p)):
             continue
-        groups, index = _skip_groups(p), _skip_layer(p, raw)
+        groups = _skip_groups(p)
         if not groups:
             notes.append(f"quantization skip pattern {shown(raw)} names no weight group kvplan knows: ignored")
         out.update((g, index) for g in groups)
