@@ -166,13 +166,14 @@ def _scale_bytes(name: Any) -> int | None:
 #     [4096, 4096]: 8,388,608 + 1,048,576 + 8 = 9,437,192 B (4.5 bits)
 #   MXFP8 (KMxfp8Static): float8 weight + a uint8 e8m0 scale per 32 inputs
 _MODELOPT_SCHEMES = {
-    "FP8": dict(bits=8, strategy="tensor", scale_bytes=4, static_input_scale=True),
-    "FP8_PER_CHANNEL_PER_TOKEN": dict(bits=8, strategy="channel", scale_bytes=4),
-    "FP8_PB_WO": dict(bits=8, strategy="block", block=(128, 128), scale_bytes=4),
-    "FP8_BLOCK_SCALES": dict(bits=8, strategy="block", block=(128, 128), scale_bytes=4),  # vLLM's alias of PB_WO
-    "NVFP4": dict(bits=4, strategy="tensor_group", scale_bytes=1, global_scales=2),
-    "W4A16_NVFP4": dict(bits=4, strategy="tensor_group", scale_bytes=1, global_scales=2),
-    "MXFP8": dict(bits=8, strategy="group", group_size=32, scale_bytes=1),
+    "FP8": {"bits": 8, "strategy": "tensor", "scale_bytes": 4, "static_input_scale": True},
+    "FP8_PER_CHANNEL_PER_TOKEN": {"bits": 8, "strategy": "channel", "scale_bytes": 4},
+    "FP8_PB_WO": {"bits": 8, "strategy": "block", "block": (128, 128), "scale_bytes": 4},
+    # vLLM's checkpoint-compatibility alias of FP8_PB_WO
+    "FP8_BLOCK_SCALES": {"bits": 8, "strategy": "block", "block": (128, 128), "scale_bytes": 4},
+    "NVFP4": {"bits": 4, "strategy": "tensor_group", "scale_bytes": 1, "global_scales": 2},
+    "W4A16_NVFP4": {"bits": 4, "strategy": "tensor_group", "scale_bytes": 1, "global_scales": 2},
+    "MXFP8": {"bits": 8, "strategy": "group", "group_size": 32, "scale_bytes": 1},
 }
 
 
@@ -214,7 +215,7 @@ def _modelopt(qc: Mapping, notes: list[str]) -> QuantDims:
                              f"{table[key].algo} is priced")
     bits = min(q.bits for q in table.values()) if table else 16
     return QuantDims("modelopt", bits, float_weights=True, algo=algo, kv_cache_dtype=kv,
-                     layers=tuple(sorted(table.items(), key=lambda kv_: kv_[0])))
+                     layers=tuple(sorted(table.items(), key=lambda item: item[0])))
 
 
 def _modelopt_kv(qc: Mapping, inner: Mapping) -> str | None:

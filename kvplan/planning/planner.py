@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..config.context import SGLANG_ENV, VLLM_ENV
 from ..config.load import load_cached
-from ..dtypes import resolve_dtype
+from ..dtypes import DType, resolve_dtype
 from ..errors import WorkloadError, shown
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ContextLimit, ModelSpec
@@ -33,8 +33,7 @@ __all__ = ["ENGINES", "Plan", "context_warning", "plan"]
 ENGINES = ("vllm", "sglang", "hf")
 
 
-
-def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]):
+def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> DType | None:
     """The KV dtype --kv-cache-dtype auto takes from a ModelOpt checkpoint calibrated for an fp8 KV cache
     (kv_cache_scheme {num_bits 8, float} or kv_cache_quant_algo FP8), or None: vLLM 0.19-0.33 engine/arg_utils.py
     -> utils/torch_utils.py resolve_kv_cache_dtype_string (fp8_e4m3); SGLang 0.5.16-0.5.23
@@ -46,6 +45,7 @@ def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int])
     if q is None or q.kv_cache_dtype != "fp8" or oldest is None or version < oldest:
         return None
     return resolve_dtype("fp8")
+
 
 def plan(model: ModelSpec | str, **settings) -> Plan:
     """Plan one deployment (settings as `_plan` takes them). A model kvplan has not verified gets its warnings in

@@ -515,8 +515,8 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
         if q.layers:
             rules.append(_mixed_rule(q))
         if q.kv_cache_dtype:
-            rules.append(f"checkpoint KV cache calibrated for {q.kv_cache_dtype} (vLLM takes it for "
-                         "--kv-cache-dtype auto)")
+            rules.append(f"checkpoint KV cache calibrated for {q.kv_cache_dtype} (vLLM 0.19+ and SGLang 0.5.16+ "
+                         "take it for --kv-cache-dtype auto)")
     if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
     if _buffers(shape):
@@ -533,7 +533,8 @@ def _mixed_rule(q: QuantDims) -> str:
     for (group, _layer, part), scheme in q.layers:
         key = (group + (f"/{part}" if part else ""), scheme.algo)
         counts[key] = counts.get(key, 0) + 1
-    listed = ", ".join(f"{g} {a}" + (f" ({n} layers)" if g != "lm_head" else "") for (g, a), n in sorted(counts.items()))
+    listed = ", ".join(f"{g} {a}" + (f" ({n} layers)" if g != "lm_head" else "")
+                       for (g, a), n in sorted(counts.items()))
     return f"ModelOpt MIXED_PRECISION per quantized_layers: {listed}; every other projection in the model dtype"
 
 
