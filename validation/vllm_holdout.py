@@ -149,7 +149,7 @@ KV_ONLY = {
 
 # Bundled configs kvplan cannot price the weights of (a quant_method without a byte rule): the same text
 # config without quantization_config, for the KV checks only.
-UNPRICED = {"nvidia/Qwen3.6-27B-NVFP4": "Qwen/Qwen3.5-27B"}
+UNPRICED: dict[str, str] = {}  # nvidia/Qwen3.6-27B-NVFP4 (ModelOpt) has been priced since wt-quant
 
 # EAGLE heads the log does not name: a bundled head with the same KV layer (one layer, 8 KV heads x 128).
 DRAFTS = {

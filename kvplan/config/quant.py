@@ -60,6 +60,8 @@ def parse_quant(qc: Any, notes: list[str]) -> QuantDims | None:
     if not isinstance(qc, Mapping):
         raise ConfigError("config field 'quantization_config' must be an object: fix the config.json")
     method = _word(qc, "quant_method", "").replace("_", "-")
+    if not method and isinstance(qc.get("quantization"), Mapping) and "quant_algo" in qc["quantization"]:
+        method = "modelopt"  # hf_quant_config.json pasted whole: vLLM reads that file as ModelOpt's
     parser = _QUANT_PARSERS.get(method)
     if parser is None:
         raise UnsupportedArchitectureError(
@@ -136,7 +138,7 @@ def _compressed(qc: Mapping, notes: list[str]) -> QuantDims:
         g_idx=w.get("actorder") not in (None, False), packed=_word(qc, "format", "") == "pack-quantized",
         scale_bytes=_scale_bytes(w.get("scale_dtype")),
         global_scales=(1 + (inputs.get("strategy") == "tensor_group")) if nvfp4 else 0,
-        skip=_skip(qc.get("ignore"), notes))
+        skip=_skip(qc.get("ignore"), notes, exact=True))
 
 
 _SCALE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "uint8": 1,
@@ -153,8 +155,122 @@ def _scale_bytes(name: Any) -> int | None:
     return _SCALE_BYTES[key]
 
 
+# ModelOpt's linear formats: vLLM 0.33 quantization/modelopt.py LINEAR_ALGOS and `resolve` (what each loads per
+# projection [rows, cols]; the checkpoint holds the same tensors, one per HF module):
+#   FP8: float8_e4m3fn weight + fp32 weight_scale + fp32 input_scale (static) -> rows x cols + 8 B
+#   FP8_PER_CHANNEL_PER_TOKEN: + fp32 weight_scale per output row, dynamic activations
+#   FP8_PB_WO: + an fp32 weight_scale per 128 x 128 block (KFp8Block128)
+#   NVFP4 / W4A16_NVFP4 (KNvfp4Static): uint8 weight [rows, cols / 2] + float8_e4m3fn weight_scale per 16 inputs
+#     + fp32 weight_scale_2 (+ fp32 input_scale: W4A4's KNvfp4Dynamic; nvidia/Qwen3.6-27B-NVFP4's W4A16
+#     projections store one too, r0b0tlab's scale audit lists it for all 193 of them, which vLLM drops at load)
+#     [4096, 4096]: 8,388,608 + 1,048,576 + 8 = 9,437,192 B (4.5 bits)
+#   MXFP8 (KMxfp8Static): float8 weight + a uint8 e8m0 scale per 32 inputs
+_MODELOPT_SCHEMES = {
+    "FP8": {"bits": 8, "strategy": "tensor", "scale_bytes": 4, "static_input_scale": True},
+    "FP8_PER_CHANNEL_PER_TOKEN": {"bits": 8, "strategy": "channel", "scale_bytes": 4},
+    "FP8_PB_WO": {"bits": 8, "strategy": "block", "block": (128, 128), "scale_bytes": 4},
+    # vLLM's checkpoint-compatibility alias of FP8_PB_WO
+    "FP8_BLOCK_SCALES": {"bits": 8, "strategy": "block", "block": (128, 128), "scale_bytes": 4},
+    "NVFP4": {"bits": 4, "strategy": "tensor_group", "scale_bytes": 1, "global_scales": 2},
+    "W4A16_NVFP4": {"bits": 4, "strategy": "tensor_group", "scale_bytes": 1, "global_scales": 2},
+    "MXFP8": {"bits": 8, "strategy": "group", "group_size": 32, "scale_bytes": 1},
+}
+
+
+def _modelopt_scheme(algo: str, group: Any, skip: frozenset = frozenset(), kv: str | None = None) -> QuantDims:
+    if algo not in _MODELOPT_SCHEMES:
+        raise UnsupportedArchitectureError(
+            f"ModelOpt quant_algo {shown(algo)} has no byte rule yet (vLLM 0.33 loads "
+            f"{', '.join(sorted(_MODELOPT_SCHEMES))} and MIXED_PRECISION): open an issue with the model id")
+    kw = dict(_MODELOPT_SCHEMES[algo])
+    if kw["strategy"] == "tensor_group":  # vLLM's default group for NVFP4 when the config names none
+        kw["group_size"] = 16 if group is None else _int("group_size", group)
+    # vLLM quantizes ParallelLMHead too unless exclude_modules names it (ModelOptQuantConfigBase.get_quant_method)
+    return QuantDims("modelopt", float_weights=True, algo=algo, lm_head=True, skip=skip, kv_cache_dtype=kv, **kw)
+
+
+def _modelopt(qc: Mapping, notes: list[str]) -> QuantDims:
+    """ModelOpt checkpoints in both shapes vLLM 0.33 reads (ModelOptQuantConfigBase.from_config): the config.json
+    form (quant_algo, ignore, kv_cache_scheme at the top) and the older hf_quant_config.json one nested under
+    `quantization` (quant_algo, exclude_modules, kv_cache_quant_algo, quantized_layers)."""
+    nested = _object("quantization", qc.get("quantization")) if "quantization" in qc else None
+    inner = nested if nested is not None else qc
+    algo = _word(inner, "quant_algo", "").upper()
+    if not algo:
+        raise ConfigError("ModelOpt quantization_config has no quant_algo: fix the config.json")
+    exclude = inner.get("exclude_modules") if nested is not None else qc.get("ignore", qc.get("exclude_modules"))
+    kv = _modelopt_kv(qc, inner)
+    if algo != "MIXED_PRECISION":
+        return _modelopt_scheme(algo, inner.get("group_size"), _skip(exclude, notes), kv)
+    layers = _object("quantized_layers", inner.get("quantized_layers"))
+    if not layers:
+        raise ConfigError("ModelOpt MIXED_PRECISION needs a non-empty quantized_layers mapping: fix the config.json")
+    table: dict[tuple[str, int, str], QuantDims] = {}
+    for name, recipe in layers.items():
+        recipe = _object(f"quantized_layers.{str(name)[:60]}", recipe)
+        scheme = _modelopt_scheme(_word(recipe, "quant_algo", "").upper(), recipe.get("group_size"))
+        for key in _module_keys(str(name), notes):
+            if table.setdefault(key, scheme) != scheme:
+                notes.append(f"ModelOpt quantized_layers gives {key[0]} of layer {key[1]} two formats: "
+                             f"{table[key].algo} is priced")
+    bits = min(q.bits for q in table.values()) if table else 16
+    return QuantDims("modelopt", bits, float_weights=True, algo=algo, kv_cache_dtype=kv,
+                     layers=tuple(sorted(table.items(), key=lambda item: item[0])))
+
+
+def _modelopt_kv(qc: Mapping, inner: Mapping) -> str | None:
+    """The KV cache dtype vLLM takes for --kv-cache-dtype auto (0.19-0.33 utils/torch_utils.py
+    get_kv_cache_quant_algo_string): kv_cache_scheme {num_bits 8, type float, dynamic false} or
+    kv_cache_quant_algo "FP8" -> fp8 (float8_e4m3); num_bits 4 float -> nvfp4."""
+    algo = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo") \
+        or qc.get("kv_cache_quant_algo")
+    if isinstance(algo, Mapping):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            return "fp8"
+        return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else None
+    return algo.lower() if isinstance(algo, str) and algo.lower() in ("fp8", "nvfp4") else None
+
+
+def _module_keys(name: str, notes: list[str]) -> list[tuple[str, int, str]]:
+    """(group, layer, part) for one module name of quantized_layers: "model.language_model.layers.3.mlp.up_proj"
+    -> ("mlp", 3, ""); "...layers.0.linear_attn.in_proj_b" -> ("mixer", 0, "in_proj_ba")."""
+    p = name.lower()
+    groups = [g for g in _skip_groups(p) if g != "router"]
+    if not groups:
+        notes.append(f"ModelOpt quantized layer {shown(name)} names no weight group kvplan knows: priced in the "
+                     "model dtype")
+    layer = _skip_layer(p, name)
+    return [(g.split("/")[0], layer, g.split("/")[1] if "/" in g else "") for g in groups]
+
+
+def _auto_round(qc: Mapping, notes: list[str]) -> QuantDims:
+    """AutoRound / Intel Neural Compressor (quant_method auto-round, intel/auto-round or inc), as vLLM 0.33
+    loads it (quantization/inc/inc.py INCConfig.from_config; inc_wna16_linear.py `_create_inc_weights`):
+    integer weights only. packing_format "auto_round:auto_gptq" (the default) is auto-round 0.16's
+    qlinear_torch_zp.QuantLinear: int32 qweight [cols x bits / 32, rows], int32 qzeros [groups, rows x bits / 32],
+    fp16 scales [groups, rows] and no g_idx; "auto_round:auto_awq" is AWQ's GEMM layout (zeros always stored).
+    extra_config entries with bits >= 16 stay in the model dtype (INCConfig.get_quant_method)."""
+    data_type = _word(qc, "data_type", "int")
+    fmt = _word(qc, "packing_format", "auto_round:auto_gptq")
+    if data_type != "int" or fmt not in ("auto_round:auto_gptq", "auto_round:auto_awq", "auto_round"):
+        raise UnsupportedArchitectureError(f"auto-round data_type {shown(data_type)} / packing_format {shown(fmt)} "
+                                           "has no byte rule yet (integer GPTQ- and AWQ-packed weights have one): "
+                                           "open an issue with the model id")
+    group = _group(qc.get("group_size", 128))
+    extra = _object("extra_config", qc.get("extra_config"))
+    kept = [name for name, layer in extra.items() if _bits(_object(str(name)[:60], layer), "bits", 16) >= 16]
+    if any(_bits(_object(str(n)[:60], c), "bits", 16) < 16 for n, c in extra.items()):
+        notes.append("auto-round extra_config gives some layers their own bit width: they are priced at the "
+                     f"config's {_bits(qc, 'bits')} bits")
+    awq = fmt.endswith("awq")  # AWQ's GEMM layout stores qzeros whether or not the scheme is symmetric
+    return QuantDims("auto-round", _bits(qc, "bits"), strategy="group" if group else "channel", group_size=group,
+                     symmetric=False if awq else _flag(qc, "sym", True), algo=fmt,
+                     skip=_skip(kept, notes) | _skip(["lm_head"], notes))
+
+
 _QUANT_PARSERS = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb, "mxfp4": _mxfp4,
-                  "compressed-tensors": _compressed}
+                  "compressed-tensors": _compressed, "modelopt": _modelopt, "auto-round": _auto_round,
+                  "intel/auto-round": _auto_round, "inc": _auto_round}
 
 # Module-name words -> kvplan weight groups, most specific first.
 _SKIP_WORDS = (
@@ -165,11 +281,26 @@ _SKIP_WORDS = (
 )
 
 
-def _skip(patterns: Any, notes: list[str]) -> frozenset:
+# Names outside the language model's blocks: the vision / audio towers (priced in the model dtype whatever the
+# list says, kvplan.weights.rule.tower_bytes) and the MTP head (stored and priced apart). "model.visual.blocks.0.mlp.
+# linear_fc1" named every layer's MLP and "mtp.layers.0.self_attn.q_proj" layer 0's attention before they were
+# set aside here (philbert440/Qwen3.6-27B-...-W4A16-AWQ's ignore list: +192 % of its checkpoint).
+_OUTSIDE_BLOCKS = re.compile(r"(^|[.*:^])(mtp|visual|vision_tower|vision_model|vision|mm_projector|"
+                             r"multi_modal_projector|audio_tower|audio)([.*_$]|$)")
+# Module names that are no Linear: an exact (non "re:") compressed-tensors ignore entry naming one matches nothing
+# (vLLM 0.33 compressed_tensors/utils.py should_ignore_layer compares the Linear's own name), e.g. the
+# "model.language_model.layers.0.linear_attn" and "...linear_attn.norm" entries llm-compressor writes beside
+# in_proj_b / in_proj_a, whose in_proj_qkv / in_proj_z / out_proj it does pack.
+_NOT_LINEAR = re.compile(r"(^|\.)(linear_attn|self_attn|attn|attention|mlp|mixer|experts|shared_experts?|"
+                         r"block_sparse_moe|feed_forward|mamba|conv1d|[a-z_]*norm|[a-z_]*layernorm)$")
+
+
+def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
     """modules_to_not_convert / ignore / llm_int8_skip_modules as (group, layer) pairs, layer -1 = all layers.
 
     "model.layers.*.mlp.router" -> ("router", -1); "model.layers.0.mlp.down_proj" -> ("mlp", 0): a sub-projection
-    marks its whole group in that layer.
+    marks its whole group in that layer. `exact`: compressed-tensors, where a plain name skips one Linear only, so
+    a container's name skips nothing.
     """
     out: set[tuple[str, int]] = set()
     if patterns is not None and not isinstance(patterns, list):
@@ -180,7 +311,10 @@ def _skip(patterns: Any, notes: list[str]) -> frozenset:
             raise ConfigError(f"quantization_config's skipped modules must be module names (text), got "
                               f"{shown(raw)}: fix the config.json")
         p = raw.lower().removeprefix("re:")
-        groups, index = _skip_groups(p), _skip_layer(p, raw)
+        index = _skip_layer(p, raw)  # first: a 5,000-digit layer index is refused whatever the name
+        if _OUTSIDE_BLOCKS.search(p) or (exact and not raw.startswith("re:") and _NOT_LINEAR.search(p)):
+            continue
+        groups = _skip_groups(p)
         if not groups:
             notes.append(f"quantization skip pattern {shown(raw)} names no weight group kvplan knows: ignored")
         out.update((g, index) for g in groups)
@@ -200,6 +334,8 @@ def _skip_layer(p: str, raw: str) -> int:
 
 
 def _skip_groups(p: str) -> tuple[str, ...]:
+    if re.search(r"in_proj_(a|b|ba)\$?$", p):  # Qwen3.5 / Qwen3-Next Gated DeltaNet's [heads, H] projections
+        return ("mixer/in_proj_ba",)
     for word, groups in _SKIP_WORDS:
         if word in p:
             return groups

@@ -110,10 +110,11 @@ class LayerDims:
 class QuantDims:
     """A checkpoint's `quantization_config`, in kvplan's terms (see kvplan.weights for the byte rules).
 
-    `skip` holds (group, layer) pairs left unquantized; layer -1 means every layer.
+    `skip` holds (group, layer) pairs left unquantized; layer -1 means every layer. A group may name one
+    projection of it, "mixer/in_proj_ba" (Gated DeltaNet's in_proj_b and in_proj_a, `Tensor.part`).
     """
 
-    method: str  # fp8 | gptq | awq | compressed-tensors | mxfp4 | bitsandbytes
+    method: str  # fp8 | gptq | awq | compressed-tensors | mxfp4 | bitsandbytes | modelopt | auto-round
     bits: int
     float_weights: bool = False  # fp8 / float-quantized compressed-tensors
     strategy: str = "channel"  # tensor | channel | group | tensor_group | block
@@ -128,6 +129,11 @@ class QuantDims:
     global_scales: int = 0  # fp32 per-tensor scales on top (NVFP4: weight_global_scale, input_global_scale)
     skip: frozenset = frozenset()
     lm_head: bool = False  # GPTQ `lm_head: true` quantizes the output projection too
+    algo: str = ""  # ModelOpt quant_algo (FP8, NVFP4, W4A16_NVFP4, ...); auto-round: its packing_format
+    # ModelOpt MIXED_PRECISION: ((group, layer, part), scheme) for each projection `quantized_layers` names; every
+    # projection it does not name stays in the model dtype. Empty: this scheme for every projection not in `skip`.
+    layers: tuple[tuple[tuple[str, int, str], "QuantDims"], ...] = ()
+    kv_cache_dtype: str | None = None  # the KV cache dtype the checkpoint was calibrated for ("fp8"), if it says
 
 
 @dataclass(frozen=True)

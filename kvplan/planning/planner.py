@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..config.context import SGLANG_ENV, VLLM_ENV
 from ..config.load import load_cached
-from ..dtypes import resolve_dtype
+from ..dtypes import DType, resolve_dtype
 from ..errors import WorkloadError, shown
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ContextLimit, ModelSpec
@@ -31,6 +31,20 @@ from .result import Plan, checked
 __all__ = ["ENGINES", "Plan", "context_warning", "plan"]
 
 ENGINES = ("vllm", "sglang", "hf")
+
+
+def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> DType | None:
+    """The KV dtype --kv-cache-dtype auto takes from a ModelOpt checkpoint calibrated for an fp8 KV cache
+    (kv_cache_scheme {num_bits 8, float} or kv_cache_quant_algo FP8), or None: vLLM 0.19-0.33 engine/arg_utils.py
+    -> utils/torch_utils.py resolve_kv_cache_dtype_string (fp8_e4m3); SGLang 0.5.16-0.5.23
+    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype (quant_config.kv_cache_quant_algo "FP8" ->
+    float8_e4m3fn; its ModelOpt configs derive it from kv_cache_scheme). nvidia/Qwen3.6-27B-NVFP4: 32,768 B of
+    KV per token instead of bf16's 65,536."""
+    q = model.arch.quant if model.arch is not None else None
+    oldest = {"vllm": (0, 19, 0), "sglang": (0, 5, 16)}.get(engine)  # the oldest sources read
+    if q is None or q.kv_cache_dtype != "fp8" or oldest is None or version < oldest:
+        return None
+    return resolve_dtype("fp8")
 
 
 def plan(model: ModelSpec | str, **settings) -> Plan:
@@ -121,6 +135,9 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     act = model_dtype(model, dtype, device, engine)
     cast = dtype_note(model, act, device, engine)
     kv = act if kv_dtype in (None, "auto") else resolve_dtype(kv_dtype)
+    if kv_dtype in (None, "auto"):
+        at = version if engine_version or engine == "vllm" else SGLANG_DEFAULT_VERSION
+        kv = _checkpoint_kv(model, engine, at) or kv
     if not kv.is_float:  # int8/int4/int2 are transformers' quantized caches, not a serving engine's KV dtype
         raise WorkloadError(f"KV cache dtype {kv.name} is not one {engine} stores: use auto, fp8, fp8_e5m2, bf16, "
                             "fp16 or fp32")

@@ -38,6 +38,7 @@ class Tensor:
     bias: bool = False
     fp32: bool = False  # float32 whatever the model dtype (DeepSeek's router: _keep_in_fp32_modules_strict)
     replicated: bool = False  # whole on every TP rank in vLLM and SGLang (MLA's q_a / kv_a projections)
+    part: str = ""  # one projection a quantizer may treat apart from its group ("in_proj_ba": Gated DeltaNet's b, a)
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,11 @@ def priced_tensors(shape: ArchShape, dtype: DType) -> PricedTensors:
     """Each layer's tensors priced in `dtype` once per kind of layer: the same dims, and the same groups a
     quantizer skips at that layer (q.skip names layers: `model.layers.3.mlp`)."""
     q = shape.quant
-    skipped: dict[int, set[str]] = {}
+    skipped: dict[int, set] = {}
     for group, at in (q.skip if q else ()):
         skipped.setdefault(at, set()).add(group)
+    for key, scheme in (q.layers if q else ()):  # ModelOpt MIXED_PRECISION: a layer's kind includes its formats
+        skipped.setdefault(key[1], set()).add((key, scheme))
     kinds: dict[tuple, tuple[tuple[str, int, int], ...]] = {}
     layers = []
     for i, layer in enumerate(shape.layers):
@@ -203,9 +206,9 @@ def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
 
 
 def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1,
-            replicated: bool = False) -> list[Tensor]:
+            replicated: bool = False, part: str = "") -> list[Tensor]:
     """nn.Linear(cols -> rows): weight [rows, cols] and an optional bias [rows]."""
-    out = [Tensor(group, rows * cols, copies, (rows, cols), layer, replicated=replicated)]
+    out = [Tensor(group, rows * cols, copies, (rows, cols), layer, replicated=replicated, part=part)]
     return out + [Tensor(group, rows, copies, layer=layer, bias=True, replicated=replicated)] if bias else out
 
 
@@ -270,7 +273,9 @@ def _mamba(m: MambaDims, h: int, i: int) -> list[Tensor]:
 def _deltanet(d: DeltaNetDims, h: int, i: int) -> list[Tensor]:
     """Qwen3-Next-80B: qkvz [2 x 16 x 128 + 2 x 32 x 128 = 12,288, 2048], ba [64, 2048], conv [8192, 4]."""
     key, value = d.k_heads * d.k_head_dim, d.v_heads * d.v_head_dim
-    out = _linear("mixer", 2 * key + 2 * value, h, False, i) + _linear("mixer", 2 * d.v_heads, h, False, i)
+    # in_proj_b and in_proj_a [v_heads, H] each: ModelOpt's nvidia/Qwen3.6-27B-NVFP4 keeps them in bf16
+    out = _linear("mixer", 2 * key + 2 * value, h, False, i) + _linear("mixer", 2 * d.v_heads, h, False, i,
+                                                                      part="in_proj_ba")
     out.append(Tensor("mixer", (2 * key + value) * d.conv_kernel + 2 * d.v_heads + d.v_head_dim, layer=i))
     return out + _linear("mixer", h, value, False, i)
 
@@ -371,15 +376,31 @@ def tower_bytes(shape: ArchShape, act: DType) -> tuple[tuple[str, int], ...]:
 def tensor_bytes(t: Tensor, act: DType, q: QuantDims | None) -> int:
     if t.fp32:
         return 4 * t.numel * t.copies
-    if q and t.matrix and _quantized(t, q):
-        return t.copies * matrix_bytes(q, *t.matrix, act_bytes=ceil(act.bits / 8))
+    scheme = scheme_of(t, q) if q and t.matrix else None
+    if scheme is not None:
+        return t.copies * matrix_bytes(scheme, *t.matrix, act_bytes=ceil(act.bits / 8))
     if q and q.method == "mxfp4" and t.bias and t.group == "experts":
         return 4 * t.numel * t.copies  # Mxfp4GptOssExperts keeps gate_up/down biases in float32
     return ceil(t.numel * t.copies * act.bits / 8)
 
 
+def scheme_of(t: Tensor, q: QuantDims) -> QuantDims | None:
+    """The format a projection weight is stored in, or None for the model dtype."""
+    if q.layers:  # ModelOpt MIXED_PRECISION: only what quantized_layers names
+        table = _mixed_table(q)
+        return table.get((t.group, t.layer, t.part), table.get((t.group, -1, t.part)))
+    return q if _quantized(t, q) else None
+
+
+@lru_cache(maxsize=32)
+def _mixed_table(q: QuantDims) -> dict[tuple[str, int, str], QuantDims]:
+    return dict(q.layers)
+
+
 def _quantized(t: Tensor, q: QuantDims) -> bool:
     if t.group not in PACKED_GROUPS.get(q.method, LINEAR_GROUPS) and not (t.group == "lm_head" and q.lm_head):
+        return False
+    if t.part and ((f"{t.group}/{t.part}", -1) in q.skip or (f"{t.group}/{t.part}", t.layer) in q.skip):
         return False
     return (t.group, -1) not in q.skip and (t.group, t.layer) not in q.skip
 
@@ -407,6 +428,13 @@ def _gptq(q: QuantDims, rows: int, cols: int, act: int) -> int:
     qweight = _cdiv(cols * q.bits, 32) * 4 * rows  # int32 [cols x bits / 32, rows]
     qzeros = g * _cdiv(rows * q.bits, 32) * 4  # int32 [groups, rows x bits / 32]
     return qweight + qzeros + 2 * g * rows + 4 * cols  # + fp16 scales [groups, rows] + int32 g_idx [cols]
+
+
+def _auto_round(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    """auto-round 0.16's qlinear_torch_zp (auto_round:auto_gptq): GPTQ's tensors without g_idx; auto_awq: AWQ's."""
+    if q.algo.endswith("awq"):
+        return _awq(q, rows, cols, act)
+    return _gptq(q, rows, cols, act) - 4 * cols
 
 
 def _awq(q: QuantDims, rows: int, cols: int, act: int) -> int:
@@ -459,6 +487,12 @@ _RULES = {
                            "if asymmetric); w4a16 g128 [4096, 4096]: 8,388,608 + 16 + 131,072 x 2 = 8,650,768 B; "
                            "w8a8 per channel: 16,777,216 + 4,096 x 2 = 16,785,408 B; nvfp4: 8,388,608 + 1,048,576 "
                            "fp8 scales per 16 + 2 x 4 global = 9,437,192 B (4.5 bits)"),
+    "modelopt": (_compressed, "modelopt: FP8 = 1 B per weight + fp32 weight_scale and input_scale ([4096, 4096]: "
+                              "16,777,224 B); NVFP4 = 0.5 B per weight + an fp8 scale per 16 + fp32 weight_scale_2 "
+                              "and input_scale ([4096, 4096]: 9,437,192 B, 4.5 bits)"),
+    "auto-round": (_auto_round, "auto-round (GPTQ packing): bits/8 B per weight (int32-packed) + per group an fp16 "
+                                "scale and a packed zero per output, no g_idx; 4-bit g128 [4096, 4096]: 8,388,608 + "
+                                "65,536 + 262,144 = 8,716,288 B (4.16 bits)"),
     "mxfp4": (_mxfp4, "mxfp4 (gpt-oss experts only): 4 bits per weight + an 8-bit scale per 32 = 4.25 bits; "
                       "[5760, 2880]: 8,294,400 + 518,400 = 8,812,800 B; expert biases float32"),
     "bitsandbytes": (_bnb, "bitsandbytes: 8-bit = 1 B per weight + an fp32 scale per output row ([4096, 4096]: "
@@ -472,11 +506,17 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
     if q is None:
         rules = [f"every parameter in {act.name}: {act.bits / 8:g} B each"]
     else:
-        kept = "embeddings, norms, routers, biases" + ("" if q.lm_head else ", lm_head")
+        head = q.lm_head or any(key[0] == "lm_head" for key, _ in q.layers)
+        kept = "embeddings, norms, routers, biases" + ("" if head else ", lm_head")
         rules = [_RULES[q.method][1], f"kept in {act.name}: {kept}"]
         skipped = sorted({g if layer < 0 else f"{g} (layer {layer})" for g, layer in q.skip})
         if skipped:
             rules.append(f"left unquantized by the config: {', '.join(skipped)}")
+        if q.layers:
+            rules.append(_mixed_rule(q))
+        if q.kv_cache_dtype:
+            rules.append(f"checkpoint KV cache calibrated for {q.kv_cache_dtype} (vLLM 0.19+ and SGLang 0.5.16+ "
+                         "take it for --kv-cache-dtype auto)")
     if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
     if _buffers(shape):
@@ -485,6 +525,17 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
         rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
                      "(kvplan.config.towers: the tower's modules in transformers 5.24)")
     return tuple(rules)
+
+
+def _mixed_rule(q: QuantDims) -> str:
+    """ModelOpt MIXED_PRECISION's formats by group: "attention FP8 (16 layers), mlp W4A16_NVFP4 (64 layers)"."""
+    counts: dict[tuple[str, str], int] = {}
+    for (group, _layer, part), scheme in q.layers:
+        key = (group + (f"/{part}" if part else ""), scheme.algo)
+        counts[key] = counts.get(key, 0) + 1
+    listed = ", ".join(f"{g} {a}" + (f" ({n} layers)" if g != "lm_head" else "")
+                       for (g, a), n in sorted(counts.items()))
+    return f"ModelOpt MIXED_PRECISION per quantized_layers: {listed}; every other projection in the model dtype"
 
 
 def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None) -> int:
