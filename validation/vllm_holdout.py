@@ -129,6 +129,20 @@ MODELS = {
                                    "only"),
     "rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm (mixed NVFP4/MXFP8 quant of Qwen3.6-35B-A3B)": (
         "Qwen/Qwen3.6-35B-A3B", None, "the bf16 config of the same model: the KV layers only"),
+    # the third collection (2026-12-02, vllm_holdout_searches.md): dense bf16 models on vLLM 0.26-0.31
+    "RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic": ("Qwen/Qwen2.5-7B", "fp8",
+                                                 "the base config with --quantization fp8 standing in for the "
+                                                 "checkpoint's per-channel fp8 linear layers (embeddings and lm_head "
+                                                 "stay bf16 in both; the per-channel scales add 0.4 MB)"),
+    "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None, ""),
+    "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
+                          "checkpoint's 128 x 128 block fp8 (its scales add ~5 MB)"),
+    "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
+                           "checkpoint's 128 x 128 block fp8 (its scales add ~9 MB)"),
+    "Qwen/Qwen2.5-VL-7B-Instruct": ("Qwen/Qwen2.5-VL-7B-Instruct", None, ""),
+    "8B bf16 Llama-3.1-class model (not named; 15.0 GiB, 128 KiB per token, max model len 131072)": (
+        "meta-llama/Llama-3.1-8B", None, "the only bundled config with those figures: 32 layers x 8 KV heads x "
+        "128 x 2 x 2 B = 128 KiB per token, 14.99 GiB of bf16 weights, 131,072 positions"),
 }
 
 # Mapped ids whose checkpoint kvplan cannot price (AWQ, AutoRound, NVFP4 or a model's extra towers), so the
@@ -243,6 +257,27 @@ MISSES = {
         "columns (12 x 128 x 128 x 4 + 2,560 x 6 x 2 = 817,152 B per rank -> 1,600-token blocks of 512 B) and "
         "each GDN group holds 2 + 3 blocks per request: 15.72 GiB // (17 x 819,200 B) = 1,212 blocks / (164 + "
         "3 x 5) = 6.7709 x 262,144 = 1,774,963 tokens, the printed figure exactly"),
+    # the third collection: one WSL2 RTX 4090 box (23.99 GiB), vLLM 0.27.1, the V2 model runner
+    "-rtx4090-wsl-tp1-8192-": (
+        "not explained. The same box and version give Qwen3-8B (bf16, 4,096 tokens) -2.5 / -3.1 % and Qwen3-8B-FP8 "
+        "(2,048) -1.4 %: vLLM's non-KV memory there is 0.42-0.45 GiB, kvplan's 0.60. At --max-model-len 8192 every "
+        "text row of the box misses the other way, by 1.0-1.7 GiB (Qwen2.5-7B bf16: 22.07 GiB budget - 14.29 "
+        "weights - 102,544 x 57,344 B = 2.30 GiB of non-KV memory; its FP8-dynamic twin 1.6; Qwen3-14B-FP8 1.9). "
+        "The quoted lines hold the token count alone (no pool, no split), and nothing vLLM 0.27.1's V2 runner "
+        "allocates before the pool grows with max_model_len by more than 8 MiB (RequestState.all_token_ids "
+        "[256, 8,192] int32, on UVA; v1/worker/gpu/states.py). nvidia-smi read 22,951 MiB in use for the bf16 "
+        "model against 23,792 / 23,859 MiB for its FP8 / GPTQ siblings at the same 0.92 budget: what vLLM counted "
+        "at start-up was not resident afterwards, which the log shows and kvplan cannot know"),
+    "qwen2.5-vl-7b-instruct-rtx4090-wsl": (
+        "Qwen2.5-VL's encoder profiling is not modelled (its dynamic-resolution vision tower has no fixed image "
+        "token count, so kvplan subtracts no encoder budget; the plan's note says so): vLLM profiles one image of "
+        "the largest size (--limit-mm-per-prompt image 1), which leaves 21.59 - 15.67 - 62,736 x 57,344 B = 2.49 "
+        "GiB of non-KV memory against kvplan's 0.67"),
+    "qwen3-8b-bf16-lora2": (
+        "--enable-lora with 2 slots of rank 16: the weights line grows by the adapter slots kvplan prices "
+        "(15.45 - 15.27 = 0.18 GiB; kvplan 0.181, kvplan/planning/engines/lora.py), but the pool falls by 1.24 GiB "
+        "against the same server without LoRA (42,768 -> 33,712 tokens): about 0.9 GiB more is held by the LoRA "
+        "profile run, which kvplan does not size (the log prints no split)"),
     "int8kv-mtp3": ("kvplan plans the rules of the v0.24 row of the same rig (MTP as a 17th full-attention layer, "
                     "float32 GDN state with 3 speculative conv columns, 2 + 3 state blocks per GDN group), but not "
                     "the KV dtype int8_per_token_head (here a 1-byte fp8 stand-in): it stores a "
@@ -330,6 +365,14 @@ def settings_in_notes(notes: str) -> dict:
     caching = re.search(r"enable_prefix_caching['\"]?\s*[=:]\s*(True|False)", notes)
     if caching:
         found["enable_prefix_caching"] = caching.group(1) == "True"
+    if re.search(r"--enable-lora\b|'enable_lora': True", notes):   # vLLM's defaults: 1 adapter slot of rank 16
+        loras = re.search(r"(?:--max-loras[= ]|'max_loras': )(\d+)", notes)
+        rank = re.search(r"(?:--max-lora-rank[= ]|'max_lora_rank': )(\d+)", notes)
+        found["lora"] = {"max_loras": int(loras.group(1)) if loras else 1,
+                         "max_lora_rank": int(rank.group(1)) if rank else 16}
+    images = re.search(r"""--limit-mm-per-prompt[= ]+['"]?\{\\?"image\\?":\s*(\d+)""", notes)
+    if images:
+        found["images_per_prompt"] = int(images.group(1))
     return found
 
 
@@ -482,8 +525,6 @@ def check_row(row: dict) -> dict:
     if platform:
         skipped["pool"] = "not a platform kvplan budgets"
         notes.append(platform)
-    elif pool is None:
-        skipped["pool"] = "no printed pool"
     elif "kv_cache_memory_bytes" in settings:
         skipped["pool"] = "the pool is set by --kv-cache-memory"
     elif not weights_priced:
@@ -494,14 +535,19 @@ def check_row(row: dict) -> dict:
     elif _unknown_util(row):
         skipped["pool"] = "gpu_memory_utilization not shown"
     else:
-        predicted = _budget(p) / GiB
-        out["pool"] = (pool, predicted, _err(predicted, pool))
+        if pool is None:
+            skipped["pool"] = "no printed pool"
+        else:
+            predicted = _budget(p) / GiB
+            out["pool"] = (pool, predicted, _err(predicted, pool))
         printed = _num(row["gpu_kv_cache_tokens"])
-        if printed and pool > 0:   # the prediction from the card alone: kvplan's own pool, blocks and tokens
+        # the prediction from the card alone: kvplan's own pool, blocks and tokens against the printed tokens,
+        # which needs no printed pool (a log that quotes only the "GPU KV cache size" line is still a check)
+        if printed and (pool is None or pool > 0):
             out["card_tokens"] = (printed, p.kv_cache_tokens, _err(p.kv_cache_tokens, printed))
     if "card_tokens" not in out:
-        skipped["card_tokens"] = skipped.get("pool") or ("no printed token count" if pool is not None and pool > 0
-                                                         else "the failed start printed a negative pool")
+        skipped["card_tokens"] = skipped.get("pool") if skipped.get("pool") not in (None, "no printed pool") else (
+            "no printed token count" if pool is None or pool > 0 else "the failed start printed a negative pool")
     out["skipped"] = skipped
     out["reason"] = "; ".join(notes)
     return out
