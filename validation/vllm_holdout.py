@@ -268,6 +268,19 @@ MISSES = {
         "[256, 8,192] int32, on UVA; v1/worker/gpu/states.py). nvidia-smi read 22,951 MiB in use for the bf16 "
         "model against 23,792 / 23,859 MiB for its FP8 / GPTQ siblings at the same 0.92 budget: what vLLM counted "
         "at start-up was not resident afterwards, which the log shows and kvplan cannot know"),
+    "qwen3-8b-bf16-rtx4090-wsl-tp1-4096": (
+        "kvplan's non-KV memory is 0.15 GiB high here: vLLM's is 21.59 - 15.27 - 42,768 x 147,456 B = 0.45 GiB at "
+        "0.90 (20.39 - 15.27 - 4.67 = 0.45 at 0.85), kvplan's 0.60 (the 0.25 GiB of non-torch memory measured on "
+        "H100s with vLLM 0.18-0.19, the V2 runner's 0.16 GiB of sampler buffers, 0.19 of activation). The split "
+        "logs of other cards at 0.26+ print or imply 0.07-0.14 GiB of non-torch memory (fs69421856836: 0.07; "
+        "fs61815222665: 1.23 - 0.93 - 0.16 = 0.14; fs70231782181: 15.26 - 15.0 - 0.13 = 0.13), which would bring "
+        "both rows within 0.8 %; kvplan keeps the H100 figure, a measured constant that no source line sets"),
+    "qwen3-235b-a22b-instruct-2507-fp8-4xrtxpro6000": (
+        "the log splits the budget: 56.89 GiB consumed = 55.19 weights + 1.70 GiB of other memory (the V1 runner: "
+        "no V2 sampler buffers), 0.76 peak activation including the CUDA-graph estimate; kvplan counts 0.50 of "
+        "non-torch memory at TP 4 (0.25 + its 0.25 assumption for NCCL without NVLink SHARP; custom all-reduce is "
+        "off on more than two PCIe GPUs) and 0.45 + 0.28 estimate. The missing 1.2 GiB is not NCCL's alone: the L40S "
+        "TP 4 row of vLLM 0.19 (gnosia93, also PCIe, custom all-reduce off) is within 0.7 % with the same 0.50"),
     "qwen2.5-vl-7b-instruct-rtx4090-wsl": (
         "Qwen2.5-VL's encoder profiling is not modelled (its dynamic-resolution vision tower has no fixed image "
         "token count, so kvplan subtracts no encoder budget; the plan's note says so): vLLM profiles one image of "
