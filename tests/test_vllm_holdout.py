@@ -193,20 +193,21 @@ FROM_THE_CARD = {
 def test_holdout_from_the_card_for_todays_releases():
     """Issue #22's acceptance, as it stands: every vLLM >= 0.20 row predicted from the card, its printed tokens and
     kvplan's error pinned (FROM_THE_CARD); each miss over 5 % has its explanation recorded (vllm_holdout.MISSES),
-    from its log or naming what kvplan does not model. 21 rows, median 2.38 %: the 2 % target is not met yet."""
+    from its log or naming what kvplan does not model. These 21 rows: median 2.38 %, the 2 % target not met yet."""
     results = [vllm_holdout.check_row(row) for row in _rows().values()]
     newer = [r for r in results if vllm_holdout.newer(r)]
     card = {r["run_id"]: r["card_tokens"] for r in newer if r.get("card_tokens")}
-    assert sorted(card) == sorted(FROM_THE_CARD)
+    # rows added since (other collections) are pinned by the byte-identical report; these keep their figures
+    assert set(FROM_THE_CARD) <= set(card), sorted(set(FROM_THE_CARD) - set(card))
     for run_id, (printed, error) in FROM_THE_CARD.items():
         assert card[run_id][0] == printed, run_id
         assert card[run_id][2] == pytest.approx(error, abs=0.005), (run_id, card[run_id])
     errors = sorted(abs(e) for _, e in FROM_THE_CARD.values())
     assert len(errors) == 21 and statistics.median(errors) == pytest.approx(2.38, abs=0.005)
-    big = [run for run, (_, e) in FROM_THE_CARD.items() if abs(e) > 5]
+    big = [run for run, (_, e) in card.items() if abs(e[2]) > 5]
     assert all(any(part in run for part in vllm_holdout.MISSES) for run in big), big
     pool = [r for r in newer if r.get("pool")]
-    assert len(pool) == 17
+    assert len(pool) >= 17
     exact = [r for r in newer if r.get("tokens") and any(part in r["run_id"] for part in GDN_EXACT)]
     assert len(exact) == 11 and all(r["tokens"][0] == r["tokens"][1] for r in exact)   # 1,505,068 ... to the token
 
