@@ -234,6 +234,10 @@ def test_holdout_reads_versions_and_settings_from_the_notes():
     assert holdout.engine_version({**row, "vllm_version": "0.28.0 (inferred: banner)"}) == (
         "0.28.0", "inferred (not printed)")
     assert holdout.engine_version({**row, "vllm_version": "ROCm nightly newer than 0.27.1"})[0] == "0.27.1"
+    # a log with no version at all: the release current on the day it was posted (issue #22: never the default)
+    undated = {"run_id": "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache", "vllm_version": ""}
+    assert holdout.engine_version(undated)[0] == "0.9.2" and "2025-07-22" in holdout.engine_version(undated)[1]
+    assert all(holdout.engine_version({"run_id": run, "vllm_version": ""})[0] != "0.19.0" for run in holdout.UNDATED)
     notes = ("SpeculativeConfig(method='mtp', model='m', num_spec_tokens=3) || max_num_seqs=8, "
              "'max_num_batched_tokens': 65536 || enforce_eager=False || To disable, set "
              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0. || --kv-cache-memory=4536913634 (4.23 GiB) to fit")

@@ -187,6 +187,17 @@ PLATFORMS = {
 SOURCE_BUILDS = {
     "pr-vllm-20665/deepseek-v2-lite-l4-tp2pp2": "0.10.0",   # PR #20665, July 2025, printed 0.1.dev7548+gbaba038
 }
+# Logs that print no version at all: the PyPI release current on the day they were posted (issue #22: never the
+# default silently), with the date it is read from.
+UNDATED = {
+    "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache": (
+        "0.9.2", "not printed; posted 2025-07-22, when 0.9.2 (2025-07-08) was the latest release (0.10.0: 2025-07-24)"),
+    "issue-vllm-17327/qwen3-30b-a3b-w4a16-rtx3090-v0engine": (
+        "0.8.5", "not printed; posted 2025-05-07, when 0.8.5 (2025-04-28, .post1 2025-05-02) was the latest release"),
+    "issue-vllm-27508/gpt-oss-120b-h100-util0.95-mnbt1024": (
+        "0.11.0", "not printed; posted 2025-10-31, when 0.11.0 (2025-10-02) was the latest release (0.11.1: "
+        "2025-11-18)"),
+}
 
 
 # Why the rows whose tokens from the printed pool miss by more than 2 %, or whose whole budget misses by more
@@ -329,6 +340,8 @@ def engine_version(row: dict) -> tuple[str, str]:
     '0.28.0 (inferred ...)' by their number; a lower bound ('>=0.21', 'newer than 0.27.1') at the bound."""
     if row["run_id"] in SOURCE_BUILDS:
         return SOURCE_BUILDS[row["run_id"]], f"source build printing {row['vllm_version']}: its era"
+    if row["run_id"] in UNDATED and not (row["vllm_version"] or "").strip():
+        return UNDATED[row["run_id"]]
     text = (row["vllm_version"] or "").strip()
     if not text:
         return "0.19.0", "not printed: planned as 0.19.0"
