@@ -140,6 +140,9 @@ MODELS = {
     "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
                            "checkpoint's 128 x 128 block fp8 (its scales add ~9 MB)"),
     "Qwen/Qwen2.5-VL-7B-Instruct": ("Qwen/Qwen2.5-VL-7B-Instruct", None, ""),
+    "7B bf16 Qwen2-class model (not named: '/workspace/base'; 14.19 GiB checkpoint, 57,344 B per token)": (
+        "Qwen/Qwen2.5-7B", None, "the bundled config with those figures: 28 layers x 4 KV heads x 128 x 2 x 2 B = "
+        "57,344 B per token, a 14.19 GiB bf16 checkpoint (Qwen2-7B has the same dimensions)"),
     "8B bf16 Llama-3.1-class model (not named; 15.0 GiB, 128 KiB per token, max model len 131072)": (
         "meta-llama/Llama-3.1-8B", None, "the only bundled config with those figures: 32 layers x 8 KV heads x "
         "128 x 2 x 2 B = 128 KiB per token, 14.99 GiB of bf16 weights, 131,072 positions"),
