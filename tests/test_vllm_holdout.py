@@ -182,6 +182,7 @@ FROM_THE_CARD = {
     "fs65828810424/qwen2.5-1.5b-instruct-rtx-a4000-tp1-8192-util0.9-v0.26.0": (395264, +1.98),
     "fs67109588529/qwen2.5-1.5b-instruct-sm75-24gb-tp1-4096-util0.9-eager-fp16-v0.28.1rc1dev-fork": (650208, -0.20),
     "fs67126228976/qwen3-reranker-8b-rtxpro6000-colab-tp1-1024-util0.85-v0.20.x-inferred": (454016, -0.32),
+    "fs67144197265/qwen2.5-7b-instruct-tp1-4096-util0.95-asyncengine-v0.22.0": (492912, +1.17),
     "fs69421856836/qwen2.5-0.5b-16gb-tp1-32768-util0.9-fp16-v2runner-v0.26.0": (1043072, -1.53),
     "fs70231782181/llama-3.1-8b-class-a100-80gb-tp1-131072-util0.92-v0.31.0": (460496, +0.42),
     "hzk-123-llm-infra-learning-lab/qwen2.5-0.5b-instruct-rtx4090-tp1-2048-util0.85-v0.24.0": (1579808, -0.39),
@@ -194,7 +195,8 @@ FROM_THE_CARD = {
 def test_holdout_from_the_card_for_todays_releases():
     """Issue #22's acceptance, as it stands: every vLLM >= 0.20 row predicted from the card, its printed tokens and
     kvplan's error pinned (FROM_THE_CARD); each miss over 5 % has its explanation recorded (vllm_holdout.MISSES),
-    from its log or naming what kvplan does not model. These 22 rows: median 2.18 %, the 2 % target not met yet."""
+    from its log or naming what kvplan does not model. These 23 rows: median 1.98 %, within the 2 % target; six
+    rows over 5 %, each with its reading (the three 8,192-token runs of one WSL2 box without a cause found)."""
     results = [vllm_holdout.check_row(row) for row in _rows().values()]
     newer = [r for r in results if vllm_holdout.newer(r)]
     card = {r["run_id"]: r["card_tokens"] for r in newer if r.get("card_tokens")}
@@ -204,7 +206,7 @@ def test_holdout_from_the_card_for_todays_releases():
         assert card[run_id][0] == printed, run_id
         assert card[run_id][2] == pytest.approx(error, abs=0.005), (run_id, card[run_id])
     errors = sorted(abs(e) for _, e in FROM_THE_CARD.values())
-    assert len(errors) == 22 and statistics.median(errors) == pytest.approx(2.18, abs=0.005)
+    assert len(errors) == 23 and statistics.median(errors) == pytest.approx(1.98, abs=0.005)
     big = [run for run, (_, _, e) in card.items() if abs(e) > 5]
     assert all(any(part in run for part in vllm_holdout.MISSES) for run in big), big
     pool = [r for r in newer if r.get("pool")]

@@ -177,6 +177,12 @@ DRAFTS = {
 
 # GPUs a row names in words the catalog does not resolve, and the catalog entry that is that card (its runtime total).
 GPUS = {
+    "qwen2.5-7b-instruct-tp1-4096-util0.95-asyncengine": (
+        "L40S", "not named: the log's advisory '--gpu-memory-utilization=0.9500 is equivalent to "
+        "--gpu-memory-utilization=0.9417 without CUDA graph memory profiling' with 'Estimated CUDA graph memory: "
+        "0.37 GiB total' makes the card 0.37 / 0.0083 = 44.6 GiB (43.7-45.5 with print rounding; gpu_worker.py "
+        "0.22.0 `round(util - estimate / total_memory, 4)`): a 48 GB L40S, L40 or A40 (44.52, 44.40, 44.35 GiB), "
+        "planned as the L40S, the farthest of the three from the log here (the A40 +0.56 %, the L40 +0.73 %)"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
 }
