@@ -183,6 +183,8 @@ GPUS = {
         "0.37 GiB total' makes the card 0.37 / 0.0083 = 44.6 GiB (43.7-45.5 with print rounding; gpu_worker.py "
         "0.22.0 `round(util - estimate / total_memory, 4)`): a 48 GB L40S, L40 or A40 (44.52, 44.40, 44.35 GiB), "
         "planned as the L40S, the farthest of the three from the log here (the A40 +0.56 %, the L40 +0.73 %)"),
+    "orbit-ai-mi300x": ("MI300X", "the card the row names (AMD Instinct MI300X, from the README and rocm-smi): the "
+                        "catalog's runtime total, 206,141,652,992 B = 191.98 GiB"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
 }
