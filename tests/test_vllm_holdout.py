@@ -142,7 +142,7 @@ def test_holdout_kv_accounting_is_exact_within_print_rounding():
         "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache"]   # an LMCache connector (MISSES)
     newer = [r for r in results if vllm_holdout.newer(r)]
     tokens = [r for r in newer if r.get("tokens")]
-    assert len(tokens) == 30 and statistics.median(abs(r["tokens"][2]) for r in tokens) < 0.05
+    assert len(tokens) == 38 and statistics.median(abs(r["tokens"][2]) for r in tokens) < 0.05
     assert max(abs(r["tokens"][2]) for r in tokens) < 3.5
     # over print rounding (a two-decimal GiB figure of a 3 GiB pool: 0.17 %), each miss is explained from its log,
     # or is MiniMax M2.7's pool read from the author's prose ("23.25 GiB KV cache is needed"), 0.9 %
@@ -162,20 +162,70 @@ GDN_EXACT = ("qwen3.6-27b-nvfp4-gb10", "qwen3.6-35b-a3b-nvfp4-rtx5090", "qwen3.6
              "prismaquant-4.75bit-mtp3")
 
 
+# Every vLLM >= 0.20 row kvplan predicts from the card alone (its own budget, blocks and tokens): the tokens the
+# log printed and kvplan's current error, pinned, so a rule changed for one log cannot move another unseen.
+# (printed tokens, error % of kvplan's tokens); the version each is planned at is in the run id or its row.
+FROM_THE_CARD = {
+    "fs57923772900/qwen3-235b-a22b-instruct-2507-fp8-4xrtxpro6000-tp4-32768-util0.90-v0.27-inferred": (621392, +4.67),
+    "fs59292590441/llama-3.1-8b-instruct-a40-tp1-4096-util0.90-v0.26.0": (195760, +2.38),
+    "fs61464053627/qwen3-14b-fp8-rtx4090-wsl-tp1-8192-util0.90-v0.27.1": (29248, +27.95),
+    "fs61464053627/qwen3-8b-fp8-rtx4090-wsl-tp1-2048-util0.90-v0.27.1": (90080, -1.40),
+    "fs61510271682/qwen2.5-7b-instruct-bf16-rtx4090-wsl-tp1-8192-util0.92-v0.27.1": (102544, +31.25),
+    "fs61510271682/qwen2.5-7b-instruct-fp8-dynamic-rtx4090-wsl-tp1-8192-util0.92-v0.27.1": (230352, +7.83),
+    "fs61585879089/qwen2.5-vl-7b-instruct-rtx4090-wsl-tp1-8192-util0.90-img1-v0.27.1": (62736, +62.64),
+    "fs62752965317/qwen2.5-7b-class-rtx5090-inferred-tp1-8192-util0.90-v0.24.0": (223152, +0.35),
+    "fs61585879089/qwen3-8b-bf16-lora2-rtx4090-wsl-tp1-4096-util0.90-v0.27.1": (33712, +19.79),
+    "fs61585879089/qwen3-8b-bf16-rtx4090-wsl-tp1-4096-util0.85-v0.27.1": (34032, -3.10),
+    "fs61585879089/qwen3-8b-bf16-rtx4090-wsl-tp1-4096-util0.90-v0.27.1": (42768, -2.47),
+    "fs61815222665/qwen2.5-0.5b-instruct-rtx4090-wsl-llmclass-util0.92-v0.27.1": (1793232, -0.29),
+    "fs61918553602/qwen2.5-0.5b-instruct-rtx4090-wsl-tp1-2048-util0.85-v0.27.1": (1629520, +1.70),
+    "fs65828810424/qwen2.5-1.5b-instruct-rtx-a4000-tp1-8192-util0.9-v0.26.0": (395264, +1.98),
+    "fs67109588529/qwen2.5-1.5b-instruct-sm75-24gb-tp1-4096-util0.9-eager-fp16-v0.28.1rc1dev-fork": (650208, -0.20),
+    "fs67126228976/qwen3-reranker-8b-rtxpro6000-colab-tp1-1024-util0.85-v0.20.x-inferred": (454016, -0.32),
+    "fs67144197265/qwen2.5-7b-instruct-tp1-4096-util0.95-asyncengine-v0.22.0": (492912, +1.17),
+    "fs69421856836/qwen2.5-0.5b-16gb-tp1-32768-util0.9-fp16-v2runner-v0.26.0": (1043072, -1.53),
+    "fs70231782181/llama-3.1-8b-class-a100-80gb-tp1-131072-util0.92-v0.31.0": (460496, +0.42),
+    "hzk-123-llm-infra-learning-lab/qwen2.5-0.5b-instruct-rtx4090-tp1-2048-util0.85-v0.24.0": (1579808, -0.39),
+    "hzk-123-llm-infra-learning-lab/qwen2.5-7b-instruct-rtx4090-tp1-2048-util0.85-v0.24.0": (83376, -0.44),
+    "kubesimplify-website/qwen3-32b-rtxpro6000-pp2-0.426": (56640, +10.93),
+    "orbit-ai-mi300x-gemma-3-4b-it-tp1-8192-v0.23.0": (1217591, +0.39),
+    "kubesimplify-website/qwen3-32b-rtxpro6000-tp2-0.426": (67296, -2.85),
+}
+
+
 def test_holdout_from_the_card_for_todays_releases():
-    """Predicted from the card alone (kvplan's own budget), the rows of vLLM 0.20 and newer: too few published logs
-    with a priced checkpoint and a known card to meet the 20-row target of issue #22 yet (8 token rows), each miss
-    over 5 % explained from its log."""
+    """Issue #22's acceptance, as it stands: every vLLM >= 0.20 row predicted from the card, its printed tokens and
+    kvplan's error pinned (FROM_THE_CARD); each miss over 5 % has its explanation recorded (vllm_holdout.MISSES),
+    from its log or naming what kvplan does not model. These 24 rows: median 1.84 %, within the 2 % target; six
+    rows over 5 %, each with its reading (the three 8,192-token runs of one WSL2 box without a cause found)."""
     results = [vllm_holdout.check_row(row) for row in _rows().values()]
     newer = [r for r in results if vllm_holdout.newer(r)]
-    card = [r for r in newer if r.get("card_tokens")]
+    card = {r["run_id"]: r["card_tokens"] for r in newer if r.get("card_tokens")}
+    # rows added since (other collections) are pinned by the byte-identical report; these keep their figures
+    assert set(FROM_THE_CARD) <= set(card), sorted(set(FROM_THE_CARD) - set(card))
+    for run_id, (printed, error) in FROM_THE_CARD.items():
+        assert card[run_id][0] == printed, run_id
+        assert card[run_id][2] == pytest.approx(error, abs=0.005), (run_id, card[run_id])
+    errors = sorted(abs(e) for _, e in FROM_THE_CARD.values())
+    assert len(errors) == 24 and statistics.median(errors) == pytest.approx(1.84, abs=0.005)
+    big = [run for run, (_, _, e) in card.items() if abs(e) > 5]
+    assert all(any(part in run for part in vllm_holdout.MISSES) for run in big), big
     pool = [r for r in newer if r.get("pool")]
-    assert (len(card), len(pool)) == (8, 10)
-    assert statistics.median(abs(r["card_tokens"][2]) for r in card) < 1.0
-    big = [r["run_id"] for r in pool if abs(r["pool"][2]) > 5]
-    assert big and all(any(part in run for part in vllm_holdout.MISSES) for run in big), big
+    assert len(pool) >= 17
     exact = [r for r in newer if r.get("tokens") and any(part in r["run_id"] for part in GDN_EXACT)]
     assert len(exact) == 11 and all(r["tokens"][0] == r["tokens"][1] for r in exact)   # 1,505,068 ... to the token
+
+
+def test_holdout_reads_lora_and_image_limits_from_the_notes():
+    """`--enable-lora --max-loras 2` plans 2 adapter slots of vLLM's default rank 16; `--limit-mm-per-prompt
+    '{"image": 1}'` plans one image per prompt."""
+    holdout = vllm_holdout
+    assert holdout.settings_in_notes("vllm serve m --enable-lora --max-loras 2 --lora-modules a=b") == {
+        "lora": {"max_loras": 2, "max_lora_rank": 16}}
+    assert holdout.settings_in_notes("'enable_lora': True, 'max_lora_rank': 64")["lora"] == {
+        "max_loras": 1, "max_lora_rank": 64}
+    assert holdout.settings_in_notes("""--limit-mm-per-prompt '{"image": 1}'""") == {"images_per_prompt": 1}
+    assert holdout.settings_in_notes('--limit-mm-per-prompt "{\\"image\\":4}"') == {"images_per_prompt": 4}
 
 
 def test_holdout_reads_versions_and_settings_from_the_notes():
@@ -188,6 +238,10 @@ def test_holdout_reads_versions_and_settings_from_the_notes():
     assert holdout.engine_version({**row, "vllm_version": "0.28.0 (inferred: banner)"}) == (
         "0.28.0", "inferred (not printed)")
     assert holdout.engine_version({**row, "vllm_version": "ROCm nightly newer than 0.27.1"})[0] == "0.27.1"
+    # a log with no version at all: the release current on the day it was posted (issue #22: never the default)
+    undated = {"run_id": "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache", "vllm_version": ""}
+    assert holdout.engine_version(undated)[0] == "0.9.2" and "2025-07-22" in holdout.engine_version(undated)[1]
+    assert all(holdout.engine_version({"run_id": run, "vllm_version": ""})[0] != "0.19.0" for run in holdout.UNDATED)
     notes = ("SpeculativeConfig(method='mtp', model='m', num_spec_tokens=3) || max_num_seqs=8, "
              "'max_num_batched_tokens': 65536 || enforce_eager=False || To disable, set "
              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0. || --kv-cache-memory=4536913634 (4.23 GiB) to fit")

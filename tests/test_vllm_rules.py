@@ -381,3 +381,33 @@ def test_plan_notes_the_unmeasured_nccl_assumption():
     sxm = plan("meta-llama/Llama-3.1-8B", gpu="H100-SXM", tp=2, max_model_len=8192)
     said = "NCCL memory without NVLink SHARP is an assumption (0.25 GiB), not a measurement"
     assert any(said in n for n in pcie.notes) and not any(said in n for n in sxm.notes)
+
+
+# ------------------------------------------------------------------------------------- sparse MLA fp8 layout
+
+
+@pytest.mark.parametrize("gpu, kv, version, latent", [
+    ("H100", "fp8", None, 656),          # FLASHMLA_SPARSE: fp8 -> fp8_ds_mla
+    ("H100", "fp8", "0.20.0", 656),      # 0.20-0.23: MLAAttention.__init__'s conversion
+    ("H100", "auto", None, 576 * 2),     # bf16 stays bf16 (FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE)
+    ("B200", "fp8", None, 576),          # SM100: FLASHINFER_MLA_SPARSE keeps the standard fp8 row
+    ("B200", "auto", None, 576 * 2),
+    ("RTX-PRO-6000-Blackwell", "auto", None, 656),        # SM120's one sparse backend quantizes even 'auto'
+    ("RTX-PRO-6000-Blackwell", "fp8", "0.24.0", 656),
+    ("RTX-PRO-6000-Blackwell", "auto", "0.23.0", 576 * 2),  # no FLASHINFER_MLA_SPARSE_SM120 before 0.24
+    ("A100", "fp8", None, 576),          # no sparse backend sets a layout on Ampere
+])
+def test_sparse_mla_latent_layout_by_backend(gpu, kv, version, latent):
+    """DeepSeek-V3.2 (61 MLA layers, each with 128 + 4 B of fp8 indexer keys): vLLM's sparse backend on the GPU decides
+    the latent's bytes: DeepSeek's fp8_ds_mla row is 512 fp8 + 512 / 128 x 4 B scales + 64 x 2 B RoPE = 656 B, the
+    standard fp8 latent 576 x 1 B, bf16 576 x 2 B (platforms/cuda.py `_get_backend_priorities`, mla_attention.py
+    `_canonicalize_sparse_mla_kv_cache_dtype`, kv_cache_interface.py `real_page_size_bytes`: `block_size * 656`)."""
+    p = plan("deepseek-ai/DeepSeek-V3.2", gpu=gpu, tp=8, max_model_len=8192, kv_dtype=kv, engine_version=version)
+    assert p.kv_bytes_per_token == 61 * (latent + 128 + 4)
+    assert any("fp8_ds_mla" in n for n in p.notes) == (latent == 656)
+
+
+def test_dense_mla_keeps_the_standard_fp8_latent():
+    """DeepSeek-V3 has no indexer: FLASHMLA (dense) on an H100 keeps 576 fp8 bytes a token a layer."""
+    p = plan("deepseek-ai/DeepSeek-V3", gpu="H100", tp=8, max_model_len=8192, kv_dtype="fp8")
+    assert p.kv_bytes_per_token == 61 * 576

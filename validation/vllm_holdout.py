@@ -129,6 +129,23 @@ MODELS = {
                                    "only"),
     "rdtand/Qwen3.6-35B-A3B-PrismaQuant-4.75bit-vllm (mixed NVFP4/MXFP8 quant of Qwen3.6-35B-A3B)": (
         "Qwen/Qwen3.6-35B-A3B", None, "the bf16 config of the same model: the KV layers only"),
+    # the third collection (2026-12-02, vllm_holdout_searches.md): dense bf16 models on vLLM 0.26-0.31
+    "RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic": ("Qwen/Qwen2.5-7B", "fp8",
+                                                 "the base config with --quantization fp8 standing in for the "
+                                                 "checkpoint's per-channel fp8 linear layers (embeddings and lm_head "
+                                                 "stay bf16 in both; the per-channel scales add 0.4 MB)"),
+    "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None, ""),
+    "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
+                          "checkpoint's 128 x 128 block fp8 (its scales add ~5 MB)"),
+    "Qwen/Qwen3-14B-FP8": ("Qwen/Qwen3-14B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
+                           "checkpoint's 128 x 128 block fp8 (its scales add ~9 MB)"),
+    "Qwen/Qwen2.5-VL-7B-Instruct": ("Qwen/Qwen2.5-VL-7B-Instruct", None, ""),
+    "7B bf16 Qwen2-class model (not named: '/workspace/base'; 14.19 GiB checkpoint, 57,344 B per token)": (
+        "Qwen/Qwen2.5-7B", None, "the bundled config with those figures: 28 layers x 4 KV heads x 128 x 2 x 2 B = "
+        "57,344 B per token, a 14.19 GiB bf16 checkpoint (Qwen2-7B has the same dimensions)"),
+    "8B bf16 Llama-3.1-class model (not named; 15.0 GiB, 128 KiB per token, max model len 131072)": (
+        "meta-llama/Llama-3.1-8B", None, "the only bundled config with those figures: 32 layers x 8 KV heads x "
+        "128 x 2 x 2 B = 128 KiB per token, 14.99 GiB of bf16 weights, 131,072 positions"),
 }
 
 # Mapped ids whose checkpoint kvplan cannot price (AWQ, AutoRound, NVFP4 or a model's extra towers), so the
@@ -160,6 +177,14 @@ DRAFTS = {
 
 # GPUs a row names in words the catalog does not resolve, and the catalog entry that is that card (its runtime total).
 GPUS = {
+    "qwen2.5-7b-instruct-tp1-4096-util0.95-asyncengine": (
+        "L40S", "not named: the log's advisory '--gpu-memory-utilization=0.9500 is equivalent to "
+        "--gpu-memory-utilization=0.9417 without CUDA graph memory profiling' with 'Estimated CUDA graph memory: "
+        "0.37 GiB total' makes the card 0.37 / 0.0083 = 44.6 GiB (43.7-45.5 with print rounding; gpu_worker.py "
+        "0.22.0 `round(util - estimate / total_memory, 4)`): a 48 GB L40S, L40 or A40 (44.52, 44.40, 44.35 GiB), "
+        "planned as the L40S, the farthest of the three from the log here (the A40 +0.56 %, the L40 +0.73 %)"),
+    "orbit-ai-mi300x": ("MI300X", "the card the row names (AMD Instinct MI300X, from the README and rocm-smi): the "
+                        "catalog's runtime total, 206,141,652,992 B = 191.98 GiB"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
 }
@@ -172,6 +197,17 @@ PLATFORMS = {
 # Source builds print setuptools-scm's placeholder version; the era they were built in, from their source.
 SOURCE_BUILDS = {
     "pr-vllm-20665/deepseek-v2-lite-l4-tp2pp2": "0.10.0",   # PR #20665, July 2025, printed 0.1.dev7548+gbaba038
+}
+# Logs that print no version at all: the PyPI release current on the day they were posted (issue #22: never the
+# default silently), with the date it is read from.
+UNDATED = {
+    "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache": (
+        "0.9.2", "not printed; posted 2025-07-22, when 0.9.2 (2025-07-08) was the latest release (0.10.0: 2025-07-24)"),
+    "issue-vllm-17327/qwen3-30b-a3b-w4a16-rtx3090-v0engine": (
+        "0.8.5", "not printed; posted 2025-05-07, when 0.8.5 (2025-04-28, .post1 2025-05-02) was the latest release"),
+    "issue-vllm-27508/gpt-oss-120b-h100-util0.95-mnbt1024": (
+        "0.11.0", "not printed; posted 2025-10-31, when 0.11.0 (2025-10-02) was the latest release (0.11.1: "
+        "2025-11-18)"),
 }
 
 
@@ -243,6 +279,40 @@ MISSES = {
         "columns (12 x 128 x 128 x 4 + 2,560 x 6 x 2 = 817,152 B per rank -> 1,600-token blocks of 512 B) and "
         "each GDN group holds 2 + 3 blocks per request: 15.72 GiB // (17 x 819,200 B) = 1,212 blocks / (164 + "
         "3 x 5) = 6.7709 x 262,144 = 1,774,963 tokens, the printed figure exactly"),
+    # the third collection: one WSL2 RTX 4090 box (23.99 GiB), vLLM 0.27.1, the V2 model runner
+    "-rtx4090-wsl-tp1-8192-": (
+        "not explained. The same box and version give Qwen3-8B (bf16, 4,096 tokens) -2.5 / -3.1 % and Qwen3-8B-FP8 "
+        "(2,048) -1.4 %: vLLM's non-KV memory there is 0.42-0.45 GiB, kvplan's 0.60. At --max-model-len 8192 every "
+        "text row of the box misses the other way, by 1.0-1.7 GiB (Qwen2.5-7B bf16: 22.07 GiB budget - 14.29 "
+        "weights - 102,544 x 57,344 B = 2.30 GiB of non-KV memory; its FP8-dynamic twin 1.6; Qwen3-14B-FP8 1.9). "
+        "The quoted lines hold the token count alone (no pool, no split), and nothing vLLM 0.27.1's V2 runner "
+        "allocates before the pool grows with max_model_len by more than 8 MiB (RequestState.all_token_ids "
+        "[256, 8,192] int32, on UVA; v1/worker/gpu/states.py). nvidia-smi read 22,951 MiB in use for the bf16 "
+        "model against 23,792 / 23,859 MiB for its FP8 / GPTQ siblings at the same 0.92 budget: what vLLM counted "
+        "at start-up was not resident afterwards, which the log shows and kvplan cannot know"),
+    "qwen3-8b-bf16-rtx4090-wsl-tp1-4096": (
+        "kvplan's non-KV memory is 0.15 GiB high here: vLLM's is 21.59 - 15.27 - 42,768 x 147,456 B = 0.45 GiB at "
+        "0.90 (20.39 - 15.27 - 4.67 = 0.45 at 0.85), kvplan's 0.60 (the 0.25 GiB of non-torch memory measured on "
+        "H100s with vLLM 0.18-0.19, the V2 runner's 0.16 GiB of sampler buffers, 0.19 of activation). The split "
+        "logs of other cards at 0.26+ print or imply 0.07-0.14 GiB of non-torch memory (fs69421856836: 0.07; "
+        "fs61815222665: 1.23 - 0.93 - 0.16 = 0.14; fs70231782181: 15.26 - 15.0 - 0.13 = 0.13), which would bring "
+        "both rows within 0.8 %; kvplan keeps the H100 figure, a measured constant that no source line sets"),
+    "qwen3-235b-a22b-instruct-2507-fp8-4xrtxpro6000": (
+        "the log splits the budget: 56.89 GiB consumed = 55.19 weights + 1.70 GiB of other memory (the V1 runner: "
+        "no V2 sampler buffers), 0.76 peak activation including the CUDA-graph estimate; kvplan counts 0.50 of "
+        "non-torch memory at TP 4 (0.25 + its 0.25 assumption for NCCL without NVLink SHARP; custom all-reduce is "
+        "off on more than two PCIe GPUs) and 0.45 + 0.28 estimate. The missing 1.2 GiB is not NCCL's alone: the L40S "
+        "TP 4 row of vLLM 0.19 (gnosia93, also PCIe, custom all-reduce off) is within 0.7 % with the same 0.50"),
+    "qwen2.5-vl-7b-instruct-rtx4090-wsl": (
+        "Qwen2.5-VL's encoder profiling is not modelled (its dynamic-resolution vision tower has no fixed image "
+        "token count, so kvplan subtracts no encoder budget; the plan's note says so): vLLM profiles one image of "
+        "the largest size (--limit-mm-per-prompt image 1), which leaves 21.59 - 15.67 - 62,736 x 57,344 B = 2.49 "
+        "GiB of non-KV memory against kvplan's 0.67"),
+    "qwen3-8b-bf16-lora2": (
+        "--enable-lora with 2 slots of rank 16: the weights line grows by the adapter slots kvplan prices "
+        "(15.45 - 15.27 = 0.18 GiB; kvplan 0.181, kvplan/planning/engines/lora.py), but the pool falls by 1.24 GiB "
+        "against the same server without LoRA (42,768 -> 33,712 tokens): about 0.9 GiB more is held by the LoRA "
+        "profile run, which kvplan does not size (the log prints no split)"),
     "int8kv-mtp3": ("kvplan plans the rules of the v0.24 row of the same rig (MTP as a 17th full-attention layer, "
                     "float32 GDN state with 3 speculative conv columns, 2 + 3 state blocks per GDN group), but not "
                     "the KV dtype int8_per_token_head (here a 1-byte fp8 stand-in): it stores a "
@@ -281,6 +351,8 @@ def engine_version(row: dict) -> tuple[str, str]:
     '0.28.0 (inferred ...)' by their number; a lower bound ('>=0.21', 'newer than 0.27.1') at the bound."""
     if row["run_id"] in SOURCE_BUILDS:
         return SOURCE_BUILDS[row["run_id"]], f"source build printing {row['vllm_version']}: its era"
+    if row["run_id"] in UNDATED and not (row["vllm_version"] or "").strip():
+        return UNDATED[row["run_id"]]
     text = (row["vllm_version"] or "").strip()
     if not text:
         return "0.19.0", "not printed: planned as 0.19.0"
@@ -330,6 +402,14 @@ def settings_in_notes(notes: str) -> dict:
     caching = re.search(r"enable_prefix_caching['\"]?\s*[=:]\s*(True|False)", notes)
     if caching:
         found["enable_prefix_caching"] = caching.group(1) == "True"
+    if re.search(r"--enable-lora\b|'enable_lora': True", notes):   # vLLM's defaults: 1 adapter slot of rank 16
+        loras = re.search(r"(?:--max-loras[= ]|'max_loras': )(\d+)", notes)
+        rank = re.search(r"(?:--max-lora-rank[= ]|'max_lora_rank': )(\d+)", notes)
+        found["lora"] = {"max_loras": int(loras.group(1)) if loras else 1,
+                         "max_lora_rank": int(rank.group(1)) if rank else 16}
+    images = re.search(r"""--limit-mm-per-prompt[= ]+['"]?\{\\?"image\\?":\s*(\d+)""", notes)
+    if images:
+        found["images_per_prompt"] = int(images.group(1))
     return found
 
 
@@ -482,8 +562,6 @@ def check_row(row: dict) -> dict:
     if platform:
         skipped["pool"] = "not a platform kvplan budgets"
         notes.append(platform)
-    elif pool is None:
-        skipped["pool"] = "no printed pool"
     elif "kv_cache_memory_bytes" in settings:
         skipped["pool"] = "the pool is set by --kv-cache-memory"
     elif not weights_priced:
@@ -494,14 +572,19 @@ def check_row(row: dict) -> dict:
     elif _unknown_util(row):
         skipped["pool"] = "gpu_memory_utilization not shown"
     else:
-        predicted = _budget(p) / GiB
-        out["pool"] = (pool, predicted, _err(predicted, pool))
+        if pool is None:
+            skipped["pool"] = "no printed pool"
+        else:
+            predicted = _budget(p) / GiB
+            out["pool"] = (pool, predicted, _err(predicted, pool))
         printed = _num(row["gpu_kv_cache_tokens"])
-        if printed and pool > 0:   # the prediction from the card alone: kvplan's own pool, blocks and tokens
+        # the prediction from the card alone: kvplan's own pool, blocks and tokens against the printed tokens,
+        # which needs no printed pool (a log that quotes only the "GPU KV cache size" line is still a check)
+        if printed and (pool is None or pool > 0):
             out["card_tokens"] = (printed, p.kv_cache_tokens, _err(p.kv_cache_tokens, printed))
     if "card_tokens" not in out:
-        skipped["card_tokens"] = skipped.get("pool") or ("no printed token count" if pool is not None and pool > 0
-                                                         else "the failed start printed a negative pool")
+        skipped["card_tokens"] = skipped.get("pool") if skipped.get("pool") not in (None, "no printed pool") else (
+            "no printed token count" if pool is None or pool > 0 else "the failed start printed a negative pool")
     out["skipped"] = skipped
     out["reason"] = "; ".join(notes)
     return out

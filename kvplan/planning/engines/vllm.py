@@ -29,8 +29,8 @@ from .lora import LoraSettings
 from .spec_decode import Speculative
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
-from .vllm_kv import (KVRules, bytes_per_token, cdiv, hybrid_alignment, hybrid_block_size, kv_groups, max_usage_bytes,
-                      pool_capacity, rank_layer_specs)
+from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
+                      kv_groups, max_usage_bytes, pool_capacity, rank_layer_specs)
 from .vllm_runner import max_concurrent_batches, sampler_entry_bytes
 from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
@@ -164,6 +164,11 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
                      f"{s.max_model_len:,}-token request takes {cap.blocks_per_request:,} blocks and the pool holds "
                      f"{cap.num_blocks:,}, so it needs {fmt_bytes(short_blocks)} more, or a shorter max_model_len")
     cc = device.compute_capability
+    if ds_mla_layout(model, kv.bits, version, cc):
+        backend = "FLASHMLA_SPARSE" if cc[0] == 9 else "FLASHINFER_MLA_SPARSE_SM120"
+        notes.append(f"sparse MLA on the {device.name}: vLLM's {backend} backend caches the latent in DeepSeek's "
+                     f"fp8_ds_mla layout, {DS_MLA_BYTES} B a token a layer (512 fp8 + 4 fp32 scales + 64 bf16 RoPE), "
+                     "not 576" + (" x 2 B: it quantizes even an 'auto' cache" if kv.bits == 16 else " B"))
     if shape.quant is not None and shape.quant.method == "fp8" and cc is not None and cc < (8, 9):
         # no FP8 tensor cores below 8.9 (T4, A10, A100; L40 is 8.9): `Fp8LinearMethod` stores the weights in fp8 and
         # runs Marlin's weight-only kernel ('For GPUs that lack FP8 hardware support, we can leverage the Marlin

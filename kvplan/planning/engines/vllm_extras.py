@@ -18,7 +18,7 @@ from . import vllm_cudagraph as cudagraph
 from . import vllm_runner as runner
 from .lora import LoraSettings
 from .spec_decode import Speculative
-from .vllm_kv import rank_layer_specs
+from .vllm_kv import ds_mla_layout, rank_layer_specs, with_ds_mla_layout
 from .vllm_profile import VllmSettings
 
 
@@ -234,6 +234,8 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
     if speculative is not None:
         specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))
+    if ds_mla_layout(model, kv.bits, version, device.compute_capability if device is not None else None):
+        specs = with_ds_mla_layout(specs, model, kv.bits)   # the MTP drafter's MLA layers use the same backend
     k = speculative.num_speculative_tokens if speculative is not None else 0
     if not model.has_state:
         return specs

@@ -71,6 +71,50 @@ def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
 
 SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
+# DeepSeek's packed fp8 layout of a sparse-MLA latent ("fp8_ds_mla"): 512 fp8 NoPE values + 512 / 128 x 4 B of
+# fp32 scales + 64 x 2 B of bf16 RoPE = 656 B a token a layer, against the standard fp8 latent's 576
+# (v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes, 0.20.0 :331-338 and 0.27.1 :409-416: `return
+# self.block_size * 656`; 0.33.0 model_executor/layers/attention/mla_attention.py `get_kv_cache_spec`:
+# state_content_bytes {"fp8_ds_mla": 656}). The layout is written for the V3.2 / GLM-5 latent (512 + 64) only.
+DS_MLA_BYTES = 656
+DS_MLA_LATENT = (512, 64)
+
+
+def ds_mla_layout(model: ModelSpec, kv_bits: int, version: tuple[int, int, int], capability) -> bool:
+    """Whether vLLM caches this model's sparse-MLA latent in the 656-byte fp8_ds_mla layout: the backend it picks
+    for an indexed (sparse) MLA model and the KV dtype that backend turns into fp8_ds_mla.
+
+    The sparse backends by GPU (platforms/cuda.py `_get_backend_priorities`, 0.20-0.33; a backend is kept only if it
+    supports the KV dtype and the compute capability):
+    - SM 9.x: FLASHMLA_SPARSE is the only sparse backend taking an fp8 cache (0.27+ FLASH_ATTN_MLA_SPARSE, ahead of
+      it, takes auto / bfloat16 alone), and it turns a quantized cache into fp8_ds_mla (0.20-0.23
+      mla_attention.py `MLAAttention.__init__`: "Automatically convert fp8 kv-cache format to fp8_ds_mla"; 0.24+
+      `_canonicalize_sparse_mla_kv_cache_dtype`). An explicit fp8_e4m3 skips it for FLASHINFER_MLA_SPARSE_SM90
+      (0.30+), which kvplan cannot tell from 'fp8'.
+    - SM 10.x: an fp8 cache goes to FLASHINFER_MLA_SPARSE first ("Prefer FlashInfer for fp8 kv cache"), which
+      keeps the standard 576 B; bf16 stays bf16.
+    - SM 12.x (0.24+): FLASHINFER_MLA_SPARSE_SM120 is the one sparse backend and turns auto, fp8 and fp8_e4m3
+      into fp8_ds_mla: even an unquantized ('auto') cache is the 656 B fp8 layout there.
+    DeepSeek-V3.2 at TP 8 on an H100 with --kv-cache-dtype fp8: 61 x (656 + 132 indexer) = 48,068 B a token, not
+    61 x (576 + 132) = 43,188."""
+    if not any(isinstance(spec, IndexedMLASpec) and (spec.kv_lora_rank, spec.qk_rope_head_dim) == DS_MLA_LATENT
+               for layer in model.layers for spec in layer):
+        return False
+    if capability is None or version[:2] < (0, 20):
+        return False
+    if capability[0] == 9:
+        return kv_bits == 8
+    if capability[0] == 12:
+        return version[:2] >= (0, 24) and kv_bits in (8, 16)
+    return False
+
+
+def with_ds_mla_layout(specs: list[VllmLayerSpec], model: ModelSpec, kv_bits: int) -> list[VllmLayerSpec]:
+    """The latent layers (not the indexer's keys) re-priced at fp8_ds_mla's 656 B a token."""
+    latent = {int(sum(DS_MLA_LATENT) * kv_bits / 8)}
+    packed = VllmLayerSpec("mla", DS_MLA_BYTES)
+    return [packed if x.kind == "mla" and x.bytes_per_token in latent else x for x in specs]
+
 
 @lru_cache(maxsize=4096)  # layers repeat a handful of distinct specs: 10,000 layers convert one or two
 def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_bytes: int | None = None) -> VllmLayerSpec | None:
