@@ -165,6 +165,46 @@ def test_weight_defaults_are_transformers_class_defaults():
             assert fields.get(key, "missing") == value, (family, key)
 
 
+# ------------------------------------------------------------------ hand-written rules at default and resized sizes
+
+
+# (model_type, why, config-class kwargs): each built on meta and counted by transformers, at its class defaults and
+# resized so that every size the rule reads moves (a rule that reads a constant where a field belongs fails here)
+RESIZED = [
+    ("mamba2", "default", {}),
+    ("mamba2", "resized, biased in_proj, no conv bias",
+     dict(hidden_size=2048, num_heads=64, head_dim=64, n_groups=4, state_size=64, vocab_size=50_000,
+          num_hidden_layers=12, use_bias=True, use_conv_bias=False)),
+    ("nemotron_h", "default: M, E, *, - blocks", {}),
+    ("nemotron_h", "resized, head_dim 96 != 2048/16, biased",
+     dict(hidden_size=2048, num_attention_heads=16, num_key_value_heads=4, head_dim=96, intermediate_size=5000,
+          moe_intermediate_size=1000, moe_shared_expert_intermediate_size=700, n_routed_experts=16,
+          mamba_num_heads=48, mamba_head_dim=32, n_groups=2, ssm_state_size=64, mlp_bias=True, use_bias=True,
+          layers_block_type=["linear_attention", "moe", "full_attention", "mlp", "linear_attention", "moe"])),
+    ("nemotron_h", "latent MoE (Nemotron 3 Super)", dict(moe_latent_size=512)),
+]
+
+
+@pytest.mark.parametrize("model_type, why, kwargs", RESIZED, ids=[f"{m}-{w.split(',')[0]}" for m, w, _ in RESIZED])
+def test_rules_equal_transformers_at_default_and_resized_configs(model_type, why, kwargs):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.CONFIG_MAPPING[model_type](**kwargs)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    names = {n for n, _ in model.named_parameters()}
+    buffers = sum(t.numel() for n, t in model.state_dict().items() if n not in names)
+    verified.ENFORCE = False   # the raw rule, whatever the conformance record says of the family
+    try:
+        shape = kvplan.parse_config({**cfg.to_dict(), "dtype": "bfloat16"}).arch
+    finally:
+        verified.ENFORCE = True
+    counted = param_count(shape)
+    assert (counted.total, counted.buffers) == (sum(p.numel() for p in model.parameters()), buffers)
+    assert weights_bytes(shape).params_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 # ---------------------------------------------------------------------------------------------- pinned counts
 
 

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
-from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims,
-                          interned)
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
+                          QuantDims, interned)
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
@@ -391,6 +391,61 @@ def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
                                lambda i: attn if i % period == offset else mamba, 2))
 
 
+def _mamba2_mixer(f: ConfigReader) -> Mamba2Dims:
+    """A Mamba-2 mixer sized by the state the cache read (kvplan.config.state): conv [conv_dim, kernel] and SSM
+    [heads, head_dim, state], so inner = heads x head_dim (Mamba2Config requires expand x hidden to equal it;
+    NemotronHMamba2Mixer takes mamba_num_heads x mamba_head_dim). Biases: use_conv_bias on the conv, use_bias on
+    in_proj / out_proj (NemotronH ignores mamba_proj_bias: modeling_nemotron_h.py passes config.use_bias)."""
+    if not f.state_shape or len(f.state_shape[1]) != 3:
+        raise ConfigError(f"model_type {f.model_type!r}: no Mamba-2 layer state to size its mixers from (mamba "
+                          "heads, head_dim, state_size): fix the config.json", field="mamba_num_heads")
+    (conv_dim, kernel), (heads, head_dim, _) = f.state_shape
+    return Mamba2Dims(heads * head_dim, heads, conv_dim, kernel, conv_bias=f.flag("use_conv_bias", True),
+                      proj_bias=f.flag("use_bias"))
+
+
+def _mamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Mamba-2 (modeling_mamba2.py Mamba2Block): one RMSNorm and one mixer per block, norm_f, lm_head."""
+    return _Body(_uniform(c.layers, LayerDims(_mamba2_mixer(f), None, 1)))
+
+
+def _nemotron_h(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Nemotron-H (modeling_nemotron_h.py NemotronHBlock): each block one RMSNorm and one mixer, by the pattern
+    the cache read: Mamba-2 ("M"), attention ("*": q/k/v/o, never biased, head_dim as the config class
+    says), a plain MLP ("-": up/down, relu2, mlp_bias), or MoE ("E": un-gated experts [E, I, H] / [E, H, I], a
+    float32 router [E, H] with its e_score_correction_bias buffer, a shared un-gated MLP of
+    moe_shared_expert_intermediate_size, and the latent projections when moe_latent_size is set).
+    Nemotron-H-56B: 54 M + 10 * + 54 - blocks."""
+    kinds = f.layer_kinds or ()
+    if len(kinds) != c.layers:
+        raise ConfigError(f"config's layer pattern has {len(kinds)} entries for {c.layers} layers: fix "
+                          "hybrid_override_pattern / layers_block_type", field="layers_block_type")
+    mlp_bias = f.flag("mlp_bias")
+    dense = MLPDims(f.req_int("intermediate_size"), gated=False, bias=mlp_bias)
+    mixers = {}
+    if any(k.startswith("state") for k in kinds):
+        mixers["state"] = _mamba2_mixer(f)
+    if any(k.startswith("attn") for k in kinds):
+        heads = _heads(c)
+        mixers["attn"] = AttentionDims(heads, _kv_heads(f, heads), _head_dim(f, c), _head_dim(f, c))
+    moe = None
+    if "none_moe" in kinds:
+        latent = f.opt_int("moe_latent_size", minimum=1) or 0
+        moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"),
+                      MLPDims(f.req_int("moe_intermediate_size"), gated=False),
+                      shared=MLPDims(f.req_int("moe_shared_expert_intermediate_size"), gated=False, bias=mlp_bias),
+                      router_fp32=True, score_bias=True, latent=latent, latent_bias=mlp_bias)
+    out = []
+    for kind in kinds:
+        if kind == "none_moe":
+            out.append(LayerDims(None, moe, 1))
+        elif kind == "none":
+            out.append(LayerDims(None, dense, 1))
+        else:
+            out.append(LayerDims(mixers[kind.split(":")[0].split("_")[0]], None, 1))
+    return _Body(out)
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -398,4 +453,5 @@ _BUILDERS = {
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
+    "mamba2": _mamba2, "nemotron_h": _nemotron_h,
 }

@@ -95,6 +95,13 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "mamba": {"use_bias": False, "use_conv_bias": True},
     "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
     "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
+    "mamba2": {"use_bias": False, "use_conv_bias": True},
+    # NemotronHConfig's class defaults (transformers 5.24 configuration_nemotron_h.py): the published 56B gives
+    # attention_head_dim, which the class does not read, and no head_dim
+    "nemotron_h": {"head_dim": 128, "use_bias": False, "use_conv_bias": True, "mlp_bias": False,
+                   "intermediate_size": 21504, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 7688, "moe_shared_expert_intermediate_size": 7688,
+                   "tie_word_embeddings": False},
 }
 
 
