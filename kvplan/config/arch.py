@@ -18,9 +18,11 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
+from . import gemma
 from .quant import parse_quant
+from .state import nas_attention
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
-                     MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
+                     MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
 from .towers import Towers, read_towers, vit_size
 from .traits import body as traited_body
 from .traits import layers as traited_layers
@@ -86,6 +88,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
+        layer_buffers=body.layer_buffers,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
         towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
         if isinstance(towers, Towers) else (),
@@ -124,6 +127,7 @@ class _Body:
     final_norm: bool = True
     extra: tuple = ()
     top_dims: bool = True
+    layer_buffers: int = 0
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -446,6 +450,66 @@ def _nemotron_h(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(out)
 
 
+def _nas_mult(block: Mapping[str, Any], hidden: int) -> int:
+    """A DeciLM block's MLP width from its `ffn_mult`: int(2 x ffn_mult x hidden / 3) rounded up to a multiple of
+    256 (vLLM 0.33 model_executor/models/nemotron_nas.py _ffn_mult_to_intermediate_size / _find_multiple, as
+    NVIDIA's modeling_decilm.py). Super-49B: 5.25 -> 28,672; 1.0 -> int(5,461.3) = 5,461 -> 5,632; 0.5 -> 2,816.
+    A block may give `intermediate_size` instead, which vLLM takes as is."""
+    if block.get("ffn_mult") is None:
+        return check_int("block_configs.ffn.intermediate_size", block.get("intermediate_size"))
+    mult = check_float("block_configs.ffn.ffn_mult", block["ffn_mult"], minimum=1e-3, maximum=1024)
+    size = int(2 * mult * hidden / 3)
+    return size if size % 256 == 0 else size + 256 - size % 256
+
+
+def _nas(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Llama-Nemotron NAS (`nemotron-nas`, DeciLMForCausalLM: remote code, not in transformers 5.24), per
+    `block_configs[i]` as vLLM 0.33 nemotron_nas.py DeciLMDecoderLayer builds it: attention `no_op` has no
+    attention and no input_layernorm; otherwise q/k/v/o with num_attention_heads // n_heads_in_group KV heads
+    (biases: attention_bias) and an input_layernorm. `replace_with_linear` (vLLM cannot build it) is one
+    bias-free [H, H] linear in NVIDIA's checkpoints (`self_attn.linear_attn`, `mlp.linear_mlp`: NeMo
+    Automodel's DeciLM layers). ffn `no_op` drops the MLP and post_attention_layernorm; else a gated MLP of the
+    block's ffn_mult width (`_nas_mult`). Super-49B: 49 attention blocks of 80."""
+    blocks = f.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != c.layers:
+        raise ConfigError(f"config field 'block_configs' must hold one {{attention, ffn}} object per layer "
+                          f"({c.layers}): fix the config.json", field="block_configs")
+    heads, h = _heads(c), c.hidden
+    head_dim, bias, mlp_bias = _head_dim(f, c), f.flag("attention_bias"), f.flag("mlp_bias")
+    out = []
+    for block in blocks:
+        attention, ffn = nas_attention(block), block.get("ffn")
+        if not isinstance(ffn, Mapping):
+            raise ConfigError("config field 'block_configs' must hold one {attention, ffn} object per layer: fix "
+                              "the config.json", field="block_configs")
+        mixer, mlp, extra, norms = None, None, [], 0
+        if not attention.get("no_op"):
+            norms += 1
+            if attention.get("replace_with_linear"):
+                extra.append(("attention", h * h, (h, h)))
+            else:
+                group = check_int("block_configs.attention.n_heads_in_group", attention.get("n_heads_in_group"))
+                mixer = AttentionDims(heads, heads // group, head_dim, head_dim, bias, bias, bias, bias)
+        if not ffn.get("no_op"):
+            norms += 1
+            if ffn.get("replace_with_linear"):
+                extra.append(("mlp", h * h, (h, h)))
+            else:
+                mlp = MLPDims(_nas_mult(ffn, h), bias=mlp_bias)
+        out.append(LayerDims(mixer, mlp, norms, tuple(extra)))
+    return _Body(out)
+
+
+def _gemma4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = gemma.gemma4(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top, layer_buffers=1)   # Gemma4TextDecoderLayer.layer_scalar: nn.Buffer([1])
+
+
+def _gemma3n(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = gemma.gemma3n(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top)
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -453,5 +517,6 @@ _BUILDERS = {
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
-    "mamba2": _mamba2, "nemotron_h": _nemotron_h,
+    "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
+    "gemma3n_text": _gemma3n,
 }

@@ -102,6 +102,15 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
                    "intermediate_size": 21504, "n_routed_experts": 8, "num_experts_per_tok": 2,
                    "moe_intermediate_size": 7688, "moe_shared_expert_intermediate_size": 7688,
                    "tie_word_embeddings": False},
+    # Gemma4TextConfig / Gemma3nTextConfig (configuration_gemma4.py, configuration_gemma3n.py)
+    "gemma4_text": {"head_dim": 256, "num_key_value_heads": 4, "intermediate_size": 9216, "attention_bias": False,
+                    "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262_144,
+                    "attention_k_eq_v": False, "num_kv_shared_layers": 0, "enable_moe_block": False,
+                    "use_double_wide_mlp": False, "tie_word_embeddings": True},
+    "gemma3n_text": {"head_dim": 256, "num_key_value_heads": 2, "intermediate_size": 16_384, "attention_bias": False,
+                     "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262_144,
+                     "altup_num_inputs": 4, "laurel_rank": 64, "num_kv_shared_layers": 15,
+                     "tie_word_embeddings": True},
 }
 
 

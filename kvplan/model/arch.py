@@ -163,6 +163,7 @@ class ArchShape:
     learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
     mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
     layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
+    layer_buffers: int = 0  # persistent buffer elements per block, in the model dtype (Gemma 4's layer_scalar: 1)
     final_norm: bool = True  # a norm after the last block (kvplan.config.traits: read off the family's modules)
     # (group, elements, matrix) of tensors outside the blocks: BERT's token-type embeddings
     extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()

@@ -320,12 +320,15 @@ def param_count(shape: ArchShape) -> ParamBreakdown:
 
 
 def _buffer_bytes(shape: ArchShape, act: DType) -> int:
-    return sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
-               if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    scores = sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
+                 if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    return scores + ceil(shape.layer_buffers * shape.num_layers * act.bits / 8)
 
 
 def _buffers(shape: ArchShape) -> int:
-    return sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    """Persistent buffers: e_score_correction_bias per MoE layer, and per-block buffers (Gemma 4's layer_scalar)."""
+    scores = sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    return scores + shape.layer_buffers * shape.num_layers
 
 
 def _idle_experts(shape: ArchShape) -> int:
@@ -493,7 +496,9 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
             rules.append(f"left unquantized by the config: {', '.join(skipped)}")
     if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
-    if _buffers(shape):
+    if _buffers(shape) and shape.layer_buffers:
+        rules.append(f"persistent buffers: {_buffers(shape):,} values (layer_scalar: {shape.layer_buffers} a block)")
+    elif _buffers(shape):
         rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
     if shape.towers:
         rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
