@@ -196,6 +196,15 @@ RESIZED = [
           intermediate_size=[4096, 2048] * 5, altup_num_inputs=3, laurel_rank=32, num_kv_shared_layers=5,
           hidden_size_per_layer_input=128, vocab_size_per_layer_input=30_000, vocab_size=40_000,
           attention_bias=True)),
+    ("dory", "default: 36 blocks written as 72 attention + mlp entries", {}),
+    ("dory", "resized, biased, tied (logit_scale stays)",
+     dict(hidden_size=1024, num_hidden_layers=20, n_input_layers=4, n_output_layers=4, intermediate_size=3000,
+          num_attention_heads=8, num_key_value_heads=2, head_dim=96, attention_bias=True, mlp_bias=True,
+          vocab_size=40_000, tie_word_embeddings=True)),
+    ("hrm_text", "default: 2 stacks x 16 blocks", {}),
+    ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
+     dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
+          mlp_bias=True, vocab_size=40_000, num_hidden_layers=5, H_cycles=3, L_cycles=2)),
 ]
 
 

@@ -18,7 +18,7 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
-from . import gemma
+from . import gemma, looped
 from .quant import parse_quant
 from .state import nas_attention
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
@@ -510,6 +510,16 @@ def _gemma3n(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top)
 
 
+def _dory(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = looped.dory(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top, final_norm=False)   # DoryL2Norm has no weight
+
+
+def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = looped.hrm_text(f, c.hidden, _heads(c))
+    return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -518,5 +528,5 @@ _BUILDERS = {
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
-    "gemma3n_text": _gemma3n,
+    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text,
 }

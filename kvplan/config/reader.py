@@ -111,6 +111,11 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
                      "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262_144,
                      "altup_num_inputs": 4, "laurel_rank": 64, "num_kv_shared_layers": 15,
                      "tie_word_embeddings": True},
+    # DoryConfig, HrmTextConfig (configuration_dory.py, configuration_hrm_text.py)
+    "dory": {"head_dim": 256, "num_key_value_heads": 4, "intermediate_size": 7168, "vocab_size": 131_072,
+             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
+    "hrm_text": {"head_dim": 128, "intermediate_size": 4096, "attention_bias": False, "mlp_bias": False,
+                 "tie_word_embeddings": False},
 }
 
 
