@@ -90,7 +90,8 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
         layer_buffers=body.layer_buffers,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
-        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
+        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("audio", towers.audio),
+                                          ("projector", towers.projector)) if n)
         if isinstance(towers, Towers) else (),
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,

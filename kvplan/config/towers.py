@@ -27,10 +27,11 @@ class Towers:
     # `image_tokens` embeddings the projector emits, `image_span` prompt tokens its placeholder takes
     image_tokens: int = 0
     image_span: int = 0
+    audio: int = 0     # an audio encoder (MOSS-Transcribe-Diarize's Whisper encoder), counted like the vision tower
 
     @property
     def total(self) -> int:
-        return self.vision + self.projector
+        return self.vision + self.projector + self.audio
 
 
 def _lin(n_in: int, n_out: int, bias: bool) -> int:
@@ -135,15 +136,21 @@ def _qwen25_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tupl
     return v["in_channels"] * v["temporal_patch_size"] * p * p * h + v["depth"] * block + merger, 0
 
 
-def _clip(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
-    """CLIP (modeling_clip.py CLIPVisionModel, every layer built whatever vision_feature_layer picks): class
-    embedding, conv patches without bias, (image/p)^2 + 1 positions, pre and post LayerNorms, blocks of
-    LayerNorms and biased q/k/v/out and fc1/fc2. LlavaMultiModalProjector: linear_1 [text, h x the number of
-    feature layers] and linear_2 [text, text], biased when multimodal_projector_bias (default True)."""
+def _clip_vision(v: _Fields) -> int:
+    """CLIP's vision transformer (modeling_clip.py CLIPVisionModel, GIT's GitVisionModel alike): class embedding,
+    conv patches without bias, (image/p)^2 + 1 positions, pre and post LayerNorms, blocks of LayerNorms and biased
+    q/k/v/out and fc1/fc2."""
     h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
     block = 4 * h + 4 * _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
     positions = (v["image_size"] // p) ** 2 + 1
-    vision = h + v["num_channels"] * p * p * h + positions * h + 4 * h + v["num_hidden_layers"] * block
+    return h + v["num_channels"] * p * p * h + positions * h + 4 * h + v["num_hidden_layers"] * block
+
+
+def _clip(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """CLIP, every layer built whatever vision_feature_layer picks. LlavaMultiModalProjector: linear_1 [text, h x
+    the number of feature layers] and linear_2 [text, text], biased when multimodal_projector_bias (default True)."""
+    h = v["hidden_size"]
+    vision = _clip_vision(v)
     layers = top.get("vision_feature_layer", -2)
     width = h * (len(layers) if isinstance(layers, list) else 1)
     bias = bool(top.get("multimodal_projector_bias", True))
@@ -162,6 +169,51 @@ def _gemma4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, 
     block = attention + 3 * h * i + 4 * h
     vision = 2 * v["position_embedding_size"] * h + 3 * p * p * h + v["num_hidden_layers"] * block
     return vision, h * text_hidden
+
+
+def _git(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GIT (modeling_git.py): GitVisionModel is CLIP's vision transformer; GitProjection a biased Linear [text
+    hidden, h] and a LayerNorm [text hidden]. Defaults: 85,798,656 + 592,896 (768 x 768 + 3 x 768)."""
+    return _clip_vision(v), _lin(v["hidden_size"], text_hidden, True) + 2 * text_hidden
+
+
+def _got_ocr2(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GOT-OCR2 (modeling_got_ocr2.py): a SAM-style ViT: biased conv patches, an absolute position table
+    [(image/p)^2, h] (use_abs_pos), blocks of LayerNorms, a fused qkv [3h, h] (qkv_bias), proj, lin1 / lin2 of mlp_dim,
+    and per block relative positions rel_pos_h / rel_pos_w [2s - 1, h / heads] (use_rel_pos; s the window_size, or
+    image/p on the global_attn_indexes blocks); a neck of a 1x1 conv [out, h] and a 3x3 conv [out, out], both
+    bias-free, each followed by a LayerNorm. GotOcr2MultiModalProjector: 3x3 convs out -> 2 out -> text hidden
+    without bias, then a biased Linear [text, text]. Defaults: 12 blocks (4 global: 127 rows, 8 windowed: 27)."""
+    h, p, heads, out = v["hidden_size"], v["patch_size"], v["num_attention_heads"], v["output_channels"]
+    side, window = v["image_size"] // p, v.data.get("window_size", 14)
+    flags = {k: v.data.get(k, True) for k in ("qkv_bias", "use_abs_pos", "use_rel_pos")}
+    global_blocks = v.data.get("global_attn_indexes", (2, 5, 8, 11))
+    if not all(isinstance(x, bool) for x in flags.values()) or not isinstance(window, int) or \
+            not isinstance(global_blocks, (list, tuple)):
+        raise ValueError("got_ocr2_vision")
+    block = 4 * h + 3 * h * h + (3 * h if flags["qkv_bias"] else 0) + _lin(h, h, True) + _lin(h, v["mlp_dim"], True) \
+        + _lin(v["mlp_dim"], h, True)
+    layers = v["num_hidden_layers"]
+    rel = sum(2 * (2 * (side if i in global_blocks else window) - 1) * (h // heads) for i in range(layers))
+    vision = (v["num_channels"] * p * p * h + h + (side * side * h if flags["use_abs_pos"] else 0)
+              + layers * block + (rel if flags["use_rel_pos"] else 0) + out * h + 9 * out * out + 4 * out)
+    return vision, 9 * out * 2 * out + 9 * 2 * out * text_hidden + _lin(text_hidden, text_hidden, True)
+
+
+def _moss_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """MOSS-Transcribe-Diarize (modeling_moss_transcribe_diarize.py): a Whisper encoder (conv1 [d, mel, 3] and
+    conv2 [d, d, 3], biased; learned positions [max_source_positions, d]; blocks of q/v/out biased and k bias-free,
+    two LayerNorms, fc1 / fc2 biased; a final LayerNorm) and the projector: linear_1 [text, d x audio_merge_size],
+    linear_2 [text, text] (projector_bias), a LayerNorm [text]. Defaults: 24 blocks of 1024 -> 307,219,456 +
+    5,243,904 (= 1024 x 4096 + 1024 x 1024 + 4 x 1024)."""
+    d, i, mel = a["hidden_size"], a["intermediate_size"], a["num_mel_bins"]
+    block = 4 * d + 3 * _lin(d, d, True) + d * d + _lin(d, i, True) + _lin(i, d, True)
+    audio = _lin(mel * 3, d, True) + _lin(d * 3, d, True) + a["max_source_positions"] * d \
+        + a["num_hidden_layers"] * block + 2 * d
+    bias, merge = top.get("projector_bias", True), top.get("audio_merge_size", 4)
+    if not isinstance(bias, bool) or not isinstance(merge, int) or isinstance(merge, bool) or merge < 1:
+        raise ValueError("audio_merge_size")
+    return audio, _lin(d * merge, text_hidden, bias) + _lin(text_hidden, text_hidden, bias) + 2 * text_hidden
 
 
 # SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
@@ -195,6 +247,20 @@ _RULES["qwen2_5_vl_vision"] = (frozenset({"qwen2_5_vl"}), _qwen25_vision,
 _RULES["clip_vision_model"] = (frozenset({"llava"}), _clip,  # CLIPVisionConfig's defaults
                                {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                 "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32})
+_RULES["git_vision_model"] = (frozenset({"git"}), _git,  # GitVisionConfig's defaults
+                              {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                               "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16})
+_RULES["got_ocr2_vision"] = (frozenset({"got_ocr2"}), _got_ocr2,  # GotOcr2VisionConfig's defaults
+                             {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12,
+                              "num_attention_heads": 12, "num_channels": 3, "image_size": 1024, "patch_size": 16,
+                              "mlp_dim": 3072})
+# audio towers by wrapper model_type: (rule, the audio config class's defaults, its aliases)
+_AUDIO_RULES: dict[str, tuple[Callable, Mapping[str, Any], Mapping[str, str]]] = {
+    "moss_transcribe_diarize": (_moss_audio, {"hidden_size": 1024, "intermediate_size": 4096, "num_mel_bins": 80,
+                                              "num_hidden_layers": 24, "max_source_positions": 1500},
+                                {"d_model": "hidden_size", "encoder_layers": "num_hidden_layers",
+                                 "encoder_ffn_dim": "intermediate_size"}),
+}
 # the tower a wrapper's config builds when its vision_config names no model_type (sub_configs_defaults in each
 # configuration_<wrapper>.py of transformers 5.24)
 _DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava": "clip_vision_model",
@@ -218,6 +284,8 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     vision = data.get("vision_config")
     other = [k for k in ("audio_config", "speech_config", "vision_tower_config") if isinstance(data.get(k), Mapping)
              and data.get(k)]
+    if (not isinstance(vision, Mapping) or not vision) and other == ["audio_config"] and model_type in _AUDIO_RULES:
+        return _audio_towers(data["audio_config"], model_type, text_hidden, data)
     if not isinstance(vision, Mapping) or not vision:
         return f"its {other[0]} tower is not counted by kvplan's rule" if other else None
     kind = tower_kind(vision, model_type)
@@ -233,6 +301,17 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     except (ValueError, TypeError, ZeroDivisionError, OverflowError):
         return f"its vision_config ({kind}) lacks or garbles a size kvplan's rule needs"
     return Towers(kind, *counts, *tokens)
+
+
+def _audio_towers(audio: Mapping[str, Any], model_type: str, text_hidden: int,
+                  top: Mapping[str, Any]) -> Towers | str:
+    rule, defaults, aliases = _AUDIO_RULES[model_type]
+    named = {aliases.get(k, k): value for k, value in audio.items()}
+    try:
+        tower, projector = rule(_Fields(named, defaults), text_hidden, top)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return f"its audio_config ({model_type}) lacks or garbles a size kvplan's rule needs"
+    return Towers(f"{model_type}_audio", 0, projector, audio=tower)
 
 
 def _image_tokens(model_type: str | None, v: _Fields, top: Mapping[str, Any]) -> tuple[int, int]:
