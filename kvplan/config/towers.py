@@ -216,6 +216,51 @@ def _moss_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[i
     return audio, _lin(d * merge, text_hidden, bias) + _lin(text_hidden, text_hidden, bias) + 2 * text_hidden
 
 
+def _phi4mm_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Phi-4-multimodal's image embedding (modeling_phi4_multimodal.py Phi4MultimodalImageEmbedding): a SigLIP
+    tower (biased conv patches, (image/p)^2 positions, blocks of LayerNorms and biased q/k/v/out and fc1/fc2, a
+    post LayerNorm and the attention-pooling head: probe [h], nn.MultiheadAttention in_proj [3h, h] and out_proj,
+    a LayerNorm and an MLP), then img_projection_up [text, h] and img_projection_down [text, text], biased, and
+    the global / sub-image separators [h] each. Defaults: 27 blocks of 1152 -> 428,278,512 + 12,983,040."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    mlp = _lin(h, i, True) + _lin(i, h, True)
+    block = 4 * h + 4 * _lin(h, h, True) + mlp
+    head = h + 3 * h * h + 3 * h + _lin(h, h, True) + 2 * h + mlp
+    vision = _lin(v["num_channels"] * p * p, h, True) + (v["image_size"] // p) ** 2 * h \
+        + v["num_hidden_layers"] * block + 2 * h + head
+    return vision, _lin(h, text_hidden, True) + _lin(text_hidden, text_hidden, True) + 2 * h
+
+
+def _phi4mm_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Phi-4-multimodal's audio embedding (Phi4MultimodalAudioEmbedding): a conformer. NeMo subsampling: a 3x3
+    Conv2d(1, c) then log2(time_reduction) - 1 pairs of a depthwise 3x3 and a 1x1 Conv2d(c, c), all biased, and
+    `out` [h, c x the input width halved that many times]; a relative-attention bias table [max_distance (x 2
+    unless symmetric), heads]; per block two MLPs (LayerNorm, gate_up [2i, h], down [h, i]), biased q/k/v/o, a
+    conv module (LayerNorm, GLU pointwise conv [2e, h] with b1 / b2 [e], depthwise [h x m, k] and pointwise [o, h x
+    m] convs, a pointwise conv [e, h], all biased) and two LayerNorms. Projections up [text, h x downsample_rate]
+    and down [text, text], biased, once for speech and once for vision-speech. Defaults: 24 blocks of 1024 ->
+    460,783,616 + 25,178,112."""
+    h, i, heads, c = a["hidden_size"], a["intermediate_size"], a["num_attention_heads"], a["nemo_conv_channels"]
+    e, m, k, o = a["ext_pw_out_channel"], a["depthwise_multiplier"], a["kernel_size"], \
+        a["depthwise_separable_out_channel"]
+    steps = a["time_reduction"].bit_length() - 1
+    if a["time_reduction"] != 1 << steps or steps < 1:
+        raise ValueError("time_reduction")
+    width = a["input_size"]
+    for _ in range(steps):   # Phi4MultimodalAudioConfig.__post_init__: nemo_final_size
+        width = (width - 1) // 2 + 1
+    symmetric = a.data.get("bias_symmetric", False)
+    if not isinstance(symmetric, bool):
+        raise ValueError("bias_symmetric")
+    subsampling = 10 * c + (steps - 1) * (10 * c + c * c + c) + _lin(c * width, h, True)
+    mlp = 2 * h + _lin(h, 2 * i, True) + _lin(i, h, True)
+    conv = 2 * h + _lin(h, 2 * e, True) + 2 * e + (h * m * k + h * m) + _lin(h * m, o, True) + _lin(h, e, True)
+    block = 2 * mlp + 4 * _lin(h, h, True) + conv + 4 * h
+    audio = subsampling + a["bias_max_distance"] * (1 if symmetric else 2) * heads + a["num_blocks"] * block
+    up = h * a["downsample_rate"]
+    return audio, 2 * (_lin(up, text_hidden, True) + _lin(text_hidden, text_hidden, True))
+
+
 # SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
 _SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
            "num_channels": 3, "image_size": 224, "patch_size": 16}
@@ -254,8 +299,18 @@ _RULES["got_ocr2_vision"] = (frozenset({"got_ocr2"}), _got_ocr2,  # GotOcr2Visio
                              {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12,
                               "num_attention_heads": 12, "num_channels": 3, "image_size": 1024, "patch_size": 16,
                               "mlp_dim": 3072})
+_RULES["phi4_multimodal_vision"] = (frozenset({"phi4_multimodal"}), _phi4mm_vision,  # its config class's defaults
+                                    {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                     "num_attention_heads": 16, "num_channels": 3, "image_size": 448,
+                                     "patch_size": 14})
 # audio towers by wrapper model_type: (rule, the audio config class's defaults, its aliases)
 _AUDIO_RULES: dict[str, tuple[Callable, Mapping[str, Any], Mapping[str, str]]] = {
+    "phi4_multimodal": (_phi4mm_audio, {"hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24,
+                                        "num_attention_heads": 16, "ext_pw_out_channel": 1024,
+                                        "depthwise_separable_out_channel": 1024, "depthwise_multiplier": 1,
+                                        "kernel_size": 3, "input_size": 80, "time_reduction": 8,
+                                        "bias_max_distance": 1000, "nemo_conv_channels": 1024,
+                                        "downsample_rate": 1}, {}),
     "moss_transcribe_diarize": (_moss_audio, {"hidden_size": 1024, "intermediate_size": 4096, "num_mel_bins": 80,
                                               "num_hidden_layers": 24, "max_source_positions": 1500},
                                 {"d_model": "hidden_size", "encoder_layers": "num_hidden_layers",
@@ -292,7 +347,8 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     rule = _RULES.get(kind)
     if rule is None or model_type not in rule[0]:
         return (f"its vision tower ({kind or 'no model_type'} in {model_type}) is not counted by kvplan's rule")
-    if other:
+    heard = other == ["audio_config"] and model_type in _AUDIO_RULES   # Phi-4-multimodal: vision and audio
+    if other and not heard:
         return f"its {other[0]} tower is not counted by kvplan's rule"
     try:
         fields = _Fields(vision, rule[2])
@@ -300,7 +356,13 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
         tokens = _image_tokens(model_type, fields, data)
     except (ValueError, TypeError, ZeroDivisionError, OverflowError):
         return f"its vision_config ({kind}) lacks or garbles a size kvplan's rule needs"
-    return Towers(kind, *counts, *tokens)
+    towers = Towers(kind, *counts, *tokens)
+    if not heard:
+        return towers
+    audio = _audio_towers(data["audio_config"], model_type, text_hidden, data)
+    if isinstance(audio, str):
+        return audio
+    return Towers(kind, towers.vision, towers.projector + audio.projector, *tokens, audio=audio.audio)
 
 
 def _audio_towers(audio: Mapping[str, Any], model_type: str, text_hidden: int,
