@@ -282,6 +282,10 @@ WHOLE = [
                                                depthwise_separable_out_channel=256, nemo_conv_channels=128,
                                                time_reduction=4, input_size=64, bias_max_distance=500,
                                                bias_symmetric=True))),
+    ("fuyu", {}),   # vision_embed_tokens [4096, 30 x 30 x 3] + bias: 11,063,296 beside Persimmon
+    ("fuyu", dict(patch_size=16, num_channels=1,
+                  text_config=dict(model_type="persimmon", hidden_size=512, intermediate_size=1000,
+                                   num_hidden_layers=2, num_attention_heads=8, vocab_size=5000))),
     ("moss_transcribe_diarize", {}),
     ("moss_transcribe_diarize", dict(audio_merge_size=3, projector_bias=False,
                                      audio_config=dict(hidden_size=512, num_hidden_layers=3, intermediate_size=1500,
@@ -314,3 +318,11 @@ def test_flat_tower_families_are_counted_whole(model_type, kwargs):
         verified.ENFORCE = True
     assert arch.towers_missing is None and arch.towers
     assert param_count(arch).total + sum(n for _, n in arch.towers) == sum(p.numel() for p in model.parameters())
+
+
+def test_emu3_says_its_vq_tokenizer_is_left_out():
+    # Emu3ForConditionalGeneration's VQ-VAE (270,740,287 parameters at its defaults) has no rule: the weights say
+    # they are the language model's only, in one line naming the tower
+    transformers = pytest.importorskip("transformers")
+    arch = kvplan.parse_config(transformers.CONFIG_MAPPING["emu3"]().to_dict()).arch
+    assert arch is not None and "VQ-VAE image tokenizer (vq_config)" in arch.towers_missing

@@ -149,7 +149,7 @@ def test_the_truth_covers_every_family_and_both_falcons():
     assert families >= {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2",
                         "gemma3_text", "phi", "phi3", "gpt2", "gptj", "gpt_neox", "gpt_bigcode", "falcon",
                         "starcoder2", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "olmo2", "mamba",
-                        "falcon_mamba", "jamba", "qwen3_next"}
+                        "falcon_mamba", "jamba", "qwen3_next", "gemma4_text", "nemotron_h"}
     assert {"tiiuae/falcon-7b-instruct", "tiiuae/falcon-40b-instruct", "moonshotai/Kimi-K2-Instruct",
             "google/gemma-3-4b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} <= set(KNOWN)
     assert len(KNOWN) == 86 and sorted(UNKNOWN) == ["Qwen/Qwen2.5-VL-7B-Instruct", "THUDM/chatglm3-6b",

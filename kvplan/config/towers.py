@@ -339,6 +339,12 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     vision = data.get("vision_config")
     other = [k for k in ("audio_config", "speech_config", "vision_tower_config") if isinstance(data.get(k), Mapping)
              and data.get(k)]
+    if model_type == "fuyu" and not vision and not other:
+        return _fuyu(data, text_hidden)
+    if model_type == "emu3" and isinstance(data.get("vq_config"), Mapping):
+        # Emu3ForConditionalGeneration holds a VQ-VAE image tokenizer (encoder, codebook, decoder: 270,740,287
+        # parameters at Emu3VQVAEConfig's defaults) that no rule here counts
+        return "its VQ-VAE image tokenizer (vq_config) is not counted by kvplan's rule"
     if (not isinstance(vision, Mapping) or not vision) and other == ["audio_config"] and model_type in _AUDIO_RULES:
         return _audio_towers(data["audio_config"], model_type, text_hidden, data)
     if not isinstance(vision, Mapping) or not vision:
@@ -363,6 +369,16 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     if isinstance(audio, str):
         return audio
     return Towers(kind, towers.vision, towers.projector + audio.projector, *tokens, audio=audio.audio)
+
+
+def _fuyu(data: Mapping[str, Any], text_hidden: int) -> Towers | str:
+    """Fuyu (modeling_fuyu.py FuyuModel): no vision tower, only vision_embed_tokens, a biased Linear [text hidden,
+    patch_size^2 x num_channels] over raw patches. Defaults: 30 x 30 x 3 = 2,700 -> 4,096: 11,063,296."""
+    try:
+        fields = _Fields(data, {"patch_size": 30, "num_channels": 3})
+        return Towers("fuyu_patches", 0, _lin(fields["patch_size"] ** 2 * fields["num_channels"], text_hidden, True))
+    except ValueError:
+        return "its patch_size / num_channels lack or garble a size kvplan's rule needs"
 
 
 def _audio_towers(audio: Mapping[str, Any], model_type: str, text_hidden: int,
