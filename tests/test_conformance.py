@@ -40,8 +40,8 @@ FAST = [
     ("qwen3_5_text", "default", True),     # gated DeltaNet hybrid: conv + recurrent state, q gate
     ("deepseek_v32", "default", True),     # MLA latent + lightning-indexer keys, MoE from first_k_dense_replace
     ("olmoe", "default", True),            # MoE without a hand-written rule: traits read off transformers' modules
-    ("nemotron_h", "default", False),      # layers_block_type: Mamba-2 state, attention, MLP and MoE blocks
-    ("gemma4_text", "default", False),     # per-layer head dims (per_layer_config): 512 on full layers
+    ("nemotron_h", "default", True),       # layers_block_type: Mamba-2 state, attention, MLP and MoE blocks
+    ("gemma4_text", "default", True),      # per-layer head dims (per_layer_config): 512 on full layers
     ("mimo_v2_flash", "default", True),    # a family rule: sliding layers with 2x KV heads, V head dim 128
     ("bart", "default", True),             # an encoder-decoder's causal LM: decoder_* keys, cross-attention weights
     ("bert", "decoder", True),             # BERT as a decoder: top-level extras (token types, the LM head transform)

@@ -256,3 +256,73 @@ def test_hostile_vision_config_values(model_id):
             kvplan.plan(load_model(data, name="hostile"), max_model_len=4096)
         except kvplan.KVPlanError:
             pass
+
+
+# flat-tower families (their causal LM or conditional-generation class is the whole model): the language model and
+# the towers kvplan counts against every parameter transformers builds, at the defaults and resized
+WHOLE = [
+    ("git", {}),
+    ("git", dict(hidden_size=640, num_attention_heads=10, num_hidden_layers=3, vocab_size=3000,
+                 vision_config=dict(hidden_size=512, intermediate_size=1500, num_hidden_layers=3, image_size=96,
+                                    num_attention_heads=8,
+                                    patch_size=8))),
+    ("got_ocr2", {}),
+    ("got_ocr2", dict(vision_config=dict(hidden_size=384, num_attention_heads=6, num_hidden_layers=5, image_size=256,
+                                         window_size=7, global_attn_indexes=[1, 4], output_channels=128, mlp_dim=1000),
+                      text_config=dict(model_type="qwen2", hidden_size=512, intermediate_size=1000,
+                                       num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                                       vocab_size=5000))),
+    ("phi4_multimodal", {}),
+    ("phi4_multimodal", dict(hidden_size=1024, intermediate_size=2000, num_hidden_layers=2, num_attention_heads=8,
+                             num_key_value_heads=2,
+                             vision_config=dict(hidden_size=384, intermediate_size=1000, num_hidden_layers=3,
+                                                num_attention_heads=6, image_size=224, patch_size=16),
+                             audio_config=dict(hidden_size=256, intermediate_size=600, num_blocks=2,
+                                               num_attention_heads=4, ext_pw_out_channel=256,
+                                               depthwise_separable_out_channel=256, nemo_conv_channels=128,
+                                               time_reduction=4, input_size=64, bias_max_distance=500,
+                                               bias_symmetric=True))),
+    ("fuyu", {}),   # vision_embed_tokens [4096, 30 x 30 x 3] + bias: 11,063,296 beside Persimmon
+    ("fuyu", dict(patch_size=16, num_channels=1,
+                  text_config=dict(model_type="persimmon", hidden_size=512, intermediate_size=1000,
+                                   num_hidden_layers=2, num_attention_heads=8, vocab_size=5000))),
+    ("moss_transcribe_diarize", {}),
+    ("moss_transcribe_diarize", dict(audio_merge_size=3, projector_bias=False,
+                                     audio_config=dict(hidden_size=512, num_hidden_layers=3, intermediate_size=1500,
+                                                       num_mel_bins=64, max_source_positions=700,
+                                                       num_attention_heads=8),
+                                     text_config=dict(model_type="qwen3", hidden_size=768, intermediate_size=1000,
+                                                      num_hidden_layers=2, num_attention_heads=8,
+                                                      num_key_value_heads=2, head_dim=64, vocab_size=5000))),
+]
+
+
+@pytest.mark.parametrize("model_type, kwargs", WHOLE, ids=[f"{m}-{'resized' if k else 'default'}" for m, k in WHOLE])
+def test_flat_tower_families_are_counted_whole(model_type, kwargs):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES
+
+    from kvplan.config import verified
+    from kvplan.weights.rule import param_count
+
+    config = transformers.CONFIG_MAPPING[model_type](**kwargs)
+    name = MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name) if name else transformers.AutoModelForCausalLM
+    with torch.device("meta"):
+        model = (cls._from_config if name else cls.from_config)(config, dtype=torch.bfloat16)
+    verified.ENFORCE = False
+    try:
+        arch = kvplan.parse_config({**config.to_dict(), "dtype": "bfloat16"}).require_arch()
+    finally:
+        verified.ENFORCE = True
+    assert arch.towers_missing is None and arch.towers
+    assert param_count(arch).total + sum(n for _, n in arch.towers) == sum(p.numel() for p in model.parameters())
+
+
+def test_emu3_says_its_vq_tokenizer_is_left_out():
+    # Emu3ForConditionalGeneration's VQ-VAE (270,740,287 parameters at its defaults) has no rule: the weights say
+    # they are the language model's only, in one line naming the tower
+    transformers = pytest.importorskip("transformers")
+    arch = kvplan.parse_config(transformers.CONFIG_MAPPING["emu3"]().to_dict()).arch
+    assert arch is not None and "VQ-VAE image tokenizer (vq_config)" in arch.towers_missing

@@ -149,7 +149,7 @@ def test_the_truth_covers_every_family_and_both_falcons():
     assert families >= {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2",
                         "gemma3_text", "phi", "phi3", "gpt2", "gptj", "gpt_neox", "gpt_bigcode", "falcon",
                         "starcoder2", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text", "olmo2", "mamba",
-                        "falcon_mamba", "jamba", "qwen3_next"}
+                        "falcon_mamba", "jamba", "qwen3_next", "gemma4_text", "nemotron_h"}
     assert {"tiiuae/falcon-7b-instruct", "tiiuae/falcon-40b-instruct", "moonshotai/Kimi-K2-Instruct",
             "google/gemma-3-4b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct"} <= set(KNOWN)
     assert len(KNOWN) == 86 and sorted(UNKNOWN) == ["Qwen/Qwen2.5-VL-7B-Instruct", "THUDM/chatglm3-6b",
@@ -163,6 +163,118 @@ def test_weight_defaults_are_transformers_class_defaults():
         fields = {f.name: f.default for f in dataclasses.fields(transformers.CONFIG_MAPPING[family])}
         for key, value in defaults.items():
             assert fields.get(key, "missing") == value, (family, key)
+
+
+# ------------------------------------------------------------------ hand-written rules at default and resized sizes
+
+
+# (model_type, why, config-class kwargs): each built on meta and counted by transformers, at its class defaults and
+# resized so that every size the rule reads moves (a rule that reads a constant where a field belongs fails here)
+RESIZED = [
+    ("mamba2", "default", {}),
+    ("mamba2", "resized, biased in_proj, no conv bias",
+     dict(hidden_size=2048, num_heads=64, head_dim=64, n_groups=4, state_size=64, vocab_size=50_000,
+          num_hidden_layers=12, use_bias=True, use_conv_bias=False)),
+    ("nemotron_h", "default: M, E, *, - blocks", {}),
+    ("nemotron_h", "resized, head_dim 96 != 2048/16, biased",
+     dict(hidden_size=2048, num_attention_heads=16, num_key_value_heads=4, head_dim=96, intermediate_size=5000,
+          moe_intermediate_size=1000, moe_shared_expert_intermediate_size=700, n_routed_experts=16,
+          mamba_num_heads=48, mamba_head_dim=32, n_groups=2, ssm_state_size=64, mlp_bias=True, use_bias=True,
+          layers_block_type=["linear_attention", "moe", "full_attention", "mlp", "linear_attention", "moe"])),
+    ("nemotron_h", "latent MoE (Nemotron 3 Super)", dict(moe_latent_size=512)),
+    ("gemma4_text", "default: E-series per-layer inputs, 512-wide full layers", {}),
+    ("gemma4_text", "resized, MoE beside the MLP, k_eq_v, KV-shared double-wide, biased",
+     dict(hidden_size=1536, intermediate_size=3000, num_hidden_layers=12, num_attention_heads=12,
+          num_key_value_heads=3, head_dim=128, global_head_dim=384, num_global_key_value_heads=1,
+          attention_k_eq_v=True, enable_moe_block=True, num_experts=16, top_k_experts=2, moe_intermediate_size=500,
+          num_kv_shared_layers=4, use_double_wide_mlp=True, attention_bias=True, hidden_size_per_layer_input=64,
+          vocab_size_per_layer_input=40_000, vocab_size=50_000)),
+    ("gemma4_text", "no per-layer inputs (26B-A4B)", dict(hidden_size_per_layer_input=0, num_kv_shared_layers=6)),
+    ("gemma3n_text", "default: AltUp, LAuReL, 15 KV-shared layers", {}),
+    ("gemma3n_text", "resized, per-layer MLP widths, 3 streams, rank 32",
+     dict(hidden_size=1024, num_hidden_layers=10, num_attention_heads=4, num_key_value_heads=1, head_dim=128,
+          intermediate_size=[4096, 2048] * 5, altup_num_inputs=3, laurel_rank=32, num_kv_shared_layers=5,
+          hidden_size_per_layer_input=128, vocab_size_per_layer_input=30_000, vocab_size=40_000,
+          attention_bias=True)),
+    ("dory", "default: 36 blocks written as 72 attention + mlp entries", {}),
+    ("dory", "resized, biased, tied (logit_scale stays)",
+     dict(hidden_size=1024, num_hidden_layers=20, n_input_layers=4, n_output_layers=4, intermediate_size=3000,
+          num_attention_heads=8, num_key_value_heads=2, head_dim=96, attention_bias=True, mlp_bias=True,
+          vocab_size=40_000, tie_word_embeddings=True)),
+    ("hrm_text", "default: 2 stacks x 16 blocks", {}),
+    ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
+     dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
+          mlp_bias=True, vocab_size=40_000, num_hidden_layers=5, H_cycles=3, L_cycles=2)),
+]
+
+
+@pytest.mark.parametrize("model_type, why, kwargs", RESIZED, ids=[f"{m}-{w.split(',')[0]}" for m, w, _ in RESIZED])
+def test_rules_equal_transformers_at_default_and_resized_configs(model_type, why, kwargs):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.CONFIG_MAPPING[model_type](**kwargs)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    names = {n for n, _ in model.named_parameters(remove_duplicate=False)}   # a tied lm_head is no buffer
+    buffers = sum(t.numel() for n, t in model.state_dict().items() if n not in names)
+    verified.ENFORCE = False   # the raw rule, whatever the conformance record says of the family
+    try:
+        shape = kvplan.parse_config({**cfg.to_dict(), "dtype": "bfloat16"}).arch
+    finally:
+        verified.ENFORCE = True
+    counted = param_count(shape)
+    assert (counted.total, counted.buffers) == (sum(p.numel() for p in model.parameters()), buffers)
+    assert weights_bytes(shape).params_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _vllm_nas_width(ffn_mult: float, hidden: int) -> int:
+    """vLLM 0.33 model_executor/models/nemotron_nas.py: _find_multiple(int(2 * ffn_mult * n_embd / 3), 256)."""
+    n = int(2 * ffn_mult * hidden / 3)
+    return n if n % 256 == 0 else n + 256 - n % 256
+
+
+def test_nemotron_nas_blocks_counted_as_vllm_builds_them():
+    # DeciLMForCausalLM is remote code only (no transformers class to build), so the truth is vLLM's
+    # DeciLMDecoderLayer arithmetic, written here block by block from the published block_configs
+    data = CONFIGS["nvidia/Llama-3_3-Nemotron-Super-49B-v1"]
+    h, heads, vocab = data["hidden_size"], data["num_attention_heads"], data["vocab_size"]
+    head_dim = h // heads
+    attention = mlp = norms = 0
+    for block in data["block_configs"]:
+        if not block["attention"]["no_op"]:   # q, o [64 x 128, H]; k, v [H / n_heads_in_group x 128, H]
+            kv = heads // block["attention"]["n_heads_in_group"]
+            attention += 2 * heads * head_dim * h + 2 * kv * head_dim * h
+            norms += h                          # input_layernorm
+        if not block["ffn"]["no_op"]:           # gate, up, down of the block's width
+            mlp += 3 * h * _vllm_nas_width(block["ffn"]["ffn_mult"], h)
+            norms += h                          # post_attention_layernorm
+    assert [_vllm_nas_width(m, 8192) for m in (5.25, 2.625, 1.3125, 1.0, 0.5)] == [28672, 14336, 7168, 5632, 2816]
+    counted = param_count(parse_dims(data))
+    assert dict(counted.rows()) == {"embeddings": vocab * h, "attention": attention, "mlp": mlp,
+                                    "norms": norms + h, "lm_head": vocab * h,
+                                    "total": 2 * vocab * h + attention + mlp + norms + h}
+    # 49 attention blocks of 80 (8 KV heads each), 49.87 B parameters: NVIDIA's card says 49B
+    assert (attention // 150_994_944, counted.total) == (49, 49_867_145_216)
+    est = kvplan.estimate(kvplan.parse_config(data), seq_len=4096)
+    assert est.kv_cache_bytes == 49 * 2 * 8 * 128 * 4096 * 2   # no_op blocks cache nothing
+
+
+def test_nemotron_nas_linear_replacements_and_no_op_ffn():
+    # replace_with_linear: one bias-free [H, H] linear (self_attn.linear_attn / mlp.linear_mlp in NVIDIA's
+    # checkpoints); ffn no_op: no MLP and no post_attention_layernorm
+    data = dict(CONFIGS["nvidia/Llama-3_3-Nemotron-Super-49B-v1"])
+    plain = {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False},
+             "ffn": {"ffn_mult": 1.0, "no_op": False, "replace_with_linear": False}}
+    linear = {"attention": {"n_heads_in_group": None, "no_op": False, "replace_with_linear": True},
+              "ffn": {"ffn_mult": None, "no_op": False, "replace_with_linear": True}}
+    bare = {"attention": {"n_heads_in_group": None, "no_op": True}, "ffn": {"ffn_mult": None, "no_op": True}}
+    data.update(num_hidden_layers=3, block_configs=[plain, linear, bare])
+    h = 8192
+    counted = param_count(parse_dims(data))
+    assert counted.attention == 150_994_944 + h * h
+    assert counted.mlp == 3 * h * 5632 + h * h
+    assert counted.norms == 4 * h + h
 
 
 # ---------------------------------------------------------------------------------------------- pinned counts

@@ -16,11 +16,13 @@ from typing import Any, Mapping
 
 from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
-from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims,
-                          interned)
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
+                          QuantDims, interned)
+from . import gemma, looped
 from .quant import parse_quant
+from .state import nas_attention
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
-                     MTP_KEYS, VOCAB_KEYS, ConfigReader, check_int, config_dtype, multimodal)
+                     MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
 from .towers import Towers, read_towers, vit_size
 from .traits import body as traited_body
 from .traits import layers as traited_layers
@@ -86,8 +88,10 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
         mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
+        layer_buffers=body.layer_buffers,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
-        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
+        towers=tuple((c, n) for c, n in (("vision", towers.vision), ("audio", towers.audio),
+                                          ("projector", towers.projector)) if n)
         if isinstance(towers, Towers) else (),
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
@@ -124,6 +128,7 @@ class _Body:
     final_norm: bool = True
     extra: tuple = ()
     top_dims: bool = True
+    layer_buffers: int = 0
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -391,6 +396,131 @@ def _jamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
                                lambda i: attn if i % period == offset else mamba, 2))
 
 
+def _mamba2_mixer(f: ConfigReader) -> Mamba2Dims:
+    """A Mamba-2 mixer sized by the state the cache read (kvplan.config.state): conv [conv_dim, kernel] and SSM
+    [heads, head_dim, state], so inner = heads x head_dim (Mamba2Config requires expand x hidden to equal it;
+    NemotronHMamba2Mixer takes mamba_num_heads x mamba_head_dim). Biases: use_conv_bias on the conv, use_bias on
+    in_proj / out_proj (NemotronH ignores mamba_proj_bias: modeling_nemotron_h.py passes config.use_bias)."""
+    if not f.state_shape or len(f.state_shape[1]) != 3:
+        raise ConfigError(f"model_type {f.model_type!r}: no Mamba-2 layer state to size its mixers from (mamba "
+                          "heads, head_dim, state_size): fix the config.json", field="mamba_num_heads")
+    (conv_dim, kernel), (heads, head_dim, _) = f.state_shape
+    return Mamba2Dims(heads * head_dim, heads, conv_dim, kernel, conv_bias=f.flag("use_conv_bias", True),
+                      proj_bias=f.flag("use_bias"))
+
+
+def _mamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Mamba-2 (modeling_mamba2.py Mamba2Block): one RMSNorm and one mixer per block, norm_f, lm_head."""
+    return _Body(_uniform(c.layers, LayerDims(_mamba2_mixer(f), None, 1)))
+
+
+def _nemotron_h(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Nemotron-H (modeling_nemotron_h.py NemotronHBlock): each block one RMSNorm and one mixer, by the pattern
+    the cache read: Mamba-2 ("M"), attention ("*": q/k/v/o, never biased, head_dim as the config class
+    says), a plain MLP ("-": up/down, relu2, mlp_bias), or MoE ("E": un-gated experts [E, I, H] / [E, H, I], a
+    float32 router [E, H] with its e_score_correction_bias buffer, a shared un-gated MLP of
+    moe_shared_expert_intermediate_size, and the latent projections when moe_latent_size is set).
+    Nemotron-H-56B: 54 M + 10 * + 54 - blocks."""
+    kinds = f.layer_kinds or ()
+    if len(kinds) != c.layers:
+        raise ConfigError(f"config's layer pattern has {len(kinds)} entries for {c.layers} layers: fix "
+                          "hybrid_override_pattern / layers_block_type", field="layers_block_type")
+    mlp_bias = f.flag("mlp_bias")
+    dense = MLPDims(f.req_int("intermediate_size"), gated=False, bias=mlp_bias)
+    mixers = {}
+    if any(k.startswith("state") for k in kinds):
+        mixers["state"] = _mamba2_mixer(f)
+    if any(k.startswith("attn") for k in kinds):
+        heads = _heads(c)
+        mixers["attn"] = AttentionDims(heads, _kv_heads(f, heads), _head_dim(f, c), _head_dim(f, c))
+    moe = None
+    if "none_moe" in kinds:
+        latent = f.opt_int("moe_latent_size", minimum=1) or 0
+        moe = MoEDims(f.need_int(EXPERT_KEYS, "expert count"), f.req_int("num_experts_per_tok"),
+                      MLPDims(f.req_int("moe_intermediate_size"), gated=False),
+                      shared=MLPDims(f.req_int("moe_shared_expert_intermediate_size"), gated=False, bias=mlp_bias),
+                      router_fp32=True, score_bias=True, latent=latent, latent_bias=mlp_bias)
+    out = []
+    for kind in kinds:
+        if kind == "none_moe":
+            out.append(LayerDims(None, moe, 1))
+        elif kind == "none":
+            out.append(LayerDims(None, dense, 1))
+        else:
+            out.append(LayerDims(mixers[kind.split(":")[0].split("_")[0]], None, 1))
+    return _Body(out)
+
+
+def _nas_mult(block: Mapping[str, Any], hidden: int) -> int:
+    """A DeciLM block's MLP width from its `ffn_mult`: int(2 x ffn_mult x hidden / 3) rounded up to a multiple of
+    256 (vLLM 0.33 model_executor/models/nemotron_nas.py _ffn_mult_to_intermediate_size / _find_multiple, as
+    NVIDIA's modeling_decilm.py). Super-49B: 5.25 -> 28,672; 1.0 -> int(5,461.3) = 5,461 -> 5,632; 0.5 -> 2,816.
+    A block may give `intermediate_size` instead, which vLLM takes as is."""
+    if block.get("ffn_mult") is None:
+        return check_int("block_configs.ffn.intermediate_size", block.get("intermediate_size"))
+    mult = check_float("block_configs.ffn.ffn_mult", block["ffn_mult"], minimum=1e-3, maximum=1024)
+    size = int(2 * mult * hidden / 3)
+    return size if size % 256 == 0 else size + 256 - size % 256
+
+
+def _nas(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Llama-Nemotron NAS (`nemotron-nas`, DeciLMForCausalLM: remote code, not in transformers 5.24), per
+    `block_configs[i]` as vLLM 0.33 nemotron_nas.py DeciLMDecoderLayer builds it: attention `no_op` has no
+    attention and no input_layernorm; otherwise q/k/v/o with num_attention_heads // n_heads_in_group KV heads
+    (biases: attention_bias) and an input_layernorm. `replace_with_linear` (vLLM cannot build it) is one
+    bias-free [H, H] linear in NVIDIA's checkpoints (`self_attn.linear_attn`, `mlp.linear_mlp`: NeMo
+    Automodel's DeciLM layers). ffn `no_op` drops the MLP and post_attention_layernorm; else a gated MLP of the
+    block's ffn_mult width (`_nas_mult`). Super-49B: 49 attention blocks of 80."""
+    blocks = f.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != c.layers:
+        raise ConfigError(f"config field 'block_configs' must hold one {{attention, ffn}} object per layer "
+                          f"({c.layers}): fix the config.json", field="block_configs")
+    heads, h = _heads(c), c.hidden
+    head_dim, bias, mlp_bias = _head_dim(f, c), f.flag("attention_bias"), f.flag("mlp_bias")
+    out = []
+    for block in blocks:
+        attention, ffn = nas_attention(block), block.get("ffn")
+        if not isinstance(ffn, Mapping):
+            raise ConfigError("config field 'block_configs' must hold one {attention, ffn} object per layer: fix "
+                              "the config.json", field="block_configs")
+        mixer, mlp, extra, norms = None, None, [], 0
+        if not attention.get("no_op"):
+            norms += 1
+            if attention.get("replace_with_linear"):
+                extra.append(("attention", h * h, (h, h)))
+            else:
+                group = check_int("block_configs.attention.n_heads_in_group", attention.get("n_heads_in_group"))
+                mixer = AttentionDims(heads, heads // group, head_dim, head_dim, bias, bias, bias, bias)
+        if not ffn.get("no_op"):
+            norms += 1
+            if ffn.get("replace_with_linear"):
+                extra.append(("mlp", h * h, (h, h)))
+            else:
+                mlp = MLPDims(_nas_mult(ffn, h), bias=mlp_bias)
+        out.append(LayerDims(mixer, mlp, norms, tuple(extra)))
+    return _Body(out)
+
+
+def _gemma4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = gemma.gemma4(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top, layer_buffers=1)   # Gemma4TextDecoderLayer.layer_scalar: nn.Buffer([1])
+
+
+def _gemma3n(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = gemma.gemma3n(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top)
+
+
+def _dory(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = looped.dory(f, c.hidden, _heads(c), c.layers)
+    return _Body(layers, extra=top, final_norm=False)   # DoryL2Norm has no weight
+
+
+def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = looped.hrm_text(f, c.hidden, _heads(c))
+    return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -398,4 +528,6 @@ _BUILDERS = {
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
+    "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
+    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text,
 }

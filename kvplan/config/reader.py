@@ -95,6 +95,27 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "mamba": {"use_bias": False, "use_conv_bias": True},
     "falcon_mamba": {"use_bias": False, "use_conv_bias": True},
     "jamba": {"mamba_conv_bias": True, "mamba_proj_bias": False},
+    "mamba2": {"use_bias": False, "use_conv_bias": True},
+    # NemotronHConfig's class defaults (transformers 5.24 configuration_nemotron_h.py): the published 56B gives
+    # attention_head_dim, which the class does not read, and no head_dim
+    "nemotron_h": {"head_dim": 128, "use_bias": False, "use_conv_bias": True, "mlp_bias": False,
+                   "intermediate_size": 21504, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 7688, "moe_shared_expert_intermediate_size": 7688,
+                   "tie_word_embeddings": False},
+    # Gemma4TextConfig / Gemma3nTextConfig (configuration_gemma4.py, configuration_gemma3n.py)
+    "gemma4_text": {"head_dim": 256, "num_key_value_heads": 4, "intermediate_size": 9216, "attention_bias": False,
+                    "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262_144,
+                    "attention_k_eq_v": False, "num_kv_shared_layers": 0, "enable_moe_block": False,
+                    "use_double_wide_mlp": False, "tie_word_embeddings": True},
+    "gemma3n_text": {"head_dim": 256, "num_key_value_heads": 2, "intermediate_size": 16_384, "attention_bias": False,
+                     "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262_144,
+                     "altup_num_inputs": 4, "laurel_rank": 64, "num_kv_shared_layers": 15,
+                     "tie_word_embeddings": True},
+    # DoryConfig, HrmTextConfig (configuration_dory.py, configuration_hrm_text.py)
+    "dory": {"head_dim": 256, "num_key_value_heads": 4, "intermediate_size": 7168, "vocab_size": 131_072,
+             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
+    "hrm_text": {"head_dim": 128, "intermediate_size": 4096, "attention_bias": False, "mlp_bias": False,
+                 "tie_word_embeddings": False},
 }
 
 

@@ -27,10 +27,11 @@ class Towers:
     # `image_tokens` embeddings the projector emits, `image_span` prompt tokens its placeholder takes
     image_tokens: int = 0
     image_span: int = 0
+    audio: int = 0     # an audio encoder (MOSS-Transcribe-Diarize's Whisper encoder), counted like the vision tower
 
     @property
     def total(self) -> int:
-        return self.vision + self.projector
+        return self.vision + self.projector + self.audio
 
 
 def _lin(n_in: int, n_out: int, bias: bool) -> int:
@@ -135,15 +136,21 @@ def _qwen25_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tupl
     return v["in_channels"] * v["temporal_patch_size"] * p * p * h + v["depth"] * block + merger, 0
 
 
-def _clip(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
-    """CLIP (modeling_clip.py CLIPVisionModel, every layer built whatever vision_feature_layer picks): class
-    embedding, conv patches without bias, (image/p)^2 + 1 positions, pre and post LayerNorms, blocks of
-    LayerNorms and biased q/k/v/out and fc1/fc2. LlavaMultiModalProjector: linear_1 [text, h x the number of
-    feature layers] and linear_2 [text, text], biased when multimodal_projector_bias (default True)."""
+def _clip_vision(v: _Fields) -> int:
+    """CLIP's vision transformer (modeling_clip.py CLIPVisionModel, GIT's GitVisionModel alike): class embedding,
+    conv patches without bias, (image/p)^2 + 1 positions, pre and post LayerNorms, blocks of LayerNorms and biased
+    q/k/v/out and fc1/fc2."""
     h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
     block = 4 * h + 4 * _lin(h, h, True) + _lin(h, i, True) + _lin(i, h, True)
     positions = (v["image_size"] // p) ** 2 + 1
-    vision = h + v["num_channels"] * p * p * h + positions * h + 4 * h + v["num_hidden_layers"] * block
+    return h + v["num_channels"] * p * p * h + positions * h + 4 * h + v["num_hidden_layers"] * block
+
+
+def _clip(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """CLIP, every layer built whatever vision_feature_layer picks. LlavaMultiModalProjector: linear_1 [text, h x
+    the number of feature layers] and linear_2 [text, text], biased when multimodal_projector_bias (default True)."""
+    h = v["hidden_size"]
+    vision = _clip_vision(v)
     layers = top.get("vision_feature_layer", -2)
     width = h * (len(layers) if isinstance(layers, list) else 1)
     bias = bool(top.get("multimodal_projector_bias", True))
@@ -162,6 +169,96 @@ def _gemma4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, 
     block = attention + 3 * h * i + 4 * h
     vision = 2 * v["position_embedding_size"] * h + 3 * p * p * h + v["num_hidden_layers"] * block
     return vision, h * text_hidden
+
+
+def _git(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GIT (modeling_git.py): GitVisionModel is CLIP's vision transformer; GitProjection a biased Linear [text
+    hidden, h] and a LayerNorm [text hidden]. Defaults: 85,798,656 + 592,896 (768 x 768 + 3 x 768)."""
+    return _clip_vision(v), _lin(v["hidden_size"], text_hidden, True) + 2 * text_hidden
+
+
+def _got_ocr2(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GOT-OCR2 (modeling_got_ocr2.py): a SAM-style ViT: biased conv patches, an absolute position table
+    [(image/p)^2, h] (use_abs_pos), blocks of LayerNorms, a fused qkv [3h, h] (qkv_bias), proj, lin1 / lin2 of mlp_dim,
+    and per block relative positions rel_pos_h / rel_pos_w [2s - 1, h / heads] (use_rel_pos; s the window_size, or
+    image/p on the global_attn_indexes blocks); a neck of a 1x1 conv [out, h] and a 3x3 conv [out, out], both
+    bias-free, each followed by a LayerNorm. GotOcr2MultiModalProjector: 3x3 convs out -> 2 out -> text hidden
+    without bias, then a biased Linear [text, text]. Defaults: 12 blocks (4 global: 127 rows, 8 windowed: 27)."""
+    h, p, heads, out = v["hidden_size"], v["patch_size"], v["num_attention_heads"], v["output_channels"]
+    side, window = v["image_size"] // p, v.data.get("window_size", 14)
+    flags = {k: v.data.get(k, True) for k in ("qkv_bias", "use_abs_pos", "use_rel_pos")}
+    global_blocks = v.data.get("global_attn_indexes", (2, 5, 8, 11))
+    if not all(isinstance(x, bool) for x in flags.values()) or not isinstance(window, int) or \
+            not isinstance(global_blocks, (list, tuple)):
+        raise ValueError("got_ocr2_vision")
+    block = 4 * h + 3 * h * h + (3 * h if flags["qkv_bias"] else 0) + _lin(h, h, True) + _lin(h, v["mlp_dim"], True) \
+        + _lin(v["mlp_dim"], h, True)
+    layers = v["num_hidden_layers"]
+    rel = sum(2 * (2 * (side if i in global_blocks else window) - 1) * (h // heads) for i in range(layers))
+    vision = (v["num_channels"] * p * p * h + h + (side * side * h if flags["use_abs_pos"] else 0)
+              + layers * block + (rel if flags["use_rel_pos"] else 0) + out * h + 9 * out * out + 4 * out)
+    return vision, 9 * out * 2 * out + 9 * 2 * out * text_hidden + _lin(text_hidden, text_hidden, True)
+
+
+def _moss_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """MOSS-Transcribe-Diarize (modeling_moss_transcribe_diarize.py): a Whisper encoder (conv1 [d, mel, 3] and
+    conv2 [d, d, 3], biased; learned positions [max_source_positions, d]; blocks of q/v/out biased and k bias-free,
+    two LayerNorms, fc1 / fc2 biased; a final LayerNorm) and the projector: linear_1 [text, d x audio_merge_size],
+    linear_2 [text, text] (projector_bias), a LayerNorm [text]. Defaults: 24 blocks of 1024 -> 307,219,456 +
+    5,243,904 (= 1024 x 4096 + 1024 x 1024 + 4 x 1024)."""
+    d, i, mel = a["hidden_size"], a["intermediate_size"], a["num_mel_bins"]
+    block = 4 * d + 3 * _lin(d, d, True) + d * d + _lin(d, i, True) + _lin(i, d, True)
+    audio = _lin(mel * 3, d, True) + _lin(d * 3, d, True) + a["max_source_positions"] * d \
+        + a["num_hidden_layers"] * block + 2 * d
+    bias, merge = top.get("projector_bias", True), top.get("audio_merge_size", 4)
+    if not isinstance(bias, bool) or not isinstance(merge, int) or isinstance(merge, bool) or merge < 1:
+        raise ValueError("audio_merge_size")
+    return audio, _lin(d * merge, text_hidden, bias) + _lin(text_hidden, text_hidden, bias) + 2 * text_hidden
+
+
+def _phi4mm_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Phi-4-multimodal's image embedding (modeling_phi4_multimodal.py Phi4MultimodalImageEmbedding): a SigLIP
+    tower (biased conv patches, (image/p)^2 positions, blocks of LayerNorms and biased q/k/v/out and fc1/fc2, a
+    post LayerNorm and the attention-pooling head: probe [h], nn.MultiheadAttention in_proj [3h, h] and out_proj,
+    a LayerNorm and an MLP), then img_projection_up [text, h] and img_projection_down [text, text], biased, and
+    the global / sub-image separators [h] each. Defaults: 27 blocks of 1152 -> 428,278,512 + 12,983,040."""
+    h, i, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    mlp = _lin(h, i, True) + _lin(i, h, True)
+    block = 4 * h + 4 * _lin(h, h, True) + mlp
+    head = h + 3 * h * h + 3 * h + _lin(h, h, True) + 2 * h + mlp
+    vision = _lin(v["num_channels"] * p * p, h, True) + (v["image_size"] // p) ** 2 * h \
+        + v["num_hidden_layers"] * block + 2 * h + head
+    return vision, _lin(h, text_hidden, True) + _lin(text_hidden, text_hidden, True) + 2 * h
+
+
+def _phi4mm_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Phi-4-multimodal's audio embedding (Phi4MultimodalAudioEmbedding): a conformer. NeMo subsampling: a 3x3
+    Conv2d(1, c) then log2(time_reduction) - 1 pairs of a depthwise 3x3 and a 1x1 Conv2d(c, c), all biased, and
+    `out` [h, c x the input width halved that many times]; a relative-attention bias table [max_distance (x 2
+    unless symmetric), heads]; per block two MLPs (LayerNorm, gate_up [2i, h], down [h, i]), biased q/k/v/o, a
+    conv module (LayerNorm, GLU pointwise conv [2e, h] with b1 / b2 [e], depthwise [h x m, k] and pointwise [o, h x
+    m] convs, a pointwise conv [e, h], all biased) and two LayerNorms. Projections up [text, h x downsample_rate]
+    and down [text, text], biased, once for speech and once for vision-speech. Defaults: 24 blocks of 1024 ->
+    460,783,616 + 25,178,112."""
+    h, i, heads, c = a["hidden_size"], a["intermediate_size"], a["num_attention_heads"], a["nemo_conv_channels"]
+    e, m, k, o = a["ext_pw_out_channel"], a["depthwise_multiplier"], a["kernel_size"], \
+        a["depthwise_separable_out_channel"]
+    steps = a["time_reduction"].bit_length() - 1
+    if a["time_reduction"] != 1 << steps or steps < 1:
+        raise ValueError("time_reduction")
+    width = a["input_size"]
+    for _ in range(steps):   # Phi4MultimodalAudioConfig.__post_init__: nemo_final_size
+        width = (width - 1) // 2 + 1
+    symmetric = a.data.get("bias_symmetric", False)
+    if not isinstance(symmetric, bool):
+        raise ValueError("bias_symmetric")
+    subsampling = 10 * c + (steps - 1) * (10 * c + c * c + c) + _lin(c * width, h, True)
+    mlp = 2 * h + _lin(h, 2 * i, True) + _lin(i, h, True)
+    conv = 2 * h + _lin(h, 2 * e, True) + 2 * e + (h * m * k + h * m) + _lin(h * m, o, True) + _lin(h, e, True)
+    block = 2 * mlp + 4 * _lin(h, h, True) + conv + 4 * h
+    audio = subsampling + a["bias_max_distance"] * (1 if symmetric else 2) * heads + a["num_blocks"] * block
+    up = h * a["downsample_rate"]
+    return audio, 2 * (_lin(up, text_hidden, True) + _lin(text_hidden, text_hidden, True))
 
 
 # SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
@@ -195,6 +292,30 @@ _RULES["qwen2_5_vl_vision"] = (frozenset({"qwen2_5_vl"}), _qwen25_vision,
 _RULES["clip_vision_model"] = (frozenset({"llava"}), _clip,  # CLIPVisionConfig's defaults
                                {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                 "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32})
+_RULES["git_vision_model"] = (frozenset({"git"}), _git,  # GitVisionConfig's defaults
+                              {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                               "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16})
+_RULES["got_ocr2_vision"] = (frozenset({"got_ocr2"}), _got_ocr2,  # GotOcr2VisionConfig's defaults
+                             {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12,
+                              "num_attention_heads": 12, "num_channels": 3, "image_size": 1024, "patch_size": 16,
+                              "mlp_dim": 3072})
+_RULES["phi4_multimodal_vision"] = (frozenset({"phi4_multimodal"}), _phi4mm_vision,  # its config class's defaults
+                                    {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                     "num_attention_heads": 16, "num_channels": 3, "image_size": 448,
+                                     "patch_size": 14})
+# audio towers by wrapper model_type: (rule, the audio config class's defaults, its aliases)
+_AUDIO_RULES: dict[str, tuple[Callable, Mapping[str, Any], Mapping[str, str]]] = {
+    "phi4_multimodal": (_phi4mm_audio, {"hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24,
+                                        "num_attention_heads": 16, "ext_pw_out_channel": 1024,
+                                        "depthwise_separable_out_channel": 1024, "depthwise_multiplier": 1,
+                                        "kernel_size": 3, "input_size": 80, "time_reduction": 8,
+                                        "bias_max_distance": 1000, "nemo_conv_channels": 1024,
+                                        "downsample_rate": 1}, {}),
+    "moss_transcribe_diarize": (_moss_audio, {"hidden_size": 1024, "intermediate_size": 4096, "num_mel_bins": 80,
+                                              "num_hidden_layers": 24, "max_source_positions": 1500},
+                                {"d_model": "hidden_size", "encoder_layers": "num_hidden_layers",
+                                 "encoder_ffn_dim": "intermediate_size"}),
+}
 # the tower a wrapper's config builds when its vision_config names no model_type (sub_configs_defaults in each
 # configuration_<wrapper>.py of transformers 5.24)
 _DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava": "clip_vision_model",
@@ -218,13 +339,22 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
     vision = data.get("vision_config")
     other = [k for k in ("audio_config", "speech_config", "vision_tower_config") if isinstance(data.get(k), Mapping)
              and data.get(k)]
+    if model_type == "fuyu" and not vision and not other:
+        return _fuyu(data, text_hidden)
+    if model_type == "emu3" and isinstance(data.get("vq_config"), Mapping):
+        # Emu3ForConditionalGeneration holds a VQ-VAE image tokenizer (encoder, codebook, decoder: 270,740,287
+        # parameters at Emu3VQVAEConfig's defaults) that no rule here counts
+        return "its VQ-VAE image tokenizer (vq_config) is not counted by kvplan's rule"
+    if (not isinstance(vision, Mapping) or not vision) and other == ["audio_config"] and model_type in _AUDIO_RULES:
+        return _audio_towers(data["audio_config"], model_type, text_hidden, data)
     if not isinstance(vision, Mapping) or not vision:
         return f"its {other[0]} tower is not counted by kvplan's rule" if other else None
     kind = tower_kind(vision, model_type)
     rule = _RULES.get(kind)
     if rule is None or model_type not in rule[0]:
         return (f"its vision tower ({kind or 'no model_type'} in {model_type}) is not counted by kvplan's rule")
-    if other:
+    heard = other == ["audio_config"] and model_type in _AUDIO_RULES   # Phi-4-multimodal: vision and audio
+    if other and not heard:
         return f"its {other[0]} tower is not counted by kvplan's rule"
     try:
         fields = _Fields(vision, rule[2])
@@ -232,7 +362,34 @@ def read_towers(data: Mapping[str, Any], model_type: str | None, text_hidden: in
         tokens = _image_tokens(model_type, fields, data)
     except (ValueError, TypeError, ZeroDivisionError, OverflowError):
         return f"its vision_config ({kind}) lacks or garbles a size kvplan's rule needs"
-    return Towers(kind, *counts, *tokens)
+    towers = Towers(kind, *counts, *tokens)
+    if not heard:
+        return towers
+    audio = _audio_towers(data["audio_config"], model_type, text_hidden, data)
+    if isinstance(audio, str):
+        return audio
+    return Towers(kind, towers.vision, towers.projector + audio.projector, *tokens, audio=audio.audio)
+
+
+def _fuyu(data: Mapping[str, Any], text_hidden: int) -> Towers | str:
+    """Fuyu (modeling_fuyu.py FuyuModel): no vision tower, only vision_embed_tokens, a biased Linear [text hidden,
+    patch_size^2 x num_channels] over raw patches. Defaults: 30 x 30 x 3 = 2,700 -> 4,096: 11,063,296."""
+    try:
+        fields = _Fields(data, {"patch_size": 30, "num_channels": 3})
+        return Towers("fuyu_patches", 0, _lin(fields["patch_size"] ** 2 * fields["num_channels"], text_hidden, True))
+    except ValueError:
+        return "its patch_size / num_channels lack or garble a size kvplan's rule needs"
+
+
+def _audio_towers(audio: Mapping[str, Any], model_type: str, text_hidden: int,
+                  top: Mapping[str, Any]) -> Towers | str:
+    rule, defaults, aliases = _AUDIO_RULES[model_type]
+    named = {aliases.get(k, k): value for k, value in audio.items()}
+    try:
+        tower, projector = rule(_Fields(named, defaults), text_hidden, top)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return f"its audio_config ({model_type}) lacks or garbles a size kvplan's rule needs"
+    return Towers(f"{model_type}_audio", 0, projector, audio=tower)
 
 
 def _image_tokens(model_type: str | None, v: _Fields, top: Mapping[str, Any]) -> tuple[int, int]:

@@ -51,6 +51,20 @@ class MambaDims:
 
 
 @dataclass(frozen=True)
+class Mamba2Dims:
+    """A Mamba-2 mixer (transformers 5.24 Mamba2Mixer, NemotronHMamba2Mixer): in_proj [inner + conv_dim + heads, H],
+    depthwise conv over conv_dim = inner + 2 x groups x state channels, dt_bias / A_log / D [heads], a gated RMSNorm
+    [inner], out_proj [H, inner]. Nemotron-H-56B: 256 heads x 64 = 16,384 inner, conv 16,384 + 2 x 8 x 256 = 20,480."""
+
+    inner: int
+    heads: int
+    conv_dim: int
+    conv_kernel: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+
+@dataclass(frozen=True)
 class DeltaNetDims:
     """Qwen3-Next Gated DeltaNet: in_proj_qkvz, in_proj_ba, conv over q/k/v channels, out_proj, per-head A and dt."""
 
@@ -85,6 +99,10 @@ class MoEDims:
     score_bias: bool = False  # DeepSeek-V3: e_score_correction_bias, a persistent fp32 buffer [experts]
     score_fp32: bool = True  # the buffer's dtype: float32 (DeepSeek), or the model's (MiniMax-M2: bf16)
     score_param: bool = False  # ERNIE-4.5-MoE: the same correction bias as a parameter [1, experts]
+    # Nemotron-H latent MoE (moe_latent_size): the experts work in a [latent] space, entered and left through
+    # fc1_latent_proj [latent, H] and fc2_latent_proj [H, latent]; 0: the experts read the hidden state itself
+    latent: int = 0
+    latent_bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +114,7 @@ class LayerDims:
     whose mixer is only such tensors (LFM3's short-conv blocks) has `mixer` None.
     """
 
-    mixer: AttentionDims | MambaDims | DeltaNetDims | None
+    mixer: AttentionDims | MambaDims | Mamba2Dims | DeltaNetDims | None
     ffn: MLPDims | MoEDims | None
     norms: int
     extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()  # (group, elements, matrix shape or None)
@@ -151,6 +169,7 @@ class ArchShape:
     learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
     mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
     layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
+    layer_buffers: int = 0  # persistent buffer elements per block, in the model dtype (Gemma 4's layer_scalar: 1)
     final_norm: bool = True  # a norm after the last block (kvplan.config.traits: read off the family's modules)
     # (group, elements, matrix) of tensors outside the blocks: BERT's token-type embeddings
     extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()

@@ -18,7 +18,8 @@ from functools import lru_cache
 from math import ceil
 
 from ..dtypes import DType, resolve_dtype
-from ..model.arch import ArchShape, AttentionDims, DeltaNetDims, LayerDims, MambaDims, MLPDims, MoEDims, QuantDims
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
+                          QuantDims)
 
 GROUPS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router", "norms", "lm_head",
           "other")
@@ -215,6 +216,8 @@ def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: in
 def _mixer(m, h: int, i: int) -> list[Tensor]:
     if isinstance(m, MambaDims):
         return _mamba(m, h, i)
+    if isinstance(m, Mamba2Dims):
+        return _mamba2(m, h, i)
     if isinstance(m, DeltaNetDims):
         return _deltanet(m, h, i)
     return _mla(m, h, i) if m.kv_lora_rank else _attention(m, h, i)
@@ -270,6 +273,15 @@ def _mamba(m: MambaDims, h: int, i: int) -> list[Tensor]:
     return out + _linear("mixer", h, n, m.proj_bias, i)
 
 
+def _mamba2(m: Mamba2Dims, h: int, i: int) -> list[Tensor]:
+    """Nemotron-H-56B: in_proj [16,384 + 20,480 + 256 = 37,120, 8192], conv [20,480, 1, 4] + bias, dt_bias / A_log /
+    D [256] each, the gated norm [16,384], out_proj [8192, 16,384]."""
+    out = _linear("mixer", m.inner + m.conv_dim + m.heads, h, m.proj_bias, i)
+    conv = m.conv_dim * m.conv_kernel + (m.conv_dim if m.conv_bias else 0)
+    out.append(Tensor("mixer", conv + 3 * m.heads + m.inner, layer=i))
+    return out + _linear("mixer", h, m.inner, m.proj_bias, i)
+
+
 def _deltanet(d: DeltaNetDims, h: int, i: int) -> list[Tensor]:
     """Qwen3-Next-80B: qkvz [2 x 16 x 128 + 2 x 32 x 128 = 12,288, 2048], ba [64, 2048], conv [8192, 4]."""
     key, value = d.k_heads * d.k_head_dim, d.v_heads * d.v_head_dim
@@ -292,7 +304,9 @@ def _mlp(m: MLPDims, h: int, i: int, group: str, copies: int = 1) -> list[Tensor
 
 
 def _moe(m: MoEDims, h: int, i: int) -> list[Tensor]:
-    out = _mlp(m.expert, h, i, "experts", copies=m.experts)
+    out = _mlp(m.expert, m.latent or h, i, "experts", copies=m.experts)
+    if m.latent:  # Nemotron-H: fc1_latent_proj [latent, H], fc2_latent_proj [H, latent], dense beside the experts
+        out += _linear("mlp", m.latent, h, m.latent_bias, i) + _linear("mlp", h, m.latent, m.latent_bias, i)
     if m.shared:
         out += _mlp(m.shared, h, i, "shared_experts")
     router = (m.experts * h + (m.experts if m.router_bias else 0) + (h if m.shared_gate else 0)
@@ -311,12 +325,15 @@ def param_count(shape: ArchShape) -> ParamBreakdown:
 
 
 def _buffer_bytes(shape: ArchShape, act: DType) -> int:
-    return sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
-               if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    scores = sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
+                 if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    return scores + ceil(shape.layer_buffers * shape.num_layers * act.bits / 8)
 
 
 def _buffers(shape: ArchShape) -> int:
-    return sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    """Persistent buffers: e_score_correction_bias per MoE layer, and per-block buffers (Gemma 4's layer_scalar)."""
+    scores = sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
+    return scores + shape.layer_buffers * shape.num_layers
 
 
 def _idle_experts(shape: ArchShape) -> int:
@@ -324,7 +341,7 @@ def _idle_experts(shape: ArchShape) -> int:
     idle = 0
     for i, layer in enumerate(shape.layers):
         if isinstance(layer.ffn, MoEDims) and layer.ffn.top_k and layer.ffn_weights:
-            one = sum(t.numel for t in _mlp(layer.ffn.expert, shape.hidden, i, "experts"))
+            one = sum(t.numel for t in _mlp(layer.ffn.expert, layer.ffn.latent or shape.hidden, i, "experts"))
             idle += max(layer.ffn.experts - layer.ffn.top_k, 0) * one
     return idle
 
@@ -519,7 +536,9 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
                          "take it for --kv-cache-dtype auto)")
     if any(isinstance(l.ffn, MoEDims) and l.ffn.router_fp32 for l in shape.layers):
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
-    if _buffers(shape):
+    if _buffers(shape) and shape.layer_buffers:
+        rules.append(f"persistent buffers: {_buffers(shape):,} values (layer_scalar: {shape.layer_buffers} a block)")
+    elif _buffers(shape):
         rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
     if shape.towers:
         rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
