@@ -32,8 +32,12 @@ EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_
 DTYPE_KEYS = ("dtype", "torch_dtype")
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers")
 # families whose checkpoint carries MTP layers past the model's own (DeepSeek-V3 / R1 `model.layers.61`, Qwen3.5
-# `mtp.layers.0`): transformers builds none of them; vLLM loads them for --speculative-config mtp
-MTP_FAMILIES = frozenset({"deepseek_v3", "qwen3_5_text", "qwen3_5_moe_text"})
+# `mtp.layers.0`): transformers builds none of them; vLLM 0.33 loads them only for --speculative-config mtp
+# (deepseek_v2.py load_weights: `if spec_layer is not None: continue  # skip spec decode layers for main model`)
+# and drafts with them as config/speculative.py maps each family: deepseek_v3 / deepseek_v32 / glm_moe_dsa ->
+# deepseek_mtp (DeepSeekMTPModel, DeepseekV32MTPModel), qwen3_next -> qwen3_next_mtp, qwen3_5 -> qwen3_5_mtp.
+MTP_FAMILIES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_text",
+                          "qwen3_5_moe_text"})
 # BART-style encoder-decoder configs (BART, mBART, Marian, Pegasus, PLBart, MVP, BlenderbotSmall, BigBirdPegasus,
 # Whisper, TrOCR) describe the decoder under decoder_* keys, and their causal LM (BartForCausalLM ...) is that
 # decoder alone. These win over the generic aliases: distil-whisper-large-v3's config.json says num_hidden_layers

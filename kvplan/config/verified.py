@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import UnsupportedArchitectureError
 from .reader import SAME_ARCHITECTURE
+from .unread import RULES, verdicts
 
 _DATA = Path(__file__).parent.parent / "data" / "conformance.json"
 ENFORCE = True  # the sweep itself turns the refusals off, to measure the raw rules again
@@ -118,7 +119,8 @@ IGNORED = frozenset({"num_experts_per_tok", "experts_per_token", "num_experts_pe
                      "attn_implementation", "_attn_implementation", "head_dim", "norm_topk_prob"})
 
 
-NOT_STRUCTURAL = re.compile(r"eps|dropout|softmax|init|scal|rope|theta|temperature|loss|coef|jitter|fp32|output_|"
+# `multiplier`: muP's scalars (Phi-3-small's mup_attn_multiplier 1.0 multiplies attention logits, no tensor)
+NOT_STRUCTURAL = re.compile(r"eps|dropout|softmax|init|scal|rope|theta|temperature|loss|coef|jitter|fp32|output_|multiplier|"
                             r"return_|use_cache|token_id|_std|implementation|torch_dtype|checkpoint|topk|top_k|n_group|routed_scaling|"
                             r"scoring_func|aux_loss")
 
@@ -129,12 +131,17 @@ def structural_keys(config: dict) -> list[str]:
 
 
 def unread_fields(text: dict, reader, status: FamilyStatus) -> tuple[str, ...]:
-    """One warning naming the structural keys kvplan neither read nor knows the family's class to have."""
+    """The warnings for structural keys kvplan neither read nor knows the family's class to have: those
+    `unread.RULES` or an alias proves redundant on this config are silent, those it judges carry its bounded
+    warning, and the rest are named in one warning."""
     off = {"sliding_window", "max_window_layers"} if text.get("use_sliding_window") is False else set()
-    unread = [k for k in structural_keys(text) if k not in reader.used and k not in status.known_keys
-              and k not in off and text.get(k) not in (None, False, 0, [], {})]
+    # a switched-off field (false, 0, null) changes nothing, unless its rule says that off is what matters
+    # (MiMo-V2-Flash's add_swa_attention_sink_bias false: vLLM builds no sinks)
+    candidates = [k for k in structural_keys(text) if k not in reader.used and k not in status.known_keys
+                  and k not in off and (text.get(k) not in (None, False, 0, [], {}) or (reader.family, k) in RULES)]
+    unread, judged = verdicts(candidates, text, reader)
     if not unread:
-        return ()
+        return tuple(judged)
     shown = ", ".join(unread[:6]) + (f" and {len(unread) - 6} more" if len(unread) > 6 else "")
-    return (f"config field(s) {shown} may change the cache or the weights and kvplan does not read them: "
-            "the figures ignore them",)
+    return tuple(judged) + (f"config field(s) {shown} may change the cache or the weights and kvplan does not read "
+                            "them: the figures ignore them",)
