@@ -262,3 +262,63 @@ def test_rules_name_real_families():
     families = {family for family, _ in unread.RULES}
     shipped = set(json.loads((kvplan.config.verified._DATA).read_text())["families"])
     assert families - shipped <= {"chatglm", "phi3small"}     # remote code only
+
+
+# ------------------------------------------------------------------ Qwen2.5-VL: shipped as an image-text model
+
+
+def test_qwen2_5_vl_is_verified_against_the_image_text_model_transformers_ships():
+    """transformers 5.24 ships qwen2_5_vl as Qwen2_5_VLForConditionalGeneration only (no causal LM, so the sweep
+    never built it). Built on meta from the bundled config, its language model and vision tower are kvplan's
+    counts, and one prefill through its language model caches what kvplan's estimate says."""
+    from validation.measure import walk_cache
+
+    data = bundled("Qwen/Qwen2.5-VL-7B-Instruct")
+    with torch.device("meta"):
+        model = transformers.Qwen2_5_VLForConditionalGeneration._from_config(hf_config(data), dtype=torch.bfloat16)
+    named = dict(model.named_parameters())
+    vision = sum(p.numel() for n, p in named.items() if n.startswith("model.visual."))
+    text = sum(p.numel() for n, p in named.items() if not n.startswith("model.visual."))
+    spec = kvplan.load_model("Qwen/Qwen2.5-VL-7B-Instruct")
+    arch = spec.require_arch()
+    # 28 layers' q/k/v biases (3,584 + 2 x 512) are what the llama-like fallback missed: 129,024 parameters
+    assert param_count(arch).total == text == 7_615_616_512
+    assert dict(arch.towers) == {"vision": vision} and vision == 676_550_144
+    assert spec.warnings == () and kvplan.estimate(spec, 4096).verified is True
+    with torch.no_grad():
+        out = model.model.language_model(input_ids=torch.zeros((1, 64), dtype=torch.long, device="meta"),
+                                         use_cache=True)
+    held = walk_cache(out.past_key_values)
+    est = kvplan.estimate(spec, seq_len=64, batch_size=1, dtype="bf16", prompt_len=64)
+    # 28 layers x 2 x 4 KV heads x 128 x 2 B x 64 tokens = 3,670,016 B
+    assert held.logical == est.logical_bytes == 28 * 2 * 4 * 128 * 2 * 64
+
+
+def test_qwen2_5_vl_defaults_are_its_text_config_class_defaults():
+    """A flat Qwen2.5-VL config fills its text_config from Qwen2_5_VLTextConfig: kvplan's table for absent keys
+    says the same (80 layers, max_window_layers 80, where Qwen2Config has 32 and 28)."""
+    import dataclasses
+
+    from kvplan.config.reader import FAMILY_DEFAULTS
+
+    fields = {f.name: f.default for f in dataclasses.fields(transformers.Qwen2_5_VLTextConfig)}
+    for key, value in FAMILY_DEFAULTS["qwen2_5_vl"].items():
+        assert fields[key] == value, key
+
+
+def test_multimodal_types_are_what_transformers_ships():
+    """kvplan/data/multimodal_types.json equals transformers' mappings (tools/gen_multimodal_types.py), and a
+    family in it is said to ship as its class, never "not one transformers ships"."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("gen", root / "tools" / "gen_multimodal_types.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    stored = json.loads((root / "kvplan" / "data" / "multimodal_types.json").read_text())
+    assert stored["types"] == gen.multimodal_types() and stored["transformers"] == transformers.__version__
+    assert stored["types"]["qwen2_vl"] == "Qwen2VLForConditionalGeneration"
+    data = {**bundled("Qwen/Qwen2.5-VL-7B-Instruct"), "model_type": "qwen2_vl"}
+    (warning,) = warnings_of(data)
+    assert "ships in transformers 5.24.0 only as Qwen2VLForConditionalGeneration" in warning

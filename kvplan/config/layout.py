@@ -169,7 +169,7 @@ def _derived_layer_types(r: ConfigReader, g: _Geometry, window: int | None) -> l
         return ["hybrid"] * n
     if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: layer 0 and every 6th layer full, the rest sliding (48: 9 full)
         return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)]
-    if mt in ("qwen2", "qwen3", "qwen2_moe") and window is not None:
+    if mt in ("qwen2", "qwen3", "qwen2_moe", "qwen2_5_vl") and window is not None:
         first_sliding = r.opt_int("max_window_layers", minimum=0) or 0
         return ["sliding_attention" if i >= first_sliding else "full_attention" for i in range(n)]
     if mt in ("gemma2", "gpt_oss", "cohere2", "gemma3_text") or r.has("sliding_window_pattern"):

@@ -58,8 +58,12 @@ TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_
 TOWER_CONFIG_KEYS = ("vision_config", "audio_config", "speech_config", "vision_tower_config")
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
 
-# Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
-SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+# Families checked as the native family whose architecture they share: Kimi-K2 ships DeepseekV3ForCausalLM, and
+# Qwen2.5-VL's language model (Qwen2_5_VLTextModel, transformers 5.24 ships it inside the image-text
+# Qwen2_5_VLForConditionalGeneration, no causal LM) is Qwen2's decoder: q/k/v with bias, o without, a gated MLP,
+# RMSNorm, the same max_window_layers rule; tests/test_unread.py builds it on meta and equals kvplan's count
+# (7,615,616,512 language model + 676,550,144 vision tower for Qwen2.5-VL-7B) and its cache.
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen2_5_vl": "qwen2"}
 
 # Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
 # stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
@@ -70,6 +74,12 @@ _EXTRA_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"sliding_window_pattern": 6},
     "kimi_k2": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
     "chatglm": {"multi_query_attention": False},
+    # Qwen2_5_VLTextConfig's dataclass defaults (a flat Qwen2.5-VL config.json fills its text_config from the top
+    # level, absent keys from these); the ones that differ from Qwen2Config's: 80 layers, max_window_layers 80
+    "qwen2_5_vl": {"hidden_size": 8192, "intermediate_size": 29568, "max_position_embeddings": 32768,
+                   "max_window_layers": 80, "num_attention_heads": 64, "num_hidden_layers": 80,
+                   "num_key_value_heads": 8, "sliding_window": 4096, "use_sliding_window": False,
+                   "vocab_size": 152064},
 }
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}
