@@ -322,3 +322,23 @@ def test_multimodal_types_are_what_transformers_ships():
     data = {**bundled("Qwen/Qwen2.5-VL-7B-Instruct"), "model_type": "qwen2_vl"}
     (warning,) = warnings_of(data)
     assert "ships in transformers 5.24.0 only as Qwen2VLForConditionalGeneration" in warning
+
+
+@pytest.mark.parametrize("model_id,kv_per_token", [
+    ("deepseek-ai/DeepSeek-V3", 576 * 2),          # one more MLA layer: 512 latent + 64 RoPE values x 2 B
+    ("deepseek-ai/DeepSeek-V3.2", 576 * 2 + 132),  # and its indexer key: 128 fp8 values + a 4-byte scale
+    ("Qwen/Qwen3.5-27B", 2 * 1 * 256 * 2),         # a full-attention layer: 4 KV heads over TP 8 keep 1 a rank
+])
+def test_a_plan_without_drafting_says_what_mtp_would_add(model_id, kv_per_token):
+    """vLLM 0.33 loads no MTP layer without speculative decoding (deepseek_v2.py load_weights skips spec layers,
+    qwen3_5.py maps `mtp.` to nothing): the plan holds none and its note says what --speculative mtp adds."""
+    from kvplan.units import fmt_bytes
+
+    plain = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096)
+    drafted = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096,
+                          speculative={"method": "mtp", "num_speculative_tokens": 1})
+    (note,) = [n for n in plain.notes if n.startswith("MTP:")]
+    assert drafted.kv_bytes_per_token - plain.kv_bytes_per_token == kv_per_token
+    assert f"adds {fmt_bytes(drafted.extra['draft model weights'])} of weights per GPU" in note
+    assert f"{kv_per_token:,} B of KV per token: plan with --speculative mtp" in note
+    assert plain.warnings == [] and not [n for n in drafted.notes if n.startswith("MTP:")]

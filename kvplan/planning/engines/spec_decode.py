@@ -120,6 +120,26 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
                    "whole on every rank; embed_tokens and the head shared with the target")
 
 
+def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str | None:
+    """What the checkpoint's MTP layers would add if drafting were on, for a plan without it; None without them.
+
+    Without speculative decoding vLLM 0.33 never loads them (deepseek_v2.py load_weights: `spec_layer =
+    get_spec_layer_idx_from_weight_name(...)`, `continue  # skip spec decode layers for main model`; Qwen3.5's
+    `mtp.*` weights are skipped alike), so the plan holds none of them and only says what --speculative mtp costs.
+    DeepSeek-V3 on TP 8: 1 layer, its experts split 8 ways, eh_proj whole; KV one more MLA layer, 1,152 B a token."""
+    from ...units import fmt_bytes
+
+    shape = model.arch
+    if shape is None or not shape.mtp_layers:
+        return None
+    weights, _ = _mtp_bytes(shape, act, tp, moe_ranks)
+    last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, int(act.bytes))
+    per_token = sum(x.bytes_per_token for x in last) * shape.mtp_layers
+    return (f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded without speculative decoding "
+            f"(vLLM deepseek_v2.py / qwen3_5.py skip them), so this plan holds none; drafting with them adds "
+            f"{fmt_bytes(weights)} of weights per GPU and {per_token:,} B of KV per token: plan with --speculative mtp")
+
+
 def draft_layer_specs(model, spec: Speculative, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
     """The drafter's KV layers on one rank, as the pool sees them."""
     if spec.method == "mtp":
