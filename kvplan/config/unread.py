@@ -30,18 +30,20 @@ ALIASES = {"layers": LAYER_KEYS, "attention heads": HEAD_KEYS, "KV heads": KV_HE
 
 
 def alias_verdict(key: str, text: Mapping[str, Any], r: ConfigReader) -> str | None:
-    """None when `key` is no alias, or an alias equal to the one kvplan read; else the warning (an empty string
-    never: the caller tells "no alias" from "silent" by `is_alias`)."""
+    """None (silent) when `key` says what the alias kvplan read says, or kvplan read none of its group (an override
+    such as --num-layers decided); else the warning naming both."""
     for concept, keys in ALIASES.items():
         read = next((k for k in keys if k in r.used and k != key), None)
         if key not in keys or read is None:
             continue
         if text.get(key) == r.used[read]:
             return SILENT
-        # the cache and every layer's weights scale with the count: glm-4-9b's num_layers 40 = num_hidden_layers 40
+        # glm-4-9b-chat says num_layers 40 and num_hidden_layers 40: silent; 48 against 64 would be named here
+        moves = ("the KV cache and the layers' weights scale with it" if concept == "layers" else
+                 "the KV cache and the weights that depend on it would differ")
         return (f"config fields {read} ({r.used[read]!r}) and {key} ({text.get(key)!r}) disagree on the "
-                f"{concept}: kvplan reads {read}, the first of {' / '.join(keys)} (vLLM's order); with {key} every "
-                "figure that scales with it (the KV cache, the layers' weights) would change in proportion")
+                f"{concept}: kvplan reads {read}, the first of {' / '.join(keys)} it finds; with {key}'s value "
+                f"{moves}")
     return SILENT
 
 
@@ -141,7 +143,9 @@ def _blocksparse(text: Mapping[str, Any], r: ConfigReader) -> str | None:
 
 def _ignored(why: str) -> Rule:
     """A field neither transformers 5.24's modeling nor vLLM 0.33's reads for the family: silent, `why` cited."""
-    rule = lambda text, r: SILENT  # noqa: E731
+    def rule(text: Mapping[str, Any], r: ConfigReader) -> str | None:
+        return SILENT
+
     rule.__doc__ = why
     return rule
 

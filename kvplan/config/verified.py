@@ -133,8 +133,8 @@ IGNORED = frozenset({"num_experts_per_tok", "experts_per_token", "num_experts_pe
 
 
 # `multiplier`: muP's scalars (Phi-3-small's mup_attn_multiplier 1.0 multiplies attention logits, no tensor)
-NOT_STRUCTURAL = re.compile(r"eps|dropout|softmax|init|scal|rope|theta|temperature|loss|coef|jitter|fp32|output_|multiplier|"
-                            r"return_|use_cache|token_id|_std|implementation|torch_dtype|checkpoint|topk|top_k|n_group|routed_scaling|"
+NOT_STRUCTURAL = re.compile(r"eps|dropout|softmax|init|scal|rope|theta|temperature|loss|coef|jitter|fp32|output_|"
+                            r"multiplier|return_|use_cache|token_id|_std|implementation|torch_dtype|checkpoint|topk|top_k|n_group|routed_scaling|"
                             r"scoring_func|aux_loss")
 
 
