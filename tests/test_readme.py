@@ -117,3 +117,17 @@ def test_coverage_figures():
             f"a one-line reason for {kv_refused} and wrong for {kv_wrong}; the parameter count is exact for {p_exact} "
             f"({p_pct} %), refused for {p_refused} and wrong for {p_wrong}")
     _quoted(f"{no_build} more do not build in transformers itself at their defaults")
+
+
+def test_first_cli_example_prints_what_readme_shows(capsys):
+    """README's first console block (the gemma-2-9b estimate) is the CLI's output line for line, up to its "...":
+    a warning kvplan prints there (the old "sliding_window_size may change the cache" one) would break it."""
+    import shlex
+
+    from kvplan.cli import main
+
+    block = README.split("```console\n", 1)[1].split("\n...", 1)[0].splitlines()
+    assert block[0].startswith("$ kvplan estimate google/gemma-2-9b")
+    assert main(shlex.split(block[0][len("$ kvplan "):])) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:len(block) - 1] == block[1:]

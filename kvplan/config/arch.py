@@ -86,7 +86,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
-        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
+        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0, mtp_unloaded=_unloaded_mtp(f),
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
         layer_buffers=body.layer_buffers,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
@@ -97,6 +97,24 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
     ))
+
+
+def _unloaded_mtp(f: ConfigReader) -> str:
+    """MiniMax-M2 / M2.5 declare use_mtp with num_mtp_modules 3 of mtp_transformer_layers 1 each (layers 62-64 by
+    their numbering), and no engine holds them: vLLM 0.33's minimax_m2.py maps `layers.62.` .. `layers.64.` to
+    nothing (hf_to_vllm_mapper) and has no MiniMax-M2 drafter (config/speculative.py lists minimax_m3_mtp only),
+    SGLang 0.5.23's minimax_m2.py skips them (get_spec_layer_idx_from_weight_name), and the published checkpoint
+    holds none (hf-mem's 230,121,630,720 B are the model without them, model_configs/checkpoints/). So they cost no
+    plan anything; `--speculative mtp` says why it cannot draft with them."""
+    if f.family != "minimax_m2" or not f.has("num_mtp_modules"):
+        return ""
+    modules = f.opt_int("num_mtp_modules", minimum=0) or 0
+    per_module = f.opt_int("mtp_transformer_layers", minimum=0, default=1) or 0
+    if not (f.flag("use_mtp", True) and modules and per_module):
+        return ""
+    return (f"{modules} MTP module(s) of {per_module} layer(s) each are declared (num_mtp_modules, "
+            "mtp_transformer_layers), but vLLM 0.33 and SGLang 0.5.23 skip them at load and have no MiniMax-M2 MTP "
+            "drafter, and the published checkpoint holds none")
 
 
 def _draft_vocab(data: Mapping[str, Any]) -> int:

@@ -160,11 +160,16 @@ def _derived_layer_types(r: ConfigReader, g: _Geometry, window: int | None) -> l
     if r.get("index_head_dim") is not None and r.get("kv_lora_rank") is not None:
         # DeepseekV32Config / GlmMoeDsaConfig: every layer indexed_attention (MLA + indexer keys) by default
         return ["indexed_attention"] * n
+    if mt in ("qwen3_5_text", "qwen3_5_moe_text"):
+        # Qwen3_5(Moe)TextConfig.__post_init__ without layer_types: every full_attention_interval-th layer (kwargs'
+        # default 4) is full attention, the rest Gated DeltaNet; Qwen3.5-27B's 64 layers give 16 full, 48 linear
+        interval = r.req_int("full_attention_interval", default=4)
+        return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     if mt == "falcon_h1":  # FalconH1Config has no pattern field: every layer is attention beside Mamba-2
         return ["hybrid"] * n
     if mt == "mimo_v2_flash":  # MiMoV2FlashConfig: layer 0 and every 6th layer full, the rest sliding (48: 9 full)
         return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)]
-    if mt in ("qwen2", "qwen3", "qwen2_moe") and window is not None:
+    if mt in ("qwen2", "qwen3", "qwen2_moe", "qwen2_5_vl") and window is not None:
         first_sliding = r.opt_int("max_window_layers", minimum=0) or 0
         return ["sliding_attention" if i >= first_sliding else "full_attention" for i in range(n)]
     if mt in ("gemma2", "gpt_oss", "cohere2", "gemma3_text") or r.has("sliding_window_pattern"):

@@ -32,8 +32,12 @@ EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_
 DTYPE_KEYS = ("dtype", "torch_dtype")
 MTP_KEYS = ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers")
 # families whose checkpoint carries MTP layers past the model's own (DeepSeek-V3 / R1 `model.layers.61`, Qwen3.5
-# `mtp.layers.0`): transformers builds none of them; vLLM loads them for --speculative-config mtp
-MTP_FAMILIES = frozenset({"deepseek_v3", "qwen3_5_text", "qwen3_5_moe_text"})
+# `mtp.layers.0`): transformers builds none of them; vLLM 0.33 loads them only for --speculative-config mtp
+# (deepseek_v2.py load_weights: `if spec_layer is not None: continue  # skip spec decode layers for main model`)
+# and drafts with them as config/speculative.py maps each family: deepseek_v3 / deepseek_v32 / glm_moe_dsa ->
+# deepseek_mtp (DeepSeekMTPModel, DeepseekV32MTPModel), qwen3_next -> qwen3_next_mtp, qwen3_5 -> qwen3_5_mtp.
+MTP_FAMILIES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_text",
+                          "qwen3_5_moe_text"})
 # BART-style encoder-decoder configs (BART, mBART, Marian, Pegasus, PLBart, MVP, BlenderbotSmall, BigBirdPegasus,
 # Whisper, TrOCR) describe the decoder under decoder_* keys, and their causal LM (BartForCausalLM ...) is that
 # decoder alone. These win over the generic aliases: distil-whisper-large-v3's config.json says num_hidden_layers
@@ -54,8 +58,12 @@ TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_
 TOWER_CONFIG_KEYS = ("vision_config", "audio_config", "speech_config", "vision_tower_config")
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
 
-# Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
-SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3"}
+# Families checked as the native family whose architecture they share: Kimi-K2 ships DeepseekV3ForCausalLM, and
+# Qwen2.5-VL's language model (Qwen2_5_VLTextModel, transformers 5.24 ships it inside the image-text
+# Qwen2_5_VLForConditionalGeneration, no causal LM) is Qwen2's decoder: q/k/v with bias, o without, a gated MLP,
+# RMSNorm, the same max_window_layers rule; tests/test_unread.py builds it on meta and equals kvplan's count
+# (7,615,616,512 language model + 676,550,144 vision tower for Qwen2.5-VL-7B) and its cache.
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen2_5_vl": "qwen2"}
 
 # Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
 # stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
@@ -66,6 +74,12 @@ _EXTRA_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"sliding_window_pattern": 6},
     "kimi_k2": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
     "chatglm": {"multi_query_attention": False},
+    # Qwen2_5_VLTextConfig's dataclass defaults (a flat Qwen2.5-VL config.json fills its text_config from the top
+    # level, absent keys from these); the ones that differ from Qwen2Config's: 80 layers, max_window_layers 80
+    "qwen2_5_vl": {"hidden_size": 8192, "intermediate_size": 29568, "max_position_embeddings": 32768,
+                   "max_window_layers": 80, "num_attention_heads": 64, "num_hidden_layers": 80,
+                   "num_key_value_heads": 8, "sliding_window": 4096, "use_sliding_window": False,
+                   "vocab_size": 152064},
 }
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     mt: {**_GENERATED.get(mt, {}), **_EXTRA_DEFAULTS.get(mt, {})}

@@ -168,6 +168,9 @@ class ArchShape:
     lm_head_bias: bool = False  # GPT-J, Phi-2
     learned_positions: int = 0  # GPT-2 / GPT-BigCode wpe rows
     mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers: in the checkpoint, not in transformers' model
+    # MTP modules a config declares that no engine loads or drafts with (MiniMax-M2's num_mtp_modules 3): the
+    # sentence saying so, for `--speculative mtp` to refuse with
+    mtp_unloaded: str = ""
     layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
     layer_buffers: int = 0  # persistent buffer elements per block, in the model dtype (Gemma 4's layer_scalar: 1)
     final_norm: bool = True  # a norm after the last block (kvplan.config.traits: read off the family's modules)

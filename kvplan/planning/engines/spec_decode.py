@@ -30,6 +30,9 @@ from ...weights.split import stage_weight_bytes
 from .vllm_kv import VllmLayerSpec, rank_layer_specs
 
 METHODS = ("mtp", "eagle3", "eagle", "draft_model")
+# families vLLM 0.33 drafts with deepseek_mtp.py (config/speculative.py: deepseek_v3, deepseek_v32 and glm_moe_dsa
+# become "deepseek_mtp"), whose eh_proj is a ReplicatedLinear, whole on every rank
+DEEPSEEK_MTP = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,14 @@ def check(model, spec: Speculative) -> Speculative:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
         raise WorkloadError(f"speculative tokens must be a whole number from 1 to 64, got {shown(k)}")
     if spec.method == "mtp":
-        n = model.require_arch().mtp_layers
+        shape = model.require_arch()
+        n = shape.mtp_layers
+        if not n and shape.mtp_unloaded:
+            raise WorkloadError(f"{model.name}: {shape.mtp_unloaded}: use an EAGLE head or a draft model")
         if not n:
             raise WorkloadError(f"{model.name}'s config declares no MTP layers kvplan reads (num_nextn_predict_layers "
-                                "of DeepSeek-V3-family configs): use an EAGLE head or a draft model")
+                                "of DeepSeek-V3 / V3.2 and GLM-5 configs, mtp_num_hidden_layers of Qwen3.5 / 3.6 and "
+                                "Qwen3-Next): use an EAGLE head or a draft model")
         if k % n:
             raise WorkloadError(f"{k} speculative tokens do not divide over {model.name}'s {n} MTP layers: use a "
                                 f"multiple of {n}")
@@ -106,11 +113,31 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
         # (qwen3_next_mtp.py); norms are whole
         # the layer's own q_a / kv_a and router are whole too (deepseek_mtp.py's mtp_block is a DeepseekV2DecoderLayer)
         replicated = (t.group in ("norms", "router") or t.replicated
-                      or (t.group == "other" and shape.model_type == "deepseek_v3"))
+                      or (t.group == "other" and shape.model_type in DEEPSEEK_MTP))
         total += size if replicated else -(-size // (moe_ranks if t.group == "experts" else tp))
     total *= shape.mtp_layers
     return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "
                    "whole on every rank; embed_tokens and the head shared with the target")
+
+
+def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str | None:
+    """What the checkpoint's MTP layers would add if drafting were on, for a plan without it; None without them.
+
+    Without speculative decoding vLLM 0.33 never loads them (deepseek_v2.py load_weights: `spec_layer =
+    get_spec_layer_idx_from_weight_name(...)`, `continue  # skip spec decode layers for main model`; Qwen3.5's
+    `mtp.*` weights are skipped alike), so the plan holds none of them and only says what --speculative mtp costs.
+    DeepSeek-V3 on TP 8: 1 layer, its experts split 8 ways, eh_proj whole; KV one more MLA layer, 1,152 B a token."""
+    from ...units import fmt_bytes
+
+    shape = model.arch
+    if shape is None or not shape.mtp_layers:
+        return None
+    weights, _ = _mtp_bytes(shape, act, tp, moe_ranks)
+    last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, int(act.bytes))
+    per_token = sum(x.bytes_per_token for x in last) * shape.mtp_layers
+    return (f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded without speculative decoding "
+            f"(vLLM deepseek_v2.py / qwen3_5.py skip them), so this plan holds none; drafting with them adds "
+            f"{fmt_bytes(weights)} of weights per GPU and {per_token:,} B of KV per token: plan with --speculative mtp")
 
 
 def draft_layer_specs(model, spec: Speculative, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:

@@ -142,6 +142,10 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
             notes.append("the drafter's own CUDA graphs are not in kvplan's estimate, where vLLM's holds them (V1 "
                          "captures the drafter inside the target's PIECEWISE graphs, gpu_model_runner.py _dummy_run; "
                          "V2 from 0.29 measures `speculator.capture()`): the pool may be smaller by their size")
+    elif (idle := spec_decode.idle_mtp_note(model, resolve_dtype(s.dtype), resolve_dtype(s.kv_cache_dtype).bits / 8,
+                                            s.tensor_parallel_size,
+                                            s.tensor_parallel_size * s.data_parallel_size)):
+        notes.append(idle)
     if extras.lora is not None:
         notes.append(lora_rules.lora_bytes(model.require_arch(), int(resolve_dtype(s.dtype).bytes),
                                            s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size,
