@@ -23,6 +23,7 @@ from kvplan.config.load import load_model
 from kvplan.config.parse import parse_config
 from kvplan.errors import ModelNotAvailableError
 from kvplan.model.spec import ModelSpec
+from kvplan.planning import defaults
 # the roofline glue lives in the core (kvplan.planning.speed), where the CLI's workload plans use it too
 from kvplan.planning.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
 from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes
@@ -246,13 +247,13 @@ def strategies_json(rows) -> str:
 
 @dataclass(frozen=True)
 class PlanInputs:
-    engine: str = "vllm"
-    gpu: str = "H100-SXM"
-    num_gpus: int = 1
+    engine: str = defaults.ENGINE
+    gpu: str = defaults.GPU
+    num_gpus: int = defaults.NUM_GPUS
     tp: str = "auto"           # "auto": num_gpus / pp
     pp: int = 1
     utilization: float | None = None  # None: the engine's own default (vLLM 0.92, SGLang's by card and TP)
-    max_model_len: int = 8192
+    max_model_len: int | None = None  # None: the model's context length, the CLI's and the API's default
     kv_dtype: str = "auto"
     language_model_only: bool = False   # a multimodal model served without its vision tower (vLLM)
     version: str | None = None          # None: the latest release kvplan read
@@ -290,6 +291,24 @@ def run_plan(model: ModelSpec, p: PlanInputs):
     return plan(model, **p.plan_kwargs())
 
 
+def cli_command(model: ModelSpec, p: PlanInputs) -> str:
+    """The `kvplan plan` line that gives the Capacity page's plan (settings at their defaults left out)."""
+    from kvplan.planning.inputs import model_argument
+
+    return defaults.cli_command(model_argument(model), **p.plan_kwargs())
+
+
+def defaults_line(plan) -> str:
+    """The batch limits and block size the plan used, said as the engine's defaults (the page sets none)."""
+    if plan.engine == "sglang":
+        return (f"SGLang sizes its batch from the pool: at most {fmt_int(plan.max_num_seqs)} running requests, "
+                f"{fmt_int(plan.max_num_batched_tokens)} tokens a prefill chunk, pages of {plan.block_size} token; "
+                f"memory fraction {plan.gpu_memory_utilization:.3f}")
+    return (f"vLLM's defaults for this GPU: max_num_seqs {fmt_int(plan.max_num_seqs)}, max_num_batched_tokens "
+            f"{fmt_int(plan.max_num_batched_tokens)}, blocks of {plan.block_size} tokens; GPU memory utilization "
+            f"{plan.gpu_memory_utilization:.2f}")
+
+
 def run_fixes(model: ModelSpec, p: PlanInputs, current=None, fewest=None) -> list[str]:
     """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan,
     `fewest`: the page's fewest-GPU plan, or False when its search found none (so it is not searched again)."""
@@ -308,10 +327,11 @@ def run_fewest(model: ModelSpec, p: PlanInputs):
 # The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes; SGLang's
 # sglang_pool and sglang_rules: --attn-dp-size 0.5.22, the 20-35 GB tier 0.5.20, the Mamba padding slot 0.5.17,
 # extra_buffer 0.5.14, prefill graphs 0.5.10, the SWA pool 0.5.8, the PP split 0.5.6, the additive reserve 0.5.3)
-ENGINE_VERSIONS = {"vllm": ("0.33.0", "0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0",
-                            "0.10.1", "0.7.3"),
-                   "sglang": ("0.5.23", "0.5.22", "0.5.20", "0.5.17", "0.5.14", "0.5.10", "0.5.8", "0.5.6", "0.5.3",
-                              "0.5.1", "0.4.6")}
+# The first is the planning layer's default (kvplan.planning.defaults: the latest release kvplan read).
+_OLDER_VERSIONS = {"vllm": ("0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0", "0.10.1", "0.7.3"),
+                   "sglang": ("0.5.22", "0.5.20", "0.5.17", "0.5.14", "0.5.10", "0.5.8", "0.5.6", "0.5.3", "0.5.1",
+                              "0.4.6")}
+ENGINE_VERSIONS = {engine: (defaults.engine_version(engine), *older) for engine, older in _OLDER_VERSIONS.items()}
 DEFAULT_DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 SPECULATIVE = {"none": None, "MTP layers of the checkpoint": "mtp", "EAGLE-3 head": "eagle3",
                "Draft model": "draft_model"}

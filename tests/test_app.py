@@ -104,7 +104,7 @@ def test_estimate_cache_strategies(kv, cache):
     ("batch", 0, "batch_size must be between 1"),
 ])
 def test_edge_workloads_give_a_message(page, key, value, expected):
-    at = app(page)
+    at = app(page, **({"ctxmodel": "false"} if page.endswith("capacity.py") else {}))  # the sidebar's context
     at.number_input(key=key).set_value(value).run()
     clean(at)
     text = errors(at)
@@ -128,7 +128,8 @@ def test_validation_and_learn_survive_a_zero_context(page):
 
 
 @pytest.mark.parametrize("kv, cache, expected", [
-    ("fp8", "dynamic", "only in a quantized cache"),
+    ("fp8", "static", "only in a quantized cache"),   # fp8 with the dynamic cache: the engine-neutral bytes
+    ("int8", "dynamic", "only in a quantized cache"),
     ("fp32", "quantized", "quantized cache stores"),
 ])
 def test_estimate_bad_dtype_combination(kv, cache, expected):
@@ -237,7 +238,7 @@ def test_compare_on_an_attention_free_model():
 
 
 def test_capacity_numbers_equal_the_planner():
-    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctx=32768, n=4)
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctxmodel="false", ctx=32768, n=4)
     clean(at)
     p = plan("meta-llama/Llama-3.1-70B", gpu="H100-SXM", num_gpus=4, max_model_len=32768)
     assert metric(at, "KV pool per GPU") == fmt_bytes(p.kv_pool_bytes)
@@ -254,7 +255,7 @@ def test_capacity_numbers_equal_the_planner():
 def test_capacity_engine_options_equal_the_planner():
     """Issue #11 in the app: the version, DP / EP, drafting and LoRA reach the plan, and the budget table shows
     each extra line (the CUDA-graph estimate, the draft's weights, the adapter slots)."""
-    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", gpu="H200", n=8, ctx=32768,
+    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", gpu="H200", n=8, ctxmodel="false", ctx=32768,
              spec="MTP layers of the checkpoint", loras=0)
     clean(at)
     p = plan("deepseek-ai/DeepSeek-V3", gpu="H200", num_gpus=8, max_model_len=32768,
@@ -264,17 +265,17 @@ def test_capacity_engine_options_equal_the_planner():
     assert list(table["per GPU"]) == [k for k, _ in p.budget_lines()]
     assert "draft model weights" in set(table["per GPU"]) and "CUDA graphs (estimate)" in set(table["per GPU"])
     assert p.vllm_command in [c.value for c in at.code]
-    lora = app("app_pages/capacity.py", model=LLAMA, ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
+    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
     clean(lora)
     q = plan(LLAMA, gpu="H100-SXM", max_model_len=8192, engine_version="0.19.0",
              lora={"max_loras": 4, "max_lora_rank": 16})
     assert metric(lora, "KV pool per GPU") == fmt_bytes(q.kv_pool_bytes)
     assert "LoRA adapter slots" in set(lora.dataframe[0].value["per GPU"])
-    dep = app("app_pages/capacity.py", model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", ctx=32768)
+    dep = app("app_pages/capacity.py", model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", ctxmodel="false", ctx=32768)
     clean(dep)
     r = plan("Qwen/Qwen3-30B-A3B", gpu="H100-SXM", num_gpus=2, dp=2, expert_parallel=True, max_model_len=32768)
     assert metric(dep, "KV pool per GPU") == fmt_bytes(r.kv_pool_bytes)
-    wrong = app("app_pages/capacity.py", model=LLAMA, ctx=8192, spec="MTP layers of the checkpoint")
+    wrong = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, spec="MTP layers of the checkpoint")
     assert "declares no MTP layers" in errors(wrong) and "--" not in errors(wrong)
 
 
@@ -297,6 +298,55 @@ def test_compare_setups_equal_kvplan_compare():
     clean(bad)
 
 
+def _cli_plan(argv: list[str]) -> dict:
+    """`kvplan plan ... --json` run in-process, its JSON (exit 0 or 3)."""
+    import contextlib
+    import io
+
+    from kvplan.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--json"]) in (0, 3)
+    return json.loads(out.getvalue())
+
+
+def test_capacity_defaults_equal_kvplan_plan():
+    """Issue #24: the CLI planned Llama-3.1-8B at its 131,072-token context and the Capacity page at 8,192 (3.43x
+    vs 54.88x), and the page's greyed slider said 0.90 while the plan used 0.92. Both now read
+    kvplan.planning.defaults: the page with nothing chosen is `kvplan plan meta-llama/Llama-3.1-8B`, and says so."""
+    at = app("app_pages/capacity.py")
+    clean(at)
+    cli = _cli_plan(["plan", LLAMA])
+    assert cli["max_model_len"] == 131_072                      # Llama-3.1-8B's max_position_embeddings
+    assert metric(at, "Max model length") == "131,072"
+    assert metric(at, "KV cache tokens") == fmt_int(cli["kv_cache_tokens"])
+    assert metric(at, "Max concurrency") == f"{cli['max_concurrency']:,.2f}x"
+    # vLLM 0.33's default (vllm/config/cache.py gpu_memory_utilization: 0.92 since 0.20), greyed, as planned
+    shown = at.slider[0]
+    assert shown.disabled and shown.value == cli["gpu_memory_utilization"] == 0.92
+    assert "kvplan plan meta-llama/Llama-3.1-8B" in [c.value for c in at.code]
+    assert any(f"max_num_seqs {cli['max_num_seqs']:,}" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("params", [
+    dict(engine="sglang", n=2, kvcache="fp8"),
+    dict(ctxmodel="false", ctx=32768, gpu="H200", n=4, pp=2, ver_vllm="0.19.0", utildefault="false", util=0.85),
+    dict(model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", eager="true", nvls="false"),
+])
+def test_capacity_shows_the_cli_line_that_prints_its_plan(params):
+    """The page's `kvplan plan` line, run, gives the page's tokens and concurrency."""
+    import shlex
+
+    at = app("app_pages/capacity.py", **params)
+    clean(at)
+    line = next(c.value for c in at.code if c.value.startswith("kvplan plan "))
+    cli = _cli_plan(shlex.split(line)[1:])
+    assert metric(at, "KV cache tokens") == fmt_int(cli["kv_cache_tokens"])
+    assert metric(at, "Max concurrency") == f"{cli['max_concurrency']:,.2f}x"
+    assert metric(at, "Max model length") == fmt_int(cli["max_model_len"])
+
+
 def test_capacity_does_not_fit():
     at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-405B")
     clean(at)
@@ -308,7 +358,7 @@ def test_capacity_does_not_fit():
 def test_capacity_sglang_equals_the_cli():
     """Issue #12: the app always sent 0.9 to SGLang where the CLI lets SGLang pick mem_fraction_static
     (gemma-3-27b on 8 x H100: 1,176,277 vs 1,309,202 tokens). Both now take the engine's own default."""
-    at = app("app_pages/capacity.py", model="google/gemma-3-27b-it", engine="sglang", n=8, ctx=8192)
+    at = app("app_pages/capacity.py", model="google/gemma-3-27b-it", engine="sglang", n=8, ctxmodel="false", ctx=8192)
     clean(at)
     p = plan("google/gemma-3-27b-it", engine="sglang", gpu="H100-SXM", num_gpus=8, max_model_len=8192)
     assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
@@ -344,7 +394,7 @@ def test_capacity_says_where_the_weights_come_from():
     """A vision model: the tower's split and the rule named; 'Language model only' drops the tower and the
     command gains vLLM's flag; a model with a bundled checkpoint total shows it beside the rule."""
     model = "google/gemma-3-27b-it"
-    at = app("app_pages/capacity.py", model=model, ctx=8192)
+    at = app("app_pages/capacity.py", model=model, ctxmodel="false", ctx=8192)
     clean(at)
     captions = " | ".join(c.value for c in at.caption)
     assert "Weights follow kvplan's rule for the config" in captions
@@ -355,7 +405,7 @@ def test_capacity_says_where_the_weights_come_from():
     text = plan(model, gpu="H100-SXM", max_model_len=8192, language_model_only=True)
     assert metric(at, "KV pool per GPU") == fmt_bytes(text.kv_pool_bytes) != fmt_bytes(whole.kv_pool_bytes)
     assert text.vllm_command in [c.value for c in at.code] and "--language-model-only" in text.vllm_command
-    gpt = app("app_pages/capacity.py", model="openai/gpt-oss-20b", ctx=8192)
+    gpt = app("app_pages/capacity.py", model="openai/gpt-oss-20b", ctxmodel="false", ctx=8192)
     clean(gpt)
     assert f"The published checkpoint holds {fmt_bytes(13_761_264_768)}" in " | ".join(c.value for c in gpt.caption)
     assert "--" not in " ".join(c.value for c in gpt.caption)  # the app's words, not CLI flags
@@ -364,11 +414,11 @@ def test_capacity_says_where_the_weights_come_from():
 def test_capacity_shows_the_plans_own_warnings():
     """A context past the model's limit (Llama-2-7b at 32,768: 4,096) is a warning on the page, and the command
     carries the variable vLLM needs; the fewest-GPU box says when its layout spans nodes."""
-    at = app("app_pages/capacity.py", model="meta-llama/Llama-2-7b-hf", ctx=32768)
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-2-7b-hf", ctxmodel="false", ctx=32768)
     clean(at)
     assert any("past meta-llama/Llama-2-7b-hf's context limit of 4,096" in w.value for w in at.warning)
     assert any(c.value.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve") for c in at.code)
-    big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctx=131072)
+    big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctxmodel="false", ctx=131072)
     clean(big)
     assert any(i.value.startswith("10 x L4: TP 2 x PP 5") for i in big.info)
     assert any("span 2 nodes of 8" in c.value for c in big.caption)

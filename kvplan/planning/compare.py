@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import KVPlanError, WorkloadError, shown
+from . import defaults
 
 MAX_SETUPS = 4
 _COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d+)$")
@@ -73,7 +74,7 @@ class ComparisonRow(BaseModel):
     command: str = ""
 
 
-def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int | None = None,
+def compare(setups: list[Setup | str], *, gpu: str = defaults.GPU, num_gpus: int | None = None,
             mix=None, gpu_price_per_hour: float | None = None, **settings) -> list[ComparisonRow]:
     """One row per setup, planned with the shared `settings` (kvplan.planning.planner.plan's keywords); a setup kvplan
     cannot plan is a row with its one-line error, so the others are still compared."""
