@@ -88,7 +88,7 @@ with left:
     st.plotly_chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
     st.dataframe(sup.plan_table(plan), hide_index=True, width="stretch",
                  column_config={"bytes": st.column_config.NumberColumn(format="localized")})
-    for line in sup.weights_source_lines(plan):
+    for line in sup.weights_source_lines(plan, model):
         st.caption(f":material/scale: {line}")
 with right:
     with common.guard("Concurrency"):

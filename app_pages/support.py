@@ -371,8 +371,9 @@ def plan_table(plan) -> pd.DataFrame:
     return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 
-def weights_source_lines(plan) -> list[str]:
-    """Where the Capacity page's weights come from, in the app's words, with a multimodal model's split."""
+def weights_source_lines(plan, model: ModelSpec | None = None) -> list[str]:
+    """Where the Capacity page's weights come from, in the app's words, with a multimodal model's split, and why
+    one GPU's weights can exceed the whole model's (`per_gpu_weights_line`)."""
     if plan.weights_source == "checkpoint":
         lines = [f"Weights are the checkpoint's own tensors: {plan.weights_provenance}; "
                  f"{fmt_bytes(plan.weights_checkpoint_bytes)} for the whole model once loaded."]
@@ -389,7 +390,32 @@ def weights_source_lines(plan) -> list[str]:
                  "embeddings": "embeddings", "lm_head": "output head", "audio": "audio tower"}
         lines.append("Split: " + ", ".join(f"{names.get(c, c)} {fmt_bytes(b)}" for c, b in
                                            plan.weights_components.items()) + ".")
+    if model is not None and (extra := per_gpu_weights_line(plan, model)):
+        lines.append(extra)
     return lines
+
+
+def per_gpu_weights_line(plan, model: ModelSpec) -> str | None:
+    """Why the per-GPU weights line holds more than parameters: the engine's RoPE cos/sin tables sit on every GPU
+    (kvplan.weights.split.rope_cache_bytes: Llama-3.1-8B 131,072 x 128 x 2 B = 32 MiB, so 14.99 GiB per GPU over
+    14.96 GiB of parameters), and what else the plan adds past the whole model (gpt-oss-20b's MXFP4 padding)."""
+    from kvplan.dtypes import resolve_dtype
+    from kvplan.weights.split import rope_cache_bytes
+
+    whole = plan.weights_checkpoint_bytes if plan.weights_source == "checkpoint" else plan.weights_rule_bytes
+    rope = rope_cache_bytes(model, resolve_dtype(plan.dtype)) if plan.engine in ("vllm", "sglang") else 0
+    if not whole or (rope == 0 and plan.weights_bytes <= whole):
+        return None
+    text = (f"The per-GPU weights ({fmt_bytes(plan.weights_bytes)}) include the engine's RoPE cos/sin "
+            f"table{'s' if model.dims and model.dims.rope_tables > 1 else ''} ({fmt_bytes(rope)}, built on every "
+            "GPU at start-up; no checkpoint holds it)")
+    rest = plan.weights_bytes - whole - rope
+    if plan.weights_bytes > whole and rest > 0 and plan.num_gpus == 1:
+        text += (f"; that and {fmt_bytes(rest)} more that the notes explain (kernel padding) put them above the "
+                 f"whole model's {fmt_bytes(whole)}")
+    elif plan.weights_bytes > whole:
+        text += f", which puts them above the whole model's {fmt_bytes(whole)}"
+    return text + "."
 
 
 def plan_json(plan) -> str:
@@ -415,35 +441,40 @@ def serve_command(plan) -> str:
 # ---------------------------------------------------------------------------------------------- speed
 
 
-# the Compare setups page: up to four rows, these until the visitor picks others
-COMPARE_DEFAULTS = (("meta-llama/Llama-3.1-70B", "H100-SXM"), ("Qwen/Qwen2.5-72B", "H100-SXM"),
-                    ("meta-llama/Llama-3.1-70B", "H200"), ("meta-llama/Llama-3.1-8B", "L40S"))
+# the Compare setups page: up to four rows, these until the visitor picks others; the first is the sidebar's model
+SIDEBAR_MODEL = "the sidebar's model"
+COMPARE_DEFAULTS = ((SIDEBAR_MODEL, "H100-SXM"), ("meta-llama/Llama-3.1-70B", "H100-SXM"),
+                    ("Qwen/Qwen2.5-72B", "H100-SXM"), ("meta-llama/Llama-3.1-70B", "H200"))
 
 
 @dataclass(frozen=True)
 class SetupInput:
-    model: str
+    model: str | ModelSpec     # a bundled id, or the sidebar's model as loaded (a Hub id or an upload too)
     gpu: str
     num_gpus: int
 
 
-def run_compare(setups: list[SetupInput], engine: str, max_model_len: int, prompt: int, output: int):
-    """kvplan.planning.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
+def run_compare(setups: list[SetupInput], engine: str, max_model_len: int | None, prompt: int, output: int):
+    """kvplan.planning.compare for the page's rows: every setup at `max_model_len`, or at its model's own context
+    length for None (`kvplan compare`'s default); the mix where it fits that context."""
     from kvplan.planning.compare import Setup, compare
     from kvplan.planning.workload import RequestMix
 
+    fits = max_model_len is None or prompt + output <= max_model_len
     return compare([Setup(s.model, s.gpu, s.num_gpus) for s in setups], engine=engine, max_model_len=max_model_len,
-                   mix=RequestMix(prompt, output) if prompt + output <= max_model_len else None)
+                   mix=RequestMix(prompt, output) if fits else None)
 
 
 def comparison_table(rows) -> pd.DataFrame:
-    records = [{"model": r.model, "GPUs": f"{r.num_gpus} x {r.gpu}", "layout": r.layout,
-                "fits": "yes" if r.fits else "no", "weights per GPU": fmt_bytes(r.weights_bytes),
-                "KV pool per GPU": fmt_bytes(r.kv_pool_bytes), "KV tokens": fmt_int(r.kv_cache_tokens),
-                "requests of max length": f"{r.max_concurrency:,.2f}",
+    """One row per setup planned, with short headers so all eleven columns fit the page's width (the model named
+    without its organisation: the chart and the setup pickers above name it whole)."""
+    records = [{"model": r.model.split("/")[-1], "GPUs": f"{r.num_gpus} x {r.gpu}", "layout": r.layout,
+                "fits": "yes" if r.fits else "no", "weights / GPU": fmt_bytes(r.weights_bytes),
+                "KV pool / GPU": fmt_bytes(r.kv_pool_bytes), "KV tokens": fmt_int(r.kv_cache_tokens),
+                "max-length requests": f"{r.max_concurrency:,.2f}",
                 "requests at the mix": "-" if r.concurrent_requests is None else f"{r.concurrent_requests:,.1f}",
-                "output tokens/s": "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
-                "$ per 1M output": "-" if r.cost_per_million_output_tokens is None
+                "output tok/s": "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
+                "$ / 1M output": "-" if r.cost_per_million_output_tokens is None
                 else f"{r.cost_per_million_output_tokens:,.3f}"} for r in rows if not r.error]
     return arrow_safe(pd.DataFrame(records))
 

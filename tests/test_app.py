@@ -119,7 +119,7 @@ def test_edge_workloads_give_a_message(page, key, value, expected):
 
 @pytest.mark.parametrize("page", PAGES[3:])
 def test_validation_and_learn_survive_a_zero_context(page):
-    at = app(page, ctx=0)
+    at = app(page, ctx=0, **({"ctxmodel": "false"} if page.endswith("setups.py") else {}))  # the sidebar's context
     clean(at)
     if page.endswith("setups.py"):  # a context every setup shares is checked once (issue #25), not a row per setup
         assert "max_model_len must be a positive whole number, got 0" in errors(at) and not at.get("plotly_chart")
@@ -284,18 +284,33 @@ def test_compare_setups_equal_kvplan_compare():
     from kvplan.planning.compare import Setup, compare
     from kvplan.planning.workload import RequestMix
 
-    at = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B", cmp_g0="H100-SXM",
-             cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)
+    at = app("app_pages/setups.py", ctxmodel="false", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B",
+             cmp_g0="H100-SXM", cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)
     clean(at)
     rows = compare([Setup("meta-llama/Llama-3.1-70B", "H100-SXM", 4), Setup("Qwen/Qwen2.5-72B", "H200", 2)],
                    max_model_len=32768, mix=RequestMix(2000, 500))
-    table = at.dataframe[0].value
-    assert list(table["model"]) == ["meta-llama/Llama-3.1-70B", "Qwen/Qwen2.5-72B"]
+    table = at.table[0].value
+    assert list(table["model"]) == ["Llama-3.1-70B", "Qwen2.5-72B"]
     assert list(table["KV tokens"]) == [fmt_int(r.kv_cache_tokens) for r in rows]
     assert list(table["requests at the mix"]) == [f"{r.concurrent_requests:,.1f}" for r in rows]
     assert len(at.get("plotly_chart")) == 1
     bad = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-405B", cmp_g0="L4", cmp_c0=1)
     clean(bad)
+
+
+def test_compare_setups_start_from_the_sidebar_and_the_cli_defaults():
+    """Issue #24: the first setup is the sidebar's model (it ignored it), and every setup is planned at its
+    model's own context length unless asked otherwise, as `kvplan compare` plans it."""
+    from kvplan.planning.compare import compare
+
+    at = app("app_pages/setups.py", model="Qwen/Qwen3-8B", cmp_n=2, cmp_m1=LLAMA, cmp_c0=1, cmp_c1=1)
+    clean(at)
+    assert at.selectbox(key="cmp_m0").value == sup.SIDEBAR_MODEL
+    rows = compare(["Qwen/Qwen3-8B@H100-SXMx1", f"{LLAMA}@H100-SXMx1"])
+    table = at.table[0].value
+    assert list(table["model"]) == ["Qwen3-8B", "Llama-3.1-8B"]
+    assert list(table["KV tokens"]) == [fmt_int(r.kv_cache_tokens) for r in rows]
+    assert [r.max_model_len for r in rows] == [40_960, 131_072]   # Qwen3-8B's and Llama-3.1-8B's configs
 
 
 def _cli_plan(argv: list[str]) -> dict:

@@ -92,9 +92,15 @@ class Plan(BaseModel):
 
     def budget_lines(self) -> list[tuple[str, int]]:
         """Every per-GPU line that sums to what the plan uses: the four figures and the extras, the KV pool last."""
-        return ([("weights", self.weights_bytes), ("activation peak", self.activation_bytes),
+        return ([("weights", self.weights_bytes), (self.activation_label, self.activation_bytes),
                  ("non-torch overhead", self.non_torch_bytes)] + list(self.extra.items())
                 + [("KV pool", self.kv_pool_bytes)])
+
+    @property
+    def activation_label(self) -> str:
+        """SGLang's figure is not an activation peak but the (1 - mem_fraction_static) share it keeps back for
+        activations, CUDA graphs and the rest (kvplan.planning.engines.sglang: memory x (1 - fraction))."""
+        return "reserve (1 - mem_fraction_static)" if self.engine == "sglang" else "activation peak"
 
     def rule_vs_checkpoint(self) -> tuple[int, float] | None:
         """(bytes, %) by which the config rule differs from the checkpoint as loaded; None without both."""
