@@ -85,7 +85,7 @@ st.caption(f":material/tune: {sup.defaults_line(plan)}")
 
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
+    common.chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
     st.dataframe(sup.plan_table(plan), hide_index=True, width="stretch",
                  column_config={"bytes": st.column_config.NumberColumn(format="localized")})
     for line in sup.weights_source_lines(plan, model):
@@ -93,7 +93,7 @@ with left:
 with right:
     with common.guard("Concurrency"):
         frame = charts.concurrency_frame(plan, model, charts.concurrency_contexts(plan.max_model_len))
-    st.plotly_chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
+    common.chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
 
 st.markdown("#### Fewest GPUs that fit")
 if fewest is not None:

@@ -258,6 +258,15 @@ def metrics(items, columns=None) -> None:
         col.metric(m.label, m.value, help=m.help or None, border=True)
 
 
+# Plotly's mode bar drew over every chart's title on hover (issue #24: "chart toolbars cover titles"); drag to zoom
+# and double-click to reset still work, and Streamlit's own toolbar (full screen) sits above the chart.
+PLOTLY_CONFIG = {"displayModeBar": False}
+
+
+def chart(figure, key: str) -> None:
+    st.plotly_chart(figure, key=key, config=PLOTLY_CONFIG)
+
+
 def downloads(stem: str, json_text: str, csv_text: str, what: str) -> None:
     row = st.container(horizontal=True)
     row.download_button(f"{what} as JSON", json_text, file_name=f"{stem}.json", mime="application/json",

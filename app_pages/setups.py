@@ -58,7 +58,7 @@ for row in rows:
     if row.error:
         st.warning(f"{row.setup}: {sup.app_words(row.error)}", icon=":material/warning:")
 st.table(sup.comparison_table(rows), hide_index=True)
-st.plotly_chart(charts.comparison_figure(rows), key="setups")
+common.chart(charts.comparison_figure(rows), key="setups")
 where = ("each model's own context length (" + ", ".join(f"{r.model.split('/')[-1]} {r.max_model_len:,}" for r in rows
                                                          if not r.error) + ")") if own_len else \
     f"a {ctx:,}-token context (the sidebar's)"

@@ -140,6 +140,17 @@ def test_estimate_bad_dtype_combination(kv, cache, expected):
     assert expected in errors(at)
 
 
+def test_estimate_fp8_is_the_engine_neutral_figure():
+    """Issue #24: fp8 with the default cache is the engine-neutral figure, in the app's words: Llama-3.1-8B at the
+    sidebar's 8,192 tokens is 32 layers x 2 x 8 heads x 128 x 1 B = 65,536 B a token, 536,870,912 B in all."""
+    at = app()
+    at.selectbox(key="kv").set_value("fp8").run()
+    clean(at)
+    assert metric(at, "Exact bytes") == fmt_int(65_536 * 8192) == "536,870,912"
+    notes = " ".join(c.value for c in at.caption)
+    assert "engine-neutral float8_e4m3 KV" in notes and "--" not in notes
+
+
 def test_static_cache_shorter_than_context():
     at = app(cache="static", maxlen=1024)
     clean(at)

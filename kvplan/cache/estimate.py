@@ -303,10 +303,10 @@ def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
 def _neutral_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
     """What the engine-neutral fp8 figure is, and where an engine or transformers stores something else."""
     notes = [f"engine-neutral {plan.kv_dtype.name} KV: every cached element in 1 byte, as vLLM and SGLang store "
-             "an fp8 KV cache (their per-tensor K and V scales sit outside the pool); `kvplan plan --kv-dtype fp8` "
-             "gives an engine's own pool. transformers' DynamicCache cannot hold fp8: its fp8 is the quantized "
-             "cache's fp8 backend (`--cache quantized`, full-attention models only), these bytes plus one float32 "
-             "scale per K and V, 8 B a layer"]
+             "an fp8 KV cache (their per-tensor K and V scales sit outside the pool); a capacity plan gives an "
+             "engine's own pool. transformers' DynamicCache cannot hold fp8: its fp8 is the quantized cache with "
+             "the fp8 backend (full-attention models only), these bytes plus one float32 scale per K and V, 8 B a "
+             "layer"]
     if any(isinstance(spec, MLASpec) for _, spec in model.specs()):
         # vLLM 0.33 MLAAttentionSpec (model_executor/layers/attention/mla_attention.py `get_kv_cache_spec`:
         # head_size kv_lora_rank + rope, dtype fp8) and SGLang 0.5.23 MLATokenToKVPool (mem_cache/memory_pool.py:
