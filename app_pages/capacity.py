@@ -23,11 +23,11 @@ num_gpus = c3.number_input("GPUs", **common.bounds("n"), step=1, key="n", bind=U
 tp = c4.selectbox("TP", ("auto", "1", "2", "4", "8", "16"), key="tp", bind=URL, help="auto: GPUs / PP")
 pp = c5.number_input("PP", **common.bounds("pp"), step=1, key="pp", bind=URL)
 kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
-u0, u1, u2, u3 = st.columns([1, 2.2, 1, 1])
+u0, u1, u2, u3 = st.columns([1, 2, 1.3, 0.9])
 own = u0.toggle("Engine's default", value=True, key="utildefault", bind=URL,
                 help=f"the fraction the engine picks itself: {defaults.DEFAULTS['gpu_memory_utilization']}")
 util_slot = u1.empty()   # filled once the plan says which default it used (SGLang's depends on the card and TP)
-own_len = u2.toggle("Model's context length", value=True, key="ctxmodel", bind=URL,
+own_len = u2.toggle("Model's context", value=True, key="ctxmodel", bind=URL,
                     help=f"on: {defaults.DEFAULTS['max_model_len']}, as `kvplan plan` and the API plan it; off: the "
                          "sidebar's context")
 len_slot = u3.empty()

@@ -200,7 +200,7 @@ def sidebar() -> None:
         st.markdown("#### Workload")
         st.number_input("Context: tokens per sequence", **bounds("ctx"), step=1024, key="ctx", bind=URL,
                         help="prompt + generated tokens cached per sequence; on the Capacity page, the max model "
-                             "length when \"Model's context length\" is off")
+                             "length when \"Model's context\" is off")
         st.number_input("Batch: sequences", **bounds("batch"), step=1, key="batch", bind=URL)
         st.caption(f"kvplan {kvplan.__version__} · GiB = 2³⁰ B, GB = 10⁹ B")
 

@@ -20,9 +20,9 @@ def model_label(option: str) -> str:
     return f"{option} ({sidebar_model.name})" if sidebar_model is not None else f"{option} (none loaded)"
 
 
-e1, e2, e3, e4, e5 = st.columns([1, 1, 1, 1, 1])
+e1, e2, e3, e4, e5 = st.columns([1, 0.8, 1, 1, 1.2])
 engine = e1.selectbox("Engine", ("vllm", "sglang"), key="cmp_engine", bind=URL)
-own_len = e5.toggle("Models' context lengths", value=True, key="ctxmodel", bind=URL,
+own_len = e5.toggle("Models' contexts", value=True, key="ctxmodel", bind=URL,
                     help="on: each model at its own context length, as `kvplan compare` plans it; off: the "
                          "sidebar's context for every setup")
 count = e2.number_input("Setups", **common.bounds("cmp_n"), step=1, key="cmp_n", bind=URL)

@@ -45,7 +45,7 @@ if data.rows.empty:
     st.info("No harness results yet: `validation/results/<run>/report.json` appears here once the validation "
             "harness has run on a GPU and its report is committed.", icon=":material/hourglass_empty:")
 else:
-    st.dataframe(data.runs, hide_index=True, width="stretch")
+    st.table(data.runs, hide_index=True)   # static, so the long versions cell wraps instead of cutting the table
     st.dataframe(summary, hide_index=True, width="stretch")
     common.chart(charts.validation_figure(data.rows, "measured_bytes", "predicted_bytes", "cache",
                                              title="KV bytes: predicted vs measured, by cache strategy", log=True),

@@ -493,9 +493,9 @@ def test_validation_with_results(monkeypatch, tmp_path):
     monkeypatch.setattr(sup, "ROOT", tmp_path)
     at = app("app_pages/validation.py")
     clean(at)
-    frames = [d.value for d in at.dataframe]
-    assert list(frames[0]["device"]) == ["NVIDIA H200"] and "torch 2.13.0" in frames[0]["versions"].iloc[0]
-    assert list(frames[1]["cache"]) == ["dynamic", "static"] and list(frames[1]["exact"]) == [1, 1]
+    runs, frames = at.table[0].value, [d.value for d in at.dataframe]   # the runs table is static: it wraps
+    assert list(runs["device"]) == ["NVIDIA H200"] and "torch 2.13.0" in runs["versions"].iloc[0]
+    assert list(frames[0]["cache"]) == ["dynamic", "static"] and list(frames[0]["exact"]) == [1, 1]
     assert len(at.get("plotly_chart")) == 2
 
 

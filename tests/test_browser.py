@@ -41,8 +41,10 @@ CHECKS = (
     ("capacity?model=deepseek-ai/DeepSeek-V3&gpu=H200&ctxmodel=false&ctx=32768&n=8&spec=MTP%20layers%20of%20the%20checkpoint",
      ("Fits on 8 x H200", "draft model weights", "CUDA graphs (estimate)", "At your workload",
       "Cost per 1M output tokens")),
-    ("setups?ctx=32768", ("Compare setups", "Model 2", "GPU 3", "requests at the mix",
-                          "Requests the KV pool holds at once")),
+    ("capacity?model=Qwen/Qwen3-32B&engine=sglang&n=2", ("reserve (1 - mem_fraction_static)", "Model's context",
+                                                         "kvplan plan Qwen/Qwen3-32B --engine sglang --num-gpus 2")),
+    ("setups?ctx=32768", ("Compare setups", "Model 2", "GPU 3", "requests at the mix", "$ / 1M output",
+                          "the sidebar's model (meta-llama/Llama-3.1-8B)", "Requests the KV pool holds at once")),
     ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )
