@@ -359,6 +359,7 @@ def test_capacity_defaults_equal_kvplan_plan():
     dict(engine="sglang", n=2, kvcache="fp8"),
     dict(ctxmodel="false", ctx=32768, gpu="H200", n=4, pp=2, ver_vllm="0.19.0", utildefault="false", util=0.85),
     dict(model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", eager="true", nvls="false"),
+    dict(spec="EAGLE-3 head", spect=3, loras=4, lorarank=32, kvcache="fp8_e5m2"),
 ])
 def test_capacity_shows_the_cli_line_that_prints_its_plan(params):
     """The page's `kvplan plan` line, run, gives the page's tokens and concurrency."""
