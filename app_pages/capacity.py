@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages import charts, common
 from app_pages import support as sup
+from kvplan.planning import defaults
 
 URL = common.URL
 
@@ -16,19 +17,20 @@ ctx, batch = common.workload()
 c1, c2, c3, c4, c5, c6 = st.columns([1, 1.4, 0.8, 0.8, 0.8, 1])
 engine = c1.selectbox("Engine", ("vllm", "sglang"), key="engine", bind=URL)
 names = common.gpu_names()
-gpu = c2.selectbox("GPU", names, index=names.index("H100-SXM") if "H100-SXM" in names else 0, key="gpu", bind=URL)
+gpu = c2.selectbox("GPU", names, index=names.index(defaults.GPU) if defaults.GPU in names else 0, key="gpu",
+                   bind=URL)
 num_gpus = c3.number_input("GPUs", **common.bounds("n"), step=1, key="n", bind=URL)
 tp = c4.selectbox("TP", ("auto", "1", "2", "4", "8", "16"), key="tp", bind=URL, help="auto: GPUs / PP")
 pp = c5.number_input("PP", **common.bounds("pp"), step=1, key="pp", bind=URL)
 kv_dtype = c6.selectbox("KV dtype", sup.PLAN_KV_DTYPES, key="kvcache", bind=URL)
-u0, u1, u2 = st.columns([1, 2.2, 1])
+u0, u1, u2, u3 = st.columns([1, 2, 1.3, 0.9])
 own = u0.toggle("Engine's default", value=True, key="utildefault", bind=URL,
-                help="the fraction the engine picks itself: vLLM 0.92 (0.9 before 0.20); SGLang from the card's "
-                     "memory and TP")
-util = u1.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=0.9, step=0.01, key="util",
-                 bind=URL, disabled=own,
-                 help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
-u2.metric("Max model length", f"{ctx:,}", help="the sidebar's context")
+                help=f"the fraction the engine picks itself: {defaults.DEFAULTS['gpu_memory_utilization']}")
+util_slot = u1.empty()   # filled once the plan says which default it used (SGLang's depends on the card and TP)
+own_len = u2.toggle("Model's context", value=True, key="ctxmodel", bind=URL,
+                    help=f"on: {defaults.DEFAULTS['max_model_len']}, as `kvplan plan` and the API plan it; off: the "
+                         "sidebar's context")
+len_slot = u3.empty()
 
 towers = bool(model.arch is not None and model.arch.towers)
 text_only = u2.toggle("Language model only", key="textonly", bind=URL, disabled=not towers or engine != "vllm",
@@ -54,11 +56,20 @@ with st.expander("Engine options: version, data and expert parallelism, drafting
     rank = s5.number_input("LoRA rank", **common.bounds("lorarank"), step=8, key="lorarank", bind=URL)
     nvls = st.toggle("NVLink SHARP", value=True, key="nvls", bind=URL, disabled=engine != "vllm",
                      help="NCCL's NVLS buffers on NVSwitch GPUs (H100 / H200 / B200): off on other systems")
-inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, None if own else util, ctx, kv_dtype, bool(text_only),
+util = None if own else util_slot.slider(
+    "GPU memory utilization", min_value=0.0, max_value=1.0, value=defaults.utilization(engine, version) or 0.9,
+    step=0.01, key="util", bind=URL, help="the fraction of GPU memory the engine may use (SGLang: mem_fraction_static)")
+inputs = sup.PlanInputs(engine, gpu, num_gpus, tp, pp, util, None if own_len else ctx, kv_dtype, bool(text_only),
                         version, int(dp), bool(ep), sup.SPECULATIVE[spec], draft, int(spec_k), int(loras),
                         int(rank), bool(eager), bool(nvls))
 with common.guard("Capacity"):
     plan = sup.run_plan(model, inputs)
+if own:  # what the plan used, greyed: the engine's default for this version, card and TP
+    util_slot.slider("GPU memory utilization", min_value=0.0, max_value=1.0, value=plan.gpu_memory_utilization,
+                     step=0.01, disabled=True, help="the engine's default, which this plan uses: switch off "
+                                                    "\"Engine's default\" to set your own")
+len_slot.metric("Max model length", f"{plan.max_model_len:,}",
+                help="the model's context length" if own_len else "the sidebar's context")
 
 fits, sentence = sup.verdict(plan)
 (st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
@@ -70,18 +81,19 @@ if not fits:
     for fix in nearest or ():
         st.info(f"To fit: {fix}", icon=":material/lightbulb:")
 common.metrics(sup.plan_metrics(plan))
+st.caption(f":material/tune: {sup.defaults_line(plan)}")
 
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
+    common.chart(charts.memory_stack_figure(charts.memory_stack_frame(plan), plan), key="memory")
     st.dataframe(sup.plan_table(plan), hide_index=True, width="stretch",
                  column_config={"bytes": st.column_config.NumberColumn(format="localized")})
-    for line in sup.weights_source_lines(plan):
+    for line in sup.weights_source_lines(plan, model):
         st.caption(f":material/scale: {line}")
 with right:
     with common.guard("Concurrency"):
         frame = charts.concurrency_frame(plan, model, charts.concurrency_contexts(plan.max_model_len))
-    st.plotly_chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
+    common.chart(charts.concurrency_figure(frame, plan.max_model_len), key="concurrency")
 
 st.markdown("#### Fewest GPUs that fit")
 if fewest is not None:
@@ -126,6 +138,8 @@ else:
 
 st.markdown("#### Serve it")
 st.code(sup.serve_command(plan), language="bash", wrap_lines=True)
+st.caption("The same plan from kvplan's command line (what it prints is this page's plan):")
+st.code(sup.cli_command(model, inputs), language="bash", wrap_lines=True)
 with st.expander("How the pool was computed"):
     st.code("\n".join(plan.formula), language=None, wrap_lines=True)
     for note in plan.notes:

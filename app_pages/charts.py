@@ -18,7 +18,8 @@ from kvplan.units import GiB, KiB, MiB, fmt_bytes, fmt_int
 
 KIND_COLORS = {"full": "#2563eb", "sliding": "#f59e0b", "chunked": "#10b981", "mla": "#8b5cf6",
                "state": "#a16207", "none": "#9ca3af"}
-PART_COLORS = {"weights": "#475569", "activation peak": "#f59e0b", "non-torch overhead": "#a855f7",
+PART_COLORS = {"weights": "#475569", "activation peak": "#f59e0b", "reserve (1 - mem_fraction_static)": "#f59e0b",
+               "non-torch overhead": "#a855f7",
                "KV pool": "#2563eb", "held back (1 - utilization)": "#e5e7eb", "rest of the card": "#e5e7eb"}
 GPU_LINE_COLORS = ("#dc2626", "#059669", "#7c3aed", "#ea580c", "#0891b2", "#be185d")
 FONT = dict(family="Inter, Liberation Sans, Arial, sans-serif", size=13)

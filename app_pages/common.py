@@ -198,8 +198,9 @@ def sidebar() -> None:
             st.selectbox("Bundled model", options, index=sup.default_model_index(options), key="model", bind=URL,
                          help="type to search the bundled configs")
         st.markdown("#### Workload")
-        st.number_input("Context: tokens per sequence", **bounds("ctx"), step=1024, key="ctx", bind=URL, help="prompt + generated tokens cached per sequence; on the Capacity "
-                                                  "page, the max model length")
+        st.number_input("Context: tokens per sequence", **bounds("ctx"), step=1024, key="ctx", bind=URL,
+                        help="prompt + generated tokens cached per sequence; on the Capacity page, the max model "
+                             "length when \"Model's context\" is off")
         st.number_input("Batch: sequences", **bounds("batch"), step=1, key="batch", bind=URL)
         st.caption(f"kvplan {kvplan.__version__} · GiB = 2³⁰ B, GB = 10⁹ B")
 
@@ -255,6 +256,15 @@ def metrics(items, columns=None) -> None:
     cols = st.columns(columns or len(items))
     for col, m in zip(cols, items):
         col.metric(m.label, m.value, help=m.help or None, border=True)
+
+
+# Plotly's mode bar drew over every chart's title on hover (issue #24: "chart toolbars cover titles"); drag to zoom
+# and double-click to reset still work, and Streamlit's own toolbar (full screen) sits above the chart.
+PLOTLY_CONFIG = {"displayModeBar": False}
+
+
+def chart(figure, key: str) -> None:
+    st.plotly_chart(figure, key=key, config=PLOTLY_CONFIG)
 
 
 def downloads(stem: str, json_text: str, csv_text: str, what: str) -> None:

@@ -27,7 +27,7 @@ with common.guard("Compare strategies"):
 
 st.caption(f"{ctx:,} tokens per sequence x {batch:,} sequences. Savings are against the model's own cache; "
            "light bars are per-element estimates (no quantization scales counted).")
-st.plotly_chart(charts.strategies_figure(rows), key="strategies")
+common.chart(charts.strategies_figure(rows), key="strategies")
 st.table(sup.strategy_table(rows, raw_bytes=False), hide_index=True)
 with st.expander("What each strategy means"):
     st.markdown(

@@ -32,7 +32,7 @@ common.metrics(sup.headline(est))
 for line in sup.side_numbers(est):
     st.caption(line)
 for note in est.notes:
-    st.caption(f":material/info: {note}")
+    st.caption(f":material/info: {sup.app_words(note)}")
 
 st.markdown("#### Layer groups")
 st.dataframe(sup.group_table(est, formula=False), hide_index=True, width="stretch",
@@ -53,9 +53,9 @@ left, right = st.columns([1.15, 1])
 with left, common.guard("KV against context"):
     grid = charts.context_grid(est.seq_len, model.dims.max_position_embeddings if model.dims else None)
     curve = charts.kv_vs_context_frame(model, grid, est.batch_size, **work.kwargs())
-    st.plotly_chart(charts.kv_vs_context_figure(curve, charts.gpu_lines(gpus), est.seq_len), key="kv_context")
+    common.chart(charts.kv_vs_context_figure(curve, charts.gpu_lines(gpus), est.seq_len), key="kv_context")
 with right:
-    st.plotly_chart(charts.per_layer_figure(charts.per_layer_frame(est)), key="per_layer")
+    common.chart(charts.per_layer_figure(charts.per_layer_frame(est)), key="per_layer")
 
 common.downloads(f"kvplan-estimate-{sup.file_stem(est.model)}-{est.seq_len}", sup.estimate_json(est),
                  sup.estimate_csv(est), "Estimate")

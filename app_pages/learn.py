@@ -47,7 +47,7 @@ cache (one token through the weights, plus attention over {fmt_int(cost.tokens)}
 weights and O(n²) in attention; the cache makes them O(1) and O(n). Summed over n generated tokens, the weight
 FLOPs drop from O(n²) to O(n) and the attention FLOPs from O(n³) to O(n²).
 """)
-    st.plotly_chart(charts.step_cost_figure(numbers.curve), key="step_cost")
+    common.chart(charts.step_cost_figure(numbers.curve), key="step_cost")
     st.markdown("#### The memory formula")
     st.latex(r"\text{KV bytes} = 2 \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times "
              r"\text{tokens} \times \text{batch} \times \text{bytes per element}")
@@ -69,7 +69,7 @@ st.dataframe(table[["tokens", "naive MHA", "real", "naive / real", "naive MHA by
              column_config={"tokens": st.column_config.NumberColumn(format="localized"),
                             "naive MHA bytes": st.column_config.NumberColumn(format="localized"),
                             "real bytes": st.column_config.NumberColumn(format="localized")})
-st.plotly_chart(charts.naive_vs_real_figure(table, f"naive MHA ({llama.dims.num_heads} KV heads)",
+common.chart(charts.naive_vs_real_figure(table, f"naive MHA ({llama.dims.num_heads} KV heads)",
                                             f"real GQA ({llama.kv_heads} KV heads)",
                                             "LLaMA-2-70B, fp16, one sequence"), key="naive_real")
 
@@ -83,7 +83,7 @@ for run, data in runs:
     frame = val.space_for_time_frame(data)
     figure = None if frame is None else charts.space_for_time_figure(frame)
     if figure is not None:
-        st.plotly_chart(figure, key=f"space_for_time_{run}")
+        common.chart(figure, key=f"space_for_time_{run}")
     if frame is not None:
         st.dataframe(frame, hide_index=True, width="stretch")
     else:

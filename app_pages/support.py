@@ -23,6 +23,7 @@ from kvplan.config.load import load_model
 from kvplan.config.parse import parse_config
 from kvplan.errors import ModelNotAvailableError
 from kvplan.model.spec import ModelSpec
+from kvplan.planning import defaults
 # the roofline glue lives in the core (kvplan.planning.speed), where the CLI's workload plans use it too
 from kvplan.planning.speed import StepCost, model_compute, plan_speed, step_cost  # noqa: F401
 from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes
@@ -246,13 +247,13 @@ def strategies_json(rows) -> str:
 
 @dataclass(frozen=True)
 class PlanInputs:
-    engine: str = "vllm"
-    gpu: str = "H100-SXM"
-    num_gpus: int = 1
+    engine: str = defaults.ENGINE
+    gpu: str = defaults.GPU
+    num_gpus: int = defaults.NUM_GPUS
     tp: str = "auto"           # "auto": num_gpus / pp
     pp: int = 1
     utilization: float | None = None  # None: the engine's own default (vLLM 0.92, SGLang's by card and TP)
-    max_model_len: int = 8192
+    max_model_len: int | None = None  # None: the model's context length, the CLI's and the API's default
     kv_dtype: str = "auto"
     language_model_only: bool = False   # a multimodal model served without its vision tower (vLLM)
     version: str | None = None          # None: the latest release kvplan read
@@ -290,6 +291,24 @@ def run_plan(model: ModelSpec, p: PlanInputs):
     return plan(model, **p.plan_kwargs())
 
 
+def cli_command(model: ModelSpec, p: PlanInputs) -> str:
+    """The `kvplan plan` line that gives the Capacity page's plan (settings at their defaults left out)."""
+    from kvplan.planning.inputs import model_argument
+
+    return defaults.cli_command(model_argument(model), **p.plan_kwargs())
+
+
+def defaults_line(plan) -> str:
+    """The batch limits and block size the plan used, said as the engine's defaults (the page sets none)."""
+    if plan.engine == "sglang":
+        return (f"SGLang sizes its batch from the pool: at most {fmt_int(plan.max_num_seqs)} running requests, "
+                f"{fmt_int(plan.max_num_batched_tokens)} tokens a prefill chunk, pages of {plan.block_size} token; "
+                f"memory fraction {plan.gpu_memory_utilization:.3f}")
+    return (f"vLLM's defaults for this GPU: max_num_seqs {fmt_int(plan.max_num_seqs)}, max_num_batched_tokens "
+            f"{fmt_int(plan.max_num_batched_tokens)}, blocks of {plan.block_size} tokens; GPU memory utilization "
+            f"{plan.gpu_memory_utilization:.2f}")
+
+
 def run_fixes(model: ModelSpec, p: PlanInputs, current=None, fewest=None) -> list[str]:
     """The nearest changes that fit, in the app's words (the CLI adds its flags); `current`: the page's plan,
     `fewest`: the page's fewest-GPU plan, or False when its search found none (so it is not searched again)."""
@@ -308,10 +327,11 @@ def run_fewest(model: ModelSpec, p: PlanInputs):
 # The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes; SGLang's
 # sglang_pool and sglang_rules: --attn-dp-size 0.5.22, the 20-35 GB tier 0.5.20, the Mamba padding slot 0.5.17,
 # extra_buffer 0.5.14, prefill graphs 0.5.10, the SWA pool 0.5.8, the PP split 0.5.6, the additive reserve 0.5.3)
-ENGINE_VERSIONS = {"vllm": ("0.33.0", "0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0",
-                            "0.10.1", "0.7.3"),
-                   "sglang": ("0.5.23", "0.5.22", "0.5.20", "0.5.17", "0.5.14", "0.5.10", "0.5.8", "0.5.6", "0.5.3",
-                              "0.5.1", "0.4.6")}
+# The first is the planning layer's default (kvplan.planning.defaults: the latest release kvplan read).
+_OLDER_VERSIONS = {"vllm": ("0.29.0", "0.25.0", "0.22.0", "0.20.0", "0.19.0", "0.17.0", "0.11.0", "0.10.1", "0.7.3"),
+                   "sglang": ("0.5.22", "0.5.20", "0.5.17", "0.5.14", "0.5.10", "0.5.8", "0.5.6", "0.5.3", "0.5.1",
+                              "0.4.6")}
+ENGINE_VERSIONS = {engine: (defaults.engine_version(engine), *older) for engine, older in _OLDER_VERSIONS.items()}
 DEFAULT_DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 SPECULATIVE = {"none": None, "MTP layers of the checkpoint": "mtp", "EAGLE-3 head": "eagle3",
                "Draft model": "draft_model"}
@@ -351,8 +371,9 @@ def plan_table(plan) -> pd.DataFrame:
     return arrow_safe(pd.DataFrame([{"per GPU": k, "bytes": v, "size": fmt_bytes(v)} for k, v in rows]))
 
 
-def weights_source_lines(plan) -> list[str]:
-    """Where the Capacity page's weights come from, in the app's words, with a multimodal model's split."""
+def weights_source_lines(plan, model: ModelSpec | None = None) -> list[str]:
+    """Where the Capacity page's weights come from, in the app's words, with a multimodal model's split, and why
+    one GPU's weights can exceed the whole model's (`per_gpu_weights_line`)."""
     if plan.weights_source == "checkpoint":
         lines = [f"Weights are the checkpoint's own tensors: {plan.weights_provenance}; "
                  f"{fmt_bytes(plan.weights_checkpoint_bytes)} for the whole model once loaded."]
@@ -369,7 +390,32 @@ def weights_source_lines(plan) -> list[str]:
                  "embeddings": "embeddings", "lm_head": "output head", "audio": "audio tower"}
         lines.append("Split: " + ", ".join(f"{names.get(c, c)} {fmt_bytes(b)}" for c, b in
                                            plan.weights_components.items()) + ".")
+    if model is not None and (extra := per_gpu_weights_line(plan, model)):
+        lines.append(extra)
     return lines
+
+
+def per_gpu_weights_line(plan, model: ModelSpec) -> str | None:
+    """Why the per-GPU weights line holds more than parameters: the engine's RoPE cos/sin tables sit on every GPU
+    (kvplan.weights.split.rope_cache_bytes: Llama-3.1-8B 131,072 x 128 x 2 B = 32 MiB, so 14.99 GiB per GPU over
+    14.96 GiB of parameters), and what else the plan adds past the whole model (gpt-oss-20b's MXFP4 padding)."""
+    from kvplan.dtypes import resolve_dtype
+    from kvplan.weights.split import rope_cache_bytes
+
+    whole = plan.weights_checkpoint_bytes if plan.weights_source == "checkpoint" else plan.weights_rule_bytes
+    rope = rope_cache_bytes(model, resolve_dtype(plan.dtype)) if plan.engine in ("vllm", "sglang") else 0
+    if not whole or (rope == 0 and plan.weights_bytes <= whole):
+        return None
+    text = (f"The per-GPU weights ({fmt_bytes(plan.weights_bytes)}) include the engine's RoPE cos/sin "
+            f"table{'s' if model.dims and model.dims.rope_tables > 1 else ''} ({fmt_bytes(rope)}, built on every "
+            "GPU at start-up; no checkpoint holds it)")
+    rest = plan.weights_bytes - whole - rope
+    if plan.weights_bytes > whole and rest > 0 and plan.num_gpus == 1:
+        text += (f"; that and {fmt_bytes(rest)} more that the notes explain (kernel padding) put them above the "
+                 f"whole model's {fmt_bytes(whole)}")
+    elif plan.weights_bytes > whole:
+        text += f", which puts them above the whole model's {fmt_bytes(whole)}"
+    return text + "."
 
 
 def plan_json(plan) -> str:
@@ -395,35 +441,40 @@ def serve_command(plan) -> str:
 # ---------------------------------------------------------------------------------------------- speed
 
 
-# the Compare setups page: up to four rows, these until the visitor picks others
-COMPARE_DEFAULTS = (("meta-llama/Llama-3.1-70B", "H100-SXM"), ("Qwen/Qwen2.5-72B", "H100-SXM"),
-                    ("meta-llama/Llama-3.1-70B", "H200"), ("meta-llama/Llama-3.1-8B", "L40S"))
+# the Compare setups page: up to four rows, these until the visitor picks others; the first is the sidebar's model
+SIDEBAR_MODEL = "the sidebar's model"
+COMPARE_DEFAULTS = ((SIDEBAR_MODEL, "H100-SXM"), ("meta-llama/Llama-3.1-70B", "H100-SXM"),
+                    ("Qwen/Qwen2.5-72B", "H100-SXM"), ("meta-llama/Llama-3.1-70B", "H200"))
 
 
 @dataclass(frozen=True)
 class SetupInput:
-    model: str
+    model: str | ModelSpec     # a bundled id, or the sidebar's model as loaded (a Hub id or an upload too)
     gpu: str
     num_gpus: int
 
 
-def run_compare(setups: list[SetupInput], engine: str, max_model_len: int, prompt: int, output: int):
-    """kvplan.planning.compare for the page's rows (the sidebar's context as every setup's max_model_len)."""
+def run_compare(setups: list[SetupInput], engine: str, max_model_len: int | None, prompt: int, output: int):
+    """kvplan.planning.compare for the page's rows: every setup at `max_model_len`, or at its model's own context
+    length for None (`kvplan compare`'s default); the mix where it fits that context."""
     from kvplan.planning.compare import Setup, compare
     from kvplan.planning.workload import RequestMix
 
+    fits = max_model_len is None or prompt + output <= max_model_len
     return compare([Setup(s.model, s.gpu, s.num_gpus) for s in setups], engine=engine, max_model_len=max_model_len,
-                   mix=RequestMix(prompt, output) if prompt + output <= max_model_len else None)
+                   mix=RequestMix(prompt, output) if fits else None)
 
 
 def comparison_table(rows) -> pd.DataFrame:
-    records = [{"model": r.model, "GPUs": f"{r.num_gpus} x {r.gpu}", "layout": r.layout,
-                "fits": "yes" if r.fits else "no", "weights per GPU": fmt_bytes(r.weights_bytes),
-                "KV pool per GPU": fmt_bytes(r.kv_pool_bytes), "KV tokens": fmt_int(r.kv_cache_tokens),
-                "requests of max length": f"{r.max_concurrency:,.2f}",
+    """One row per setup planned, with short headers so all eleven columns fit the page's width (the model named
+    without its organisation: the chart and the setup pickers above name it whole)."""
+    records = [{"model": r.model.split("/")[-1], "GPUs": f"{r.num_gpus} x {r.gpu}", "layout": r.layout,
+                "fits": "yes" if r.fits else "no", "weights / GPU": fmt_bytes(r.weights_bytes),
+                "KV pool / GPU": fmt_bytes(r.kv_pool_bytes), "KV tokens": fmt_int(r.kv_cache_tokens),
+                "max-length requests": f"{r.max_concurrency:,.2f}",
                 "requests at the mix": "-" if r.concurrent_requests is None else f"{r.concurrent_requests:,.1f}",
-                "output tokens/s": "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
-                "$ per 1M output": "-" if r.cost_per_million_output_tokens is None
+                "output tok/s": "-" if r.output_tokens_per_s is None else f"{r.output_tokens_per_s:,.0f}",
+                "$ / 1M output": "-" if r.cost_per_million_output_tokens is None
                 else f"{r.cost_per_million_output_tokens:,.3f}"} for r in rows if not r.error]
     return arrow_safe(pd.DataFrame(records))
 

@@ -45,9 +45,9 @@ if data.rows.empty:
     st.info("No harness results yet: `validation/results/<run>/report.json` appears here once the validation "
             "harness has run on a GPU and its report is committed.", icon=":material/hourglass_empty:")
 else:
-    st.dataframe(data.runs, hide_index=True, width="stretch")
+    st.table(data.runs, hide_index=True)   # static, so the long versions cell wraps instead of cutting the table
     st.dataframe(summary, hide_index=True, width="stretch")
-    st.plotly_chart(charts.validation_figure(data.rows, "measured_bytes", "predicted_bytes", "cache",
+    common.chart(charts.validation_figure(data.rows, "measured_bytes", "predicted_bytes", "cache",
                                              title="KV bytes: predicted vs measured, by cache strategy", log=True),
                     key="harness")
     with st.expander("Every measurement"):
@@ -73,7 +73,7 @@ else:
                           key=f"vmetric{list(ENGINE_SETS).index(chosen) or ''}", bind=URL,
                           help="GiB for memory, tokens for the KV cache size")
     part, unit = val.calibration_metric(frame, metric)
-    st.plotly_chart(charts.validation_figure(part, "measured", "predicted", "metric", unit=unit,
+    common.chart(charts.validation_figure(part, "measured", "predicted", "metric", unit=unit,
                                              title=f"{metric}: predicted vs measured ({len(part)} start-ups)"),
                     key="calibration")
     with st.expander("Every start-up"):

@@ -27,9 +27,10 @@ PAGES = (
     ("estimate.png", "?model=google/gemma-2-9b&ctx=32768&gpus=H100-SXM&gpus=L40S&gpus=RTX-4090",
      "Layer groups"),
     ("compare.png", "compare?model=meta-llama/Llama-3.1-8B&ctx=32768", "MHA baseline"),
-    ("capacity.png", "capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", "Fewest GPUs that fit"),
-    ("capacity-vision.png", "capacity?model=google/gemma-3-27b-it&ctx=8192", "Split: language model"),
-    ("setups.png", "setups?ctx=32768", "Requests the KV pool holds at once"),
+    ("capacity.png", "capacity?model=meta-llama/Llama-3.1-70B&ctxmodel=false&ctx=32768&n=4", "Fewest GPUs that fit"),
+    ("capacity-vision.png", "capacity?model=google/gemma-3-27b-it&ctxmodel=false&ctx=8192", "Split: language model"),
+    ("capacity-sglang.png", "capacity?model=Qwen/Qwen3-32B&engine=sglang&n=2", "reserve (1 - mem_fraction_static)"),
+    ("setups.png", "setups", "Requests the KV pool holds at once"),
     ("validation.png", "validation", "Serving engines"),
     ("learn.png", "learn?model=meta-llama/Llama-3.1-8B&ctx=8192", "LLaMA-2-70B"),
 )

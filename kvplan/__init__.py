@@ -37,12 +37,14 @@ __all__ = [
     "load_model",
     "parse_config",
     "plan",
+    "plan_fixes",
     "resolve_dtype",
 ]
 
 # The planner pulls in the weights model and the GPU catalog: imported on first use, so that
 # `import kvplan` and `kvplan estimate` stay light.
-_LAZY = {"Plan": "planning.result", "plan": "planning.planner", "fewest_gpus": "planning.search"}
+_LAZY = {"Plan": "planning.result", "plan": "planning.planner", "fewest_gpus": "planning.search",
+         "plan_fixes": "planning.fix_plans"}
 
 
 def __getattr__(name: str):

@@ -6,6 +6,7 @@ Bad input exits with code 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
@@ -15,16 +16,38 @@ from .cache.hf import CACHE_CHOICES, QUANT_BACKENDS
 from .config.reader import Overrides
 from .dtypes import KV_DTYPE_CHOICES
 from .errors import KVPlanError, bounded
+from .planning import defaults
 from .units import fmt_bytes, fmt_gb, fmt_int, parse_tokens
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line with exit code 2."""
+    """argparse that reports a usage error as one line with exit code 2, with the nearest name for a mistyped
+    subcommand, choice or flag ("did you mean")."""
 
     def error(self, message: str):  # type: ignore[override]
+        message += _did_you_mean(self, message)
         # argparse quotes the value it refused whole ("invalid int value: '9999...'", 5,000 digits): cut it
         message = bounded(re.sub(r"'([^']{40})[^']{20,}'", lambda m: f"'{m.group(1)}…'", message))
-        self.exit(2, f"kvplan: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(EXIT_USAGE, f"kvplan: error: {message} (see `{self.prog} --help`)\n")
+
+
+# argparse 3.11's two messages for a mistyped name: "argument command: invalid choice: 'plna' (choose from 'estimate',
+# 'plan', ...)" and "unrecognized arguments: --gpu-memory-utilisation 0.9"
+_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """'; did you mean 'plan'?' for the closest known name (difflib, ratio >= 0.6), or ''."""
+    if (choice := _CHOICE.search(message)) is not None:
+        wrong, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+    elif message.startswith(_UNRECOGNIZED):
+        flags = [w.split("=")[0] for w in message[len(_UNRECOGNIZED):].split() if w.startswith("--")]
+        wrong, known = (flags[0] if flags else ""), [o for a in parser._actions for o in a.option_strings]
+    else:
+        return ""
+    close = difflib.get_close_matches(wrong, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class _Version(argparse.Action):
@@ -45,9 +68,8 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvplan", description="Exact KV-cache memory from a Hugging Face config.json.",
-                     epilog=f"exit codes: 0 done; {EXIT_USAGE} bad input (one line on stderr); {EXIT_DOES_NOT_FIT} "
-                            "`kvplan plan`: the deployment does not fit (the plan and the nearest fixes that do "
-                            "are printed), `kvplan compare`: a setup does not fit")
+                     epilog="exit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in EXIT_CODES.items()),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version, help="kvplan's version and the newest engine releases it knows")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
@@ -64,20 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_plan(p: argparse.ArgumentParser) -> None:
     _add_model_args(p)
-    p.add_argument("--engine", choices=("vllm", "sglang", "hf"), default="vllm",
-                   help="vllm, sglang or hf (transformers generate, one GPU); default vllm")
-    p.add_argument("--gpu", default="H100-80GB", help="GPU name (kvplan gpus) or custom:24GiB:1000GB/s")
+    p.add_argument("--engine", choices=("vllm", "sglang", "hf"), default=defaults.ENGINE,
+                   help=f"vllm, sglang or hf (transformers generate, one GPU); default {defaults.ENGINE}")
+    p.add_argument("--gpu", default=defaults.GPU, help="GPU name (kvplan gpus) or custom:24GiB:1000GB/s; default "
+                   f"{defaults.GPU}")
     p.add_argument("--num-gpus", type=int, help="GPUs in all (vLLM: TP x PP x DP; SGLang: TP x PP)")
     p.add_argument("--tp", type=int, help="tensor parallel size (default: --num-gpus / (--pp x --dp))")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size; default 1")
+    p.add_argument("--pp", type=int, default=defaults.PIPELINE_STAGES,
+                   help=f"pipeline parallel size; default {defaults.PIPELINE_STAGES}")
     p.add_argument("--dp", type=int, help="data parallel size (vLLM: engine replicas; SGLang: DP-attention ranks "
                    "inside TP); default 1")
     p.add_argument("--enable-expert-parallel", action="store_true",
                    help="MoE: whole experts per rank (vLLM --enable-expert-parallel; SGLang --ep-size = TP)")
-    p.add_argument("--max-model-len", type=_length, help="default: the config's context length; -1 or auto: the "
-                   "longest that fits (vLLM)")
-    p.add_argument("--gpu-memory-utilization", type=float,
-                   help="fraction of GPU memory vLLM may use; default 0.92 (0.9 before vLLM 0.20)")
+    p.add_argument("--max-model-len", type=_length, help=f"default: {defaults.DEFAULTS['max_model_len']}; -1 or "
+                   "auto: the longest that fits (vLLM)")
+    p.add_argument("--gpu-memory-utilization", type=float, help="fraction of GPU memory the engine may use; "
+                   f"default {defaults.DEFAULTS['gpu_memory_utilization']}")
     p.add_argument("--kv-cache-memory-bytes", type=int, help="vLLM: the KV pool itself, in bytes (skips the "
                    "utilization budget)")
     p.add_argument("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (no graph estimate)")
@@ -97,13 +121,13 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-loras", type=int, help="LoRA: adapter slots (vLLM --max-loras, default 1; SGLang "
                    "--max-loras-per-batch, default 8)")
     p.add_argument("--max-lora-rank", type=int, help="LoRA: largest adapter rank; default 16")
-    p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16",
-                                                            "fp32"), help="KV cache dtype; default auto")
-    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16",
+    p.add_argument("--kv-dtype", default=defaults.KV_DTYPE, choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16",
+                   "fp16", "fp32"), help=f"KV cache dtype; default {defaults.DEFAULTS['kv_dtype']}")
+    p.add_argument("--dtype", default=defaults.DTYPE, choices=("auto", "bfloat16", "float16", "float32", "bf16", "fp16",
                                                          "fp32"), help="model dtype; default the config's")
     p.add_argument("--quantization", help="online weight quantization (fp8)")
-    p.add_argument("--engine-version", help="engine version whose accounting to use (default: the latest releases "
-                   "kvplan read, vLLM 0.33.0 and SGLang 0.5.23; vLLM from 0.6; SGLang before 0.5 picks "
+    p.add_argument("--engine-version", help=f"engine version whose accounting to use (default: "
+                   f"{defaults.DEFAULTS['engine_version']}; vLLM from 0.6; SGLang before 0.5 picks "
                    "mem_fraction_static by TP size)")
     p.add_argument("--max-num-batched-tokens", type=_tokens, help="default: vLLM's for this GPU")
     p.add_argument("--max-num-seqs", type=int, help="default: vLLM's for this GPU")
@@ -129,14 +153,17 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
 def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("setups", nargs="+", metavar="SETUP",
                    help="MODEL, MODEL@GPU or MODEL@GPUxN (meta-llama/Llama-3.1-70B@H100-80GBx4); 2 to 4 of them")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="vllm or sglang; default vllm")
-    p.add_argument("--gpu", default="H100-80GB", help="the GPU of setups that name none")
-    p.add_argument("--num-gpus", type=int, help="the GPU count of setups that name none (default: 1)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default=defaults.ENGINE,
+                   help=f"vllm or sglang; default {defaults.ENGINE}")
+    p.add_argument("--gpu", default=defaults.GPU, help=f"the GPU of setups that name none; default {defaults.GPU}")
+    p.add_argument("--num-gpus", type=int, help=f"the GPU count of setups that name none (default: "
+                   f"{defaults.NUM_GPUS})")
     p.add_argument("--max-model-len", type=_tokens, help="default: each model's context length")
-    p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16"),
-                   help="KV cache dtype; default auto")
-    p.add_argument("--gpu-memory-utilization", type=float, help="default: the engine's own")
-    p.add_argument("--engine-version", help="default: the latest release kvplan read")
+    p.add_argument("--kv-dtype", default=defaults.KV_DTYPE, choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16",
+                   "fp16"), help=f"KV cache dtype; default {defaults.DEFAULTS['kv_dtype']}")
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help=f"default: {defaults.DEFAULTS['gpu_memory_utilization']}")
+    p.add_argument("--engine-version", help=f"default: {defaults.DEFAULTS['engine_version']}")
     p.add_argument("--prompt-mean", type=_tokens, help="workload: mean prompt tokens (with --output-mean)")
     p.add_argument("--output-mean", type=_tokens, help="workload: mean output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour for every setup (default: the catalog's)")
@@ -156,8 +183,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _add_estimate(p: argparse.ArgumentParser) -> None:
     _add_model_args(p)
     p.add_argument("--seq-len", type=_tokens, required=True, help="tokens cached per sequence (prompt + generated)")
-    p.add_argument("--batch-size", type=int, default=1, help="sequences (x beams); default 1")
-    p.add_argument("--kv-dtype", choices=KV_DTYPE_CHOICES, help="cache dtype; default: the config's dtype")
+    p.add_argument("--batch-size", type=int, default=defaults.BATCH_SIZE,
+                   help=f"sequences (x beams); default {defaults.BATCH_SIZE}")
+    p.add_argument("--kv-dtype", choices=KV_DTYPE_CHOICES, help="cache dtype; default: the config's dtype (fp8 with "
+                   "the dynamic cache: the engine-neutral bytes vLLM and SGLang store)")
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), help="activation dtype; default: the config's")
     p.add_argument("--cache", choices=CACHE_CHOICES, default="dynamic", help="transformers cache; default dynamic")
     p.add_argument("--max-cache-len", type=_tokens, help="static caches: preallocated tokens (default: --seq-len)")
@@ -214,8 +243,18 @@ def format_estimate(est) -> str:
     return "\n".join(lines)
 
 
+EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
+# every code `kvplan` exits with (`validate` returns the harness's: 0 every prediction matched, 1 a mismatch or a
+# failed run, 2 bad input); listed under `kvplan --help` and in README
+EXIT_CODES = {
+    EXIT_OK: "done (and --help, --version, output cut short by a closed pipe)",
+    EXIT_USAGE: "bad input: a mistyped flag or value, an unknown model or GPU, settings that cannot be\n"
+                "     planned (one line on stderr saying what to do)",
+    EXIT_DOES_NOT_FIT: "`kvplan plan`: the deployment does not fit (the plan and the nearest fixes that do\n"
+                       "     are printed); `kvplan compare`: a setup was planned and does not fit",
+}
 
 
 def _tokens(text: str) -> int:
@@ -274,10 +313,16 @@ def cmd_plan(args) -> int:
         result = fewest_gpus(model, **kwargs)
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
-    nearest = [] if result.fits else fixes(model, result, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    layout = dict(num_gpus=args.num_gpus, tp=args.tp, pp=args.pp)
+    nearest = [] if result.fits else fixes(model, result, **layout, **kwargs)
     load = _workload(args, model, result)
     if args.json:
+        from .planning.fix_plans import planned
+
+        # "fixes": the sentences, as before; "fix_plans": each as data, with the plan its flags give
         print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest],
+                          "fix_plans": [f.model_dump(mode="json") for f in planned(model, nearest, **layout,
+                                                                                    **kwargs)],
                           **({"workload": load.model_dump(mode="json")} if load else {})}, indent=1))
     else:
         print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
@@ -480,12 +525,19 @@ def cmd_validate(rest: Sequence[str]) -> int:
     return harness_main(list(rest))
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[command]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["validate"]:
         return cmd_validate(args_in[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(args_in)
+    if unknown:  # said by the subcommand's parser, which knows its flags (and so the nearest one)
+        _subparser(parser, args.command).error(_UNRECOGNIZED + " ".join(unknown))
     try:
         return COMMANDS[args.command](args)
     except KVPlanError as exc:

@@ -29,6 +29,7 @@ EXPECTED_ALL = [
     "load_model",
     "parse_config",
     "plan",
+    "plan_fixes",
     "resolve_dtype",
 ]
 
@@ -126,3 +127,24 @@ def test_import_is_light():
             "{'torch', 'transformers', 'streamlit', 'huggingface_hub', 'numpy', 'plotly'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_plan_fixes_are_data_with_their_plans():
+    """Issue #24: the API gives each fix as data; its figures are plan()'s for the settings its flags set."""
+    fixes = kvplan.plan_fixes("openai/gpt-oss-120b", max_model_len=131072)
+    fp8 = next(f for f in fixes if f.settings == {"kv_dtype": "fp8"})
+    again = kvplan.plan("openai/gpt-oss-120b", max_model_len=131072, kv_dtype="fp8")
+    assert fp8.fits and (fp8.kv_cache_tokens, fp8.max_concurrency) == (again.kv_cache_tokens, again.max_concurrency)
+    assert fp8.flags == "--kv-dtype fp8" and fp8.command == again.command
+    assert kvplan.plan_fixes("meta-llama/Llama-3.1-8B", max_model_len=8192) == []   # it fits: nothing to fix
+
+
+def test_workload_plan_takes_a_model_id():
+    """Issue #24: workload_plan("meta-llama/Llama-3.1-8B", ...) raised 'str' object has no attribute
+    'require_arch'; the id is read as plan() reads it, and gives the ModelSpec's answer."""
+    from kvplan.planning.workload import RequestMix, workload_plan
+
+    p = kvplan.plan("meta-llama/Llama-3.1-8B", max_model_len=8192)
+    by_id = workload_plan("meta-llama/Llama-3.1-8B", p, RequestMix(2000, 500))
+    by_spec = workload_plan(kvplan.load_model("meta-llama/Llama-3.1-8B"), p, RequestMix(2000, 500))
+    assert by_id == by_spec and by_id.concurrent_requests > 0

@@ -104,7 +104,7 @@ def test_estimate_cache_strategies(kv, cache):
     ("batch", 0, "batch_size must be between 1"),
 ])
 def test_edge_workloads_give_a_message(page, key, value, expected):
-    at = app(page)
+    at = app(page, **({"ctxmodel": "false"} if page.endswith("capacity.py") else {}))  # the sidebar's context
     at.number_input(key=key).set_value(value).run()
     clean(at)
     text = errors(at)
@@ -119,7 +119,7 @@ def test_edge_workloads_give_a_message(page, key, value, expected):
 
 @pytest.mark.parametrize("page", PAGES[3:])
 def test_validation_and_learn_survive_a_zero_context(page):
-    at = app(page, ctx=0)
+    at = app(page, ctx=0, **({"ctxmodel": "false"} if page.endswith("setups.py") else {}))  # the sidebar's context
     clean(at)
     if page.endswith("setups.py"):  # a context every setup shares is checked once (issue #25), not a row per setup
         assert "max_model_len must be a positive whole number, got 0" in errors(at) and not at.get("plotly_chart")
@@ -128,7 +128,8 @@ def test_validation_and_learn_survive_a_zero_context(page):
 
 
 @pytest.mark.parametrize("kv, cache, expected", [
-    ("fp8", "dynamic", "only in a quantized cache"),
+    ("fp8", "static", "only in a quantized cache"),   # fp8 with the dynamic cache: the engine-neutral bytes
+    ("int8", "dynamic", "only in a quantized cache"),
     ("fp32", "quantized", "quantized cache stores"),
 ])
 def test_estimate_bad_dtype_combination(kv, cache, expected):
@@ -137,6 +138,17 @@ def test_estimate_bad_dtype_combination(kv, cache, expected):
     at.selectbox(key="cache").set_value(cache).run()
     clean(at)
     assert expected in errors(at)
+
+
+def test_estimate_fp8_is_the_engine_neutral_figure():
+    """Issue #24: fp8 with the default cache is the engine-neutral figure, in the app's words: Llama-3.1-8B at the
+    sidebar's 8,192 tokens is 32 layers x 2 x 8 heads x 128 x 1 B = 65,536 B a token, 536,870,912 B in all."""
+    at = app()
+    at.selectbox(key="kv").set_value("fp8").run()
+    clean(at)
+    assert metric(at, "Exact bytes") == fmt_int(65_536 * 8192) == "536,870,912"
+    notes = " ".join(c.value for c in at.caption)
+    assert "engine-neutral float8_e4m3 KV" in notes and "--" not in notes
 
 
 def test_static_cache_shorter_than_context():
@@ -237,7 +249,7 @@ def test_compare_on_an_attention_free_model():
 
 
 def test_capacity_numbers_equal_the_planner():
-    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctx=32768, n=4)
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctxmodel="false", ctx=32768, n=4)
     clean(at)
     p = plan("meta-llama/Llama-3.1-70B", gpu="H100-SXM", num_gpus=4, max_model_len=32768)
     assert metric(at, "KV pool per GPU") == fmt_bytes(p.kv_pool_bytes)
@@ -254,7 +266,7 @@ def test_capacity_numbers_equal_the_planner():
 def test_capacity_engine_options_equal_the_planner():
     """Issue #11 in the app: the version, DP / EP, drafting and LoRA reach the plan, and the budget table shows
     each extra line (the CUDA-graph estimate, the draft's weights, the adapter slots)."""
-    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", gpu="H200", n=8, ctx=32768,
+    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", gpu="H200", n=8, ctxmodel="false", ctx=32768,
              spec="MTP layers of the checkpoint", loras=0)
     clean(at)
     p = plan("deepseek-ai/DeepSeek-V3", gpu="H200", num_gpus=8, max_model_len=32768,
@@ -264,17 +276,17 @@ def test_capacity_engine_options_equal_the_planner():
     assert list(table["per GPU"]) == [k for k, _ in p.budget_lines()]
     assert "draft model weights" in set(table["per GPU"]) and "CUDA graphs (estimate)" in set(table["per GPU"])
     assert p.vllm_command in [c.value for c in at.code]
-    lora = app("app_pages/capacity.py", model=LLAMA, ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
+    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
     clean(lora)
     q = plan(LLAMA, gpu="H100-SXM", max_model_len=8192, engine_version="0.19.0",
              lora={"max_loras": 4, "max_lora_rank": 16})
     assert metric(lora, "KV pool per GPU") == fmt_bytes(q.kv_pool_bytes)
     assert "LoRA adapter slots" in set(lora.dataframe[0].value["per GPU"])
-    dep = app("app_pages/capacity.py", model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", ctx=32768)
+    dep = app("app_pages/capacity.py", model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", ctxmodel="false", ctx=32768)
     clean(dep)
     r = plan("Qwen/Qwen3-30B-A3B", gpu="H100-SXM", num_gpus=2, dp=2, expert_parallel=True, max_model_len=32768)
     assert metric(dep, "KV pool per GPU") == fmt_bytes(r.kv_pool_bytes)
-    wrong = app("app_pages/capacity.py", model=LLAMA, ctx=8192, spec="MTP layers of the checkpoint")
+    wrong = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, spec="MTP layers of the checkpoint")
     assert "declares no MTP layers" in errors(wrong) and "--" not in errors(wrong)
 
 
@@ -283,18 +295,83 @@ def test_compare_setups_equal_kvplan_compare():
     from kvplan.planning.compare import Setup, compare
     from kvplan.planning.workload import RequestMix
 
-    at = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B", cmp_g0="H100-SXM",
-             cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)
+    at = app("app_pages/setups.py", ctxmodel="false", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-70B",
+             cmp_g0="H100-SXM", cmp_c0=4, cmp_m1="Qwen/Qwen2.5-72B", cmp_g1="H200", cmp_c1=2)
     clean(at)
     rows = compare([Setup("meta-llama/Llama-3.1-70B", "H100-SXM", 4), Setup("Qwen/Qwen2.5-72B", "H200", 2)],
                    max_model_len=32768, mix=RequestMix(2000, 500))
-    table = at.dataframe[0].value
-    assert list(table["model"]) == ["meta-llama/Llama-3.1-70B", "Qwen/Qwen2.5-72B"]
+    table = at.table[0].value
+    assert list(table["model"]) == ["Llama-3.1-70B", "Qwen2.5-72B"]
     assert list(table["KV tokens"]) == [fmt_int(r.kv_cache_tokens) for r in rows]
     assert list(table["requests at the mix"]) == [f"{r.concurrent_requests:,.1f}" for r in rows]
     assert len(at.get("plotly_chart")) == 1
     bad = app("app_pages/setups.py", ctx=32768, cmp_n=2, cmp_m0="meta-llama/Llama-3.1-405B", cmp_g0="L4", cmp_c0=1)
     clean(bad)
+
+
+def test_compare_setups_start_from_the_sidebar_and_the_cli_defaults():
+    """Issue #24: the first setup is the sidebar's model (it ignored it), and every setup is planned at its
+    model's own context length unless asked otherwise, as `kvplan compare` plans it."""
+    from kvplan.planning.compare import compare
+
+    at = app("app_pages/setups.py", model="Qwen/Qwen3-8B", cmp_n=2, cmp_m1=LLAMA, cmp_c0=1, cmp_c1=1)
+    clean(at)
+    assert at.selectbox(key="cmp_m0").value == sup.SIDEBAR_MODEL
+    rows = compare(["Qwen/Qwen3-8B@H100-SXMx1", f"{LLAMA}@H100-SXMx1"])
+    table = at.table[0].value
+    assert list(table["model"]) == ["Qwen3-8B", "Llama-3.1-8B"]
+    assert list(table["KV tokens"]) == [fmt_int(r.kv_cache_tokens) for r in rows]
+    assert [r.max_model_len for r in rows] == [40_960, 131_072]   # Qwen3-8B's and Llama-3.1-8B's configs
+
+
+def _cli_plan(argv: list[str]) -> dict:
+    """`kvplan plan ... --json` run in-process, its JSON (exit 0 or 3)."""
+    import contextlib
+    import io
+
+    from kvplan.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--json"]) in (0, 3)
+    return json.loads(out.getvalue())
+
+
+def test_capacity_defaults_equal_kvplan_plan():
+    """Issue #24: the CLI planned Llama-3.1-8B at its 131,072-token context and the Capacity page at 8,192 (3.43x
+    vs 54.88x), and the page's greyed slider said 0.90 while the plan used 0.92. Both now read
+    kvplan.planning.defaults: the page with nothing chosen is `kvplan plan meta-llama/Llama-3.1-8B`, and says so."""
+    at = app("app_pages/capacity.py")
+    clean(at)
+    cli = _cli_plan(["plan", LLAMA])
+    assert cli["max_model_len"] == 131_072                      # Llama-3.1-8B's max_position_embeddings
+    assert metric(at, "Max model length") == "131,072"
+    assert metric(at, "KV cache tokens") == fmt_int(cli["kv_cache_tokens"])
+    assert metric(at, "Max concurrency") == f"{cli['max_concurrency']:,.2f}x"
+    # vLLM 0.33's default (vllm/config/cache.py gpu_memory_utilization: 0.92 since 0.20), greyed, as planned
+    shown = at.slider[0]
+    assert shown.disabled and shown.value == cli["gpu_memory_utilization"] == 0.92
+    assert "kvplan plan meta-llama/Llama-3.1-8B" in [c.value for c in at.code]
+    assert any(f"max_num_seqs {cli['max_num_seqs']:,}" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("params", [
+    dict(engine="sglang", n=2, kvcache="fp8"),
+    dict(ctxmodel="false", ctx=32768, gpu="H200", n=4, pp=2, ver_vllm="0.19.0", utildefault="false", util=0.85),
+    dict(model="Qwen/Qwen3-30B-A3B", n=2, dp=2, ep="true", eager="true", nvls="false"),
+    dict(spec="EAGLE-3 head", spect=3, loras=4, lorarank=32, kvcache="fp8_e5m2"),
+])
+def test_capacity_shows_the_cli_line_that_prints_its_plan(params):
+    """The page's `kvplan plan` line, run, gives the page's tokens and concurrency."""
+    import shlex
+
+    at = app("app_pages/capacity.py", **params)
+    clean(at)
+    line = next(c.value for c in at.code if c.value.startswith("kvplan plan "))
+    cli = _cli_plan(shlex.split(line)[1:])
+    assert metric(at, "KV cache tokens") == fmt_int(cli["kv_cache_tokens"])
+    assert metric(at, "Max concurrency") == f"{cli['max_concurrency']:,.2f}x"
+    assert metric(at, "Max model length") == fmt_int(cli["max_model_len"])
 
 
 def test_capacity_does_not_fit():
@@ -308,7 +385,7 @@ def test_capacity_does_not_fit():
 def test_capacity_sglang_equals_the_cli():
     """Issue #12: the app always sent 0.9 to SGLang where the CLI lets SGLang pick mem_fraction_static
     (gemma-3-27b on 8 x H100: 1,176,277 vs 1,309,202 tokens). Both now take the engine's own default."""
-    at = app("app_pages/capacity.py", model="google/gemma-3-27b-it", engine="sglang", n=8, ctx=8192)
+    at = app("app_pages/capacity.py", model="google/gemma-3-27b-it", engine="sglang", n=8, ctxmodel="false", ctx=8192)
     clean(at)
     p = plan("google/gemma-3-27b-it", engine="sglang", gpu="H100-SXM", num_gpus=8, max_model_len=8192)
     assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
@@ -344,7 +421,7 @@ def test_capacity_says_where_the_weights_come_from():
     """A vision model: the tower's split and the rule named; 'Language model only' drops the tower and the
     command gains vLLM's flag; a model with a bundled checkpoint total shows it beside the rule."""
     model = "google/gemma-3-27b-it"
-    at = app("app_pages/capacity.py", model=model, ctx=8192)
+    at = app("app_pages/capacity.py", model=model, ctxmodel="false", ctx=8192)
     clean(at)
     captions = " | ".join(c.value for c in at.caption)
     assert "Weights follow kvplan's rule for the config" in captions
@@ -355,7 +432,7 @@ def test_capacity_says_where_the_weights_come_from():
     text = plan(model, gpu="H100-SXM", max_model_len=8192, language_model_only=True)
     assert metric(at, "KV pool per GPU") == fmt_bytes(text.kv_pool_bytes) != fmt_bytes(whole.kv_pool_bytes)
     assert text.vllm_command in [c.value for c in at.code] and "--language-model-only" in text.vllm_command
-    gpt = app("app_pages/capacity.py", model="openai/gpt-oss-20b", ctx=8192)
+    gpt = app("app_pages/capacity.py", model="openai/gpt-oss-20b", ctxmodel="false", ctx=8192)
     clean(gpt)
     assert f"The published checkpoint holds {fmt_bytes(13_761_264_768)}" in " | ".join(c.value for c in gpt.caption)
     assert "--" not in " ".join(c.value for c in gpt.caption)  # the app's words, not CLI flags
@@ -364,11 +441,11 @@ def test_capacity_says_where_the_weights_come_from():
 def test_capacity_shows_the_plans_own_warnings():
     """A context past the model's limit (Llama-2-7b at 32,768: 4,096) is a warning on the page, and the command
     carries the variable vLLM needs; the fewest-GPU box says when its layout spans nodes."""
-    at = app("app_pages/capacity.py", model="meta-llama/Llama-2-7b-hf", ctx=32768)
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-2-7b-hf", ctxmodel="false", ctx=32768)
     clean(at)
     assert any("past meta-llama/Llama-2-7b-hf's context limit of 4,096" in w.value for w in at.warning)
     assert any(c.value.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve") for c in at.code)
-    big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctx=131072)
+    big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctxmodel="false", ctx=131072)
     clean(big)
     assert any(i.value.startswith("10 x L4: TP 2 x PP 5") for i in big.info)
     assert any("span 2 nodes of 8" in c.value for c in big.caption)
@@ -417,9 +494,9 @@ def test_validation_with_results(monkeypatch, tmp_path):
     monkeypatch.setattr(sup, "ROOT", tmp_path)
     at = app("app_pages/validation.py")
     clean(at)
-    frames = [d.value for d in at.dataframe]
-    assert list(frames[0]["device"]) == ["NVIDIA H200"] and "torch 2.13.0" in frames[0]["versions"].iloc[0]
-    assert list(frames[1]["cache"]) == ["dynamic", "static"] and list(frames[1]["exact"]) == [1, 1]
+    runs, frames = at.table[0].value, [d.value for d in at.dataframe]   # the runs table is static: it wraps
+    assert list(runs["device"]) == ["NVIDIA H200"] and "torch 2.13.0" in runs["versions"].iloc[0]
+    assert list(frames[0]["cache"]) == ["dynamic", "static"] and list(frames[0]["exact"]) == [1, 1]
     assert len(at.get("plotly_chart")) == 2
 
 

@@ -173,7 +173,7 @@ def test_capacity_runs_the_fewest_gpu_search_once_per_rerun(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(search, "fewest_gpus", counting)
-    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctx=32768, n=1)
+    at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctxmodel="false", ctx=32768, n=1)
     clean(at)
     assert len(calls) == 1, calls
     fix = real("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)

@@ -155,7 +155,8 @@ def test_bad_input_in_a_fresh_process(args, needle):
         (["estimate", LLAMA, "--seq-len", "10", "--batch-size", "0"], "batch_size"),
         (["estimate", LLAMA, "--seq-len", "10", "--prompt-len", "11"], "prompt_len"),
         (["estimate", LLAMA, "--seq-len", "10", "--cache", "static", "--max-cache-len", "5"], "--max-cache-len"),
-        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "fp8"], "--cache quantized"),
+        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "fp8", "--cache", "static"], "--cache quantized"),
+        (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "int8"], "--cache quantized"),
         (["estimate", LLAMA, "--seq-len", "10", "--kv-dtype", "bf16", "--dtype", "fp16"], "kv_dtype"),
         (["estimate", "google/gemma-2-9b", "--seq-len", "10", "--cache", "quantized"], "full-attention"),
         (["estimate", LLAMA, "--seq-len", "10", "--cache", "quantized", "--kv-dtype", "int8",
@@ -277,3 +278,74 @@ def test_version_names_kvplan_and_the_engine_releases(capsys):
     assert rc == 0 and out == f"kvplan {kvplan.__version__} (rules read from vLLM 0.33.0 and SGLang 0.5.23 and older)\n"
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
     assert project["version"] == kvplan.__version__
+
+
+# ---------------------------------------------------------------------------------------------- issue #24 frictions
+
+
+@pytest.mark.parametrize("args, suggestion", [
+    (["plna", LLAMA], "did you mean 'plan'?"),                                            # a subcommand
+    (["plan", LLAMA, "--gpu-memory-utilisation", "0.95"], "did you mean '--gpu-memory-utilization'?"),  # a flag
+    (["plan", LLAMA, "--max-modl-len=8k"], "did you mean '--max-model-len'?"),            # a flag with =value
+    (["estimate", LLAMA, "--seq-len", "10", "--jsn"], "did you mean '--json'?"),
+    (["plan", LLAMA, "--engine", "vlm"], "did you mean 'vllm'?"),                          # a choice
+    (["estimate", LLAMA, "--seq-len", "10", "--cache", "dynamc"], "did you mean 'dynamic'?"),
+])
+def test_a_mistyped_name_says_the_nearest_one(args, suggestion, capsys):
+    code, out, err = run(args, capsys)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert suggestion in err
+
+
+def test_nothing_close_suggests_nothing(capsys):
+    code, _, err = run(["estimate", LLAMA, "--seq-len", "10", "--frobnicate"], capsys)
+    assert code == 2 and "unrecognized arguments: --frobnicate" in err and "did you mean" not in err
+
+
+def test_exit_codes_are_listed_in_help_and_readme(capsys):
+    """compare's exit 3 was undocumented: --help and README now list every code main() returns."""
+    from kvplan.cli import EXIT_CODES
+
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    listed = out.split("exit codes:")[1]
+    for number in (0, 2, 3):
+        assert f"\n  {number}  " in listed
+    assert "`kvplan compare`: a setup was planned and does not fit" in " ".join(listed.split())
+    assert sorted(EXIT_CODES) == [0, 2, 3]
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"| {number} |" in readme for number in (0, 2, 3))
+    # and compare really exits 3 for a setup that does not fit (Llama-3.1-405B in bf16 is 756 GiB of weights)
+    assert run(["compare", f"{LLAMA}@H100-80GBx1", "meta-llama/Llama-3.1-405B@H100-80GBx1"], capsys)[0] == 3
+
+
+def test_json_fixes_are_structured_and_replan_from_their_flags(capsys):
+    """Issue #24: each fix as data beside its sentence. gpt-oss-120b at 131,072 tokens on one H100 does not fit;
+    every fix's flags, run through `kvplan plan` again, give the figures its record states."""
+    base = ["plan", "openai/gpt-oss-120b", "--max-model-len", "131072", "--json"]
+    code, out, _ = run(base, capsys)
+    data = json.loads(out)
+    assert code == 3 and not data["fits"] and len(data["fix_plans"]) == len(data["fixes"]) >= 3
+    flags = [f["flags"] for f in data["fix_plans"]]
+    assert "--kv-dtype fp8" in flags and any(f.startswith("--gpu-memory-utilization 0.9") for f in flags)
+    for fix, prose in zip(data["fix_plans"], data["fixes"]):
+        assert prose == f"{fix['change']} ({fix['flags']})" and fix["fits"] is True and fix["error"] is None
+        again = json.loads(run([*base, *fix["flags"].split()], capsys)[1])
+        assert again["fits"]
+        for key in ("kv_cache_tokens", "max_concurrency", "num_gpus", "tensor_parallel_size",
+                    "pipeline_parallel_size", "max_model_len", "gpu_memory_utilization", "command"):
+            assert fix[key] == again[key], key
+    fp8 = next(f for f in data["fix_plans"] if f["flags"] == "--kv-dtype fp8")
+    assert fp8["settings"] == {"kv_dtype": "fp8"} and fp8["kv_cache_dtype"] == "float8_e4m3"
+    assert f"{fp8['max_concurrency']:,.2f} requests of 131,072 tokens" in fp8["change"]
+
+
+@pytest.mark.parametrize("engine, starts", [("vllm", "vllm serve "), ("sglang", "python -m sglang.launch_server "),
+                                            ("hf", "")])
+def test_json_names_the_engine_of_its_command(engine, starts, capsys):
+    """SGLang's launch command sat in `vllm_command`; `command` names its engine (vllm_command stays, equal, for
+    readers of the earlier JSON)."""
+    code, out, _ = run(["plan", LLAMA, "--engine", engine, "--max-model-len", "8192", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["command"]["engine"] == engine
+    assert data["command"]["line"] == data["vllm_command"] and data["command"]["line"].startswith(starts)

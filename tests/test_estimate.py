@@ -49,7 +49,8 @@ def gemma():
         dict(seq_len=10, prompt_len=11),          # the prompt is part of the cache
         dict(seq_len=10, prompt_len=0),
         dict(seq_len=10, kv_dtype="int3"),
-        dict(seq_len=10, kv_dtype="fp8"),         # sub-16-bit KV needs cache="quantized"
+        dict(seq_len=10, kv_dtype="fp8", cache="static"),  # fp8 in transformers' own caches: the quantized one
+        dict(seq_len=10, kv_dtype="int8"),        # int8 / int4: the quantized cache (fp8 alone is engine-neutral)
         dict(seq_len=10, kv_dtype="bf16", dtype="fp16"),  # an unquantized cache stores the activation dtype
         dict(seq_len=10, dtype="int8"),           # transformers does not compute in int8
         dict(seq_len=10, cache="static", max_cache_len=9),  # a static cache cannot grow
@@ -159,6 +160,33 @@ def test_quantized_fp8_backend_is_the_fp8_default(llama):
     e = kvplan.estimate(llama, 100, kv_dtype="fp8", cache="quantized")
     assert e.quant_backend == "fp8"
     assert e.kv_cache_bytes == 32 * 2 * 8 * 128 * 100 + 32 * 2 * 4  # 1 B elements + a float32 scale per K and V
+
+
+def test_fp8_with_the_default_cache_is_the_engine_neutral_figure(llama):
+    """Issue #24: `--kv-dtype fp8` needed `--cache quantized`. With the default cache it is every element in one
+    byte, what vLLM 0.33 and SGLang 0.5.23 store per token (their own plans below, each from its engine's source),
+    and transformers' fp8 (the quantized cache's fp8 backend) is that plus a float32 scale per K and V a layer."""
+    e = kvplan.estimate(llama, 1000, kv_dtype="fp8")
+    assert e.engine == "neutral" and e.kv_dtype == "float8_e4m3" and e.activation_dtype == "bfloat16"
+    assert e.bytes_per_token == 32 * 2 * 8 * 128 * 1 == 65_536      # 32 layers x K and V x 8 heads x 128 x 1 B
+    assert e.kv_cache_bytes == 65_536 * 1000
+    assert kvplan.estimate(llama, 1000, kv_dtype="fp8", cache="quantized").kv_cache_bytes == 65_536_000 + 32 * 8
+    assert "transformers' DynamicCache cannot hold fp8" in " ".join(e.notes)
+    for engine in ("vllm", "sglang"):
+        p = kvplan.plan(llama, engine=engine, kv_dtype="fp8", max_model_len=8192)
+        assert p.kv_bytes_per_token == e.bytes_per_token, engine
+
+
+def test_fp8_mla_is_the_dense_layout_both_engines_use():
+    """DeepSeek-V3: the latent (kv_lora_rank 512) and its rope part (64) in fp8, 576 B a layer a token over 61
+    layers: vLLM 0.33's MLAAttentionSpec and SGLang 0.5.23's MLATokenToKVPool; the sparse kernels' 656 B is noted."""
+    e = kvplan.estimate("deepseek-ai/DeepSeek-V3", 1000, kv_dtype="fp8")
+    assert e.bytes_per_token == 61 * (512 + 64) == 35_136
+    assert "656 B" in " ".join(e.notes)
+    for engine in ("vllm", "sglang"):
+        p = kvplan.plan("deepseek-ai/DeepSeek-V3", engine=engine, gpu="H200", num_gpus=8, kv_dtype="fp8",
+                        max_model_len=8192)
+        assert p.kv_bytes_per_token == 35_136, engine
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,13 @@ def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dyn
                      residual_length, assumed)
 
 
+def neutral_fp8(plan: CachePlan) -> bool:
+    """An fp8 KV cache asked of the default (dynamic) cache: the engine-neutral bytes, every cached element in
+    one byte at the dynamic cache's token counts, which is what vLLM and SGLang store per token (fp8 K and V, or
+    the fp8 MLA latent), not a cache transformers builds (its fp8 is the quantized cache, `--cache quantized`)."""
+    return plan.cache == "dynamic" and plan.kv_dtype != plan.act_dtype and plan.kv_dtype.is_sub_16bit
+
+
 def _dtypes(model: ModelSpec, cache: str, kv_dtype, dtype) -> tuple[DType, DType]:
     act = resolve_dtype(dtype) if dtype is not None else None
     if act is not None and act.is_sub_16bit:
@@ -163,6 +170,8 @@ def _dtypes(model: ModelSpec, cache: str, kv_dtype, dtype) -> tuple[DType, DType
                                 "pass --kv-dtype int4 (or use --cache dynamic)")
         return act or model.dtype, kv
     kv = resolve_dtype(kv_dtype) if kv_dtype is not None else (act or model.dtype)
+    if kv.is_float and kv.is_sub_16bit and cache == "dynamic":  # fp8: the engine-neutral figure (neutral_fp8)
+        return act or model.dtype, kv
     if kv.is_sub_16bit:
         raise WorkloadError(f"transformers stores {kv.name} KV only in a quantized cache: "
                             f"add --cache quantized (or pick fp16 / bf16 / fp32)")
@@ -221,7 +230,8 @@ def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
     if scalars:
         formula += f" + {scalars:,} B bookkeeping scalars"
     return _construct(Estimate, {
-        "model": model.name, "model_type": model.model_type, "engine": "hf", "cache": plan.cache,
+        "model": model.name, "model_type": model.model_type, "engine": "neutral" if neutral_fp8(plan) else "hf",
+        "cache": plan.cache,
         "seq_len": plan.seq_len, "batch_size": plan.batch_size, "kv_dtype": plan.kv_dtype.name,
         "activation_dtype": plan.act_dtype.name,
         "max_cache_len": plan.max_cache_len if plan.cache in ("static", "offloaded_static") else None,
@@ -277,6 +287,8 @@ def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
     if limit and plan.seq_len > limit:  # exact bytes all the same: the cache holds whatever it is given
         notes.append(f"seq_len {plan.seq_len:,} is past the model's max_position_embeddings of {limit:,}: positions "
                      "beyond it were never trained (vLLM and SGLang refuse such a length unless told otherwise)")
+    if neutral_fp8(plan):
+        notes += _neutral_notes(model, plan)
     if plan.cache == "dynamic" or plan.cache == "static":
         return notes
     if plan.cache in ("offloaded", "offloaded_static"):
@@ -285,6 +297,29 @@ def _plan_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
         notes.append(f"{plan.backend} {plan.kv_dtype.name}, group {plan.q_group_size}, residual "
                      f"{plan.residual_length}: prompt quantized at prefill, (T - P) mod R tokens kept in "
                      f"{plan.act_dtype.name}")
+    return notes
+
+
+def _neutral_notes(model: ModelSpec, plan: CachePlan) -> list[str]:
+    """What the engine-neutral fp8 figure is, and where an engine or transformers stores something else."""
+    notes = [f"engine-neutral {plan.kv_dtype.name} KV: every cached element in 1 byte, as vLLM and SGLang store "
+             "an fp8 KV cache (their per-tensor K and V scales sit outside the pool); a capacity plan gives an "
+             "engine's own pool. transformers' DynamicCache cannot hold fp8: its fp8 is the quantized cache with "
+             "the fp8 backend (full-attention models only), these bytes plus one float32 scale per K and V, 8 B a "
+             "layer"]
+    if any(isinstance(spec, MLASpec) for _, spec in model.specs()):
+        # vLLM 0.33 MLAAttentionSpec (model_executor/layers/attention/mla_attention.py `get_kv_cache_spec`:
+        # head_size kv_lora_rank + rope, dtype fp8) and SGLang 0.5.23 MLATokenToKVPool (mem_cache/memory_pool.py:
+        # kv_cache_dim = kv_lora_rank + qk_rope_head_dim, uint8 store) keep DeepSeek-V3's latent as 512 + 64 fp8
+        # bytes; the sparse (DSA) kernels pack 512 fp8 + 4 float32 scales + 64 bfloat16 rope = 656 B
+        # (vLLM flashmla_sparse.py 'fp8_ds_mla', SGLang NSA/DSA override_kv_cache_dim)
+        notes.append("MLA: this is the dense fp8 layout both engines use (vLLM 0.33 MLAAttentionSpec, SGLang 0.5.23 "
+                     "MLATokenToKVPool: the latent and its rope part all fp8, 576 B per layer per token for "
+                     "DeepSeek-V3); sparse-attention kernels (vLLM FLASHMLA_SPARSE 'fp8_ds_mla', SGLang DSA) store "
+                     "656 B instead (512 fp8 + 16 B of scales + 64 bfloat16 rope values)")
+    if any(isinstance(spec, StateSpec) for _, spec in model.specs()):
+        notes.append(f"state layers (Mamba, linear attention) keep {plan.act_dtype.name}: an fp8 KV cache covers "
+                     "attention layers only")
     return notes
 
 

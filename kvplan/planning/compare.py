@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import KVPlanError, WorkloadError, shown
+from ..model.spec import ModelSpec
+from . import defaults
 
 MAX_SETUPS = 4
 _COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d+)$")
@@ -21,14 +23,18 @@ _COUNT = re.compile(r"^(?P<gpu>.+?)x(?P<n>\d+)$")
 
 @dataclass(frozen=True)
 class Setup:
-    model: str
+    model: str | ModelSpec          # a name plan() reads, or a model read already (the app's sidebar model)
     gpu: str | None = None
     num_gpus: int | None = None
 
     @property
+    def name(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
+
+    @property
     def label(self) -> str:
         where = f"@{self.gpu}" if self.gpu else ""
-        return f"{self.model}{where}{f'x{self.num_gpus}' if self.num_gpus else ''}"
+        return f"{self.name}{where}{f'x{self.num_gpus}' if self.num_gpus else ''}"
 
 
 def parse_setup(text: str) -> Setup:
@@ -73,7 +79,7 @@ class ComparisonRow(BaseModel):
     command: str = ""
 
 
-def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int | None = None,
+def compare(setups: list[Setup | str], *, gpu: str = defaults.GPU, num_gpus: int | None = None,
             mix=None, gpu_price_per_hour: float | None = None, **settings) -> list[ComparisonRow]:
     """One row per setup, planned with the shared `settings` (kvplan.planning.planner.plan's keywords); a setup kvplan
     cannot plan is a row with its one-line error, so the others are still compared."""
@@ -89,11 +95,11 @@ def compare(setups: list[Setup | str], *, gpu: str = "H100-80GB", num_gpus: int 
     rows = []
     for setup in parsed:
         try:
-            model = load_cached(setup.model)
+            model = load_cached(setup.model) if isinstance(setup.model, str) else setup.model
             p = plan(model, gpu=setup.gpu or gpu, num_gpus=setup.num_gpus or num_gpus, **settings)
             load = workload_plan(model, p, mix, gpu_price_per_hour) if mix is not None and p.fits else None
         except KVPlanError as exc:
-            rows.append(ComparisonRow(setup=setup.label, model=setup.model, gpu=setup.gpu or gpu,
+            rows.append(ComparisonRow(setup=setup.label, model=setup.name, gpu=setup.gpu or gpu,
                                       num_gpus=None, layout="", fits=False,
                                       weights_bytes=0, kv_pool_bytes=0, kv_bytes_per_token=0, kv_cache_tokens=0,
                                       max_concurrency=0.0, max_model_len=0, verified=False,

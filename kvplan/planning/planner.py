@@ -23,7 +23,8 @@ from .engines.sglang import plan_sglang
 from .engines.sglang_pool import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.spec_decode import Speculative
 from .engines.vllm import plan_vllm
-from .engines.vllm_profile import default_utilization, parse_version
+from .engines.vllm_profile import parse_version
+from . import defaults
 from .inputs import (ENGINE_NAMES, dtype_note, engine_settings, image_limit, lora_settings, model_dtype, positive,
                      resolve_max_len, resolve_parallel, resolve_utilization, speculative_settings)
 from .result import Plan, checked
@@ -84,9 +85,10 @@ def context_warning(model: ModelSpec, p: Plan) -> tuple[str, str | None] | None:
             f"({limit.key}): {refusal}; plan {limit.tokens:,} or fewer", env)
 
 
-def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H100-80GB", num_gpus: int | None = None,
-          tp: int | None = None, pp: int = 1, max_model_len: int | None = None,
-          gpu_memory_utilization: float | None = None, kv_dtype: str = "auto", dtype: str = "auto",
+def _plan(model: ModelSpec | str, *, engine: str = defaults.ENGINE, gpu: str | GPU = defaults.GPU,
+          num_gpus: int | None = None, tp: int | None = None, pp: int = defaults.PIPELINE_STAGES,
+          max_model_len: int | None = defaults.MAX_MODEL_LEN, gpu_memory_utilization: float | None = None,
+          kv_dtype: str = defaults.KV_DTYPE, dtype: str = defaults.DTYPE,
           quantization: str | None = None, engine_version: str | None = None,
           max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
           block_size: int | None = None, usage_context: str = "api_server", language_model_only: bool = False,
@@ -122,7 +124,8 @@ def _plan(model: ModelSpec | str, *, engine: str = "vllm", gpu: str | GPU = "H10
     if auto_len:
         max_model_len = None
     version = None if engine == "hf" else parse_version(engine_version)   # transformers has no version knob
-    util = resolve_utilization(gpu_memory_utilization, default_utilization(version) if engine == "vllm" else 0.9)
+    # None for SGLang: it picks mem_fraction_static itself (an explicit value is the user's)
+    util = resolve_utilization(gpu_memory_utilization, defaults.utilization(engine, version))
     if engine == "hf" and (language_model_only or images_per_prompt is not None):
         raise WorkloadError("transformers' generate loads what its model class builds: image limits and "
                             "language-model-only serving are vLLM settings")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ..errors import PlanInvariantError, shown
 
@@ -82,11 +82,25 @@ class Plan(BaseModel):
     kv_layers: tuple[Any, ...] = Field(default=(), exclude=True, repr=False)
     kv_rules: Any = Field(default=None, exclude=True, repr=False)  # vllm_kv.KVRules the blocks were counted with
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def command(self) -> dict[str, str]:
+        """The launch command with its engine named ({"engine": "sglang", "line": "python -m sglang.launch_server
+        ..."}): `vllm_command` holds SGLang's and transformers' lines too, and stays in the JSON only for the
+        readers of kvplan's earlier JSON (issue #24)."""
+        return {"engine": self.engine, "line": self.vllm_command}
+
     def budget_lines(self) -> list[tuple[str, int]]:
         """Every per-GPU line that sums to what the plan uses: the four figures and the extras, the KV pool last."""
-        return ([("weights", self.weights_bytes), ("activation peak", self.activation_bytes),
+        return ([("weights", self.weights_bytes), (self.activation_label, self.activation_bytes),
                  ("non-torch overhead", self.non_torch_bytes)] + list(self.extra.items())
                 + [("KV pool", self.kv_pool_bytes)])
+
+    @property
+    def activation_label(self) -> str:
+        """SGLang's figure is not an activation peak but the (1 - mem_fraction_static) share it keeps back for
+        activations, CUDA graphs and the rest (kvplan.planning.engines.sglang: memory x (1 - fraction))."""
+        return "reserve (1 - mem_fraction_static)" if self.engine == "sglang" else "activation peak"
 
     def rule_vs_checkpoint(self) -> tuple[int, float] | None:
         """(bytes, %) by which the config rule differs from the checkpoint as loaded; None without both."""
@@ -125,3 +139,27 @@ def checked(p: Plan) -> Plan:
             raise PlanInvariantError(f"kvplan's {p.engine} plan for {p.model} on {p.gpu} breaks its invariant "
                                      f"'{name}' (got {shown(value)}): please report it with the settings that gave it")
     return p
+
+
+class FixPlan(BaseModel):
+    """One fix of a plan that does not fit, as data beside its sentence: the change, the `kvplan plan` flags that
+    make it, the plan() settings those flags set, and the figures of the plan it gives (None where it could not be
+    planned again, with the reason in `error`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    change: str                     # the sentence the CLI prints after "to fit:"
+    flags: str                      # "--tp 2 --pp 1", "--kv-dtype fp8", "--gpu-memory-utilization 0.95"
+    settings: dict[str, Any]        # what the flags set, as plan() keywords: {"tp": 2, "pp": 1}
+    fits: bool | None = None
+    num_gpus: int | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    command: dict[str, str] | None = None
+    error: str | None = None
