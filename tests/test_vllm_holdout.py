@@ -172,7 +172,7 @@ FROM_THE_CARD = {
     "fs61464053627/qwen3-8b-fp8-rtx4090-wsl-tp1-2048-util0.90-v0.27.1": (90080, -1.40),
     "fs61510271682/qwen2.5-7b-instruct-bf16-rtx4090-wsl-tp1-8192-util0.92-v0.27.1": (102544, +31.25),
     "fs61510271682/qwen2.5-7b-instruct-fp8-dynamic-rtx4090-wsl-tp1-8192-util0.92-v0.27.1": (230352, +7.83),
-    "fs61585879089/qwen2.5-vl-7b-instruct-rtx4090-wsl-tp1-8192-util0.90-img1-v0.27.1": (62736, +62.64),
+    "fs61585879089/qwen2.5-vl-7b-instruct-rtx4090-wsl-tp1-8192-util0.90-img1-v0.27.1": (62736, +62.61),
     "fs62752965317/qwen2.5-7b-class-rtx5090-inferred-tp1-8192-util0.90-v0.24.0": (223152, +0.35),
     "fs61585879089/qwen3-8b-bf16-lora2-rtx4090-wsl-tp1-4096-util0.90-v0.27.1": (33712, +19.79),
     "fs61585879089/qwen3-8b-bf16-rtx4090-wsl-tp1-4096-util0.85-v0.27.1": (34032, -3.10),
