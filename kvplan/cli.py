@@ -122,7 +122,13 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-p95", type=_tokens, help="workload: 95th-percentile output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour (default: the catalog's on-demand "
                    "price, kvplan gpus)")
-    p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
+    p.add_argument("--fewest-gpus", action="store_true", help="search the fewest GPUs that fit in a deployable "
+                   "layout (TP a power of two dividing the heads, inside a node; PP over whole nodes; EP for MoE), "
+                   "with the fewest in any layout beside it")
+    p.add_argument("--any-layout", action="store_true", help="with --fewest-gpus: the fewest GPUs in any TP x PP "
+                   "(TP inside a node, any number of stages), the plain count")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs per node, the group TP stays inside (default: the "
+                   "catalog's for the GPU, 8; GH200 1)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -268,21 +274,46 @@ def cmd_plan(args) -> int:
                   kv_cache_memory_bytes=args.kv_cache_memory_bytes, speculative=_speculative(args),
                   lora=_lora(args), nvls=False if args.no_nvls else None,
                   enable_prefix_caching=args.enable_prefix_caching)
+    choice = None
+    if args.any_layout and not args.fewest_gpus:
+        raise KVPlanError("--any-layout goes with --fewest-gpus: add it")
     if args.fewest_gpus:
         if args.tp is not None or args.num_gpus is not None or args.pp != 1:
             raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")
-        result = fewest_gpus(model, **kwargs)
+        from .planning.layouts import deployable, node_size
+
+        per_node = node_size(args.gpu, args.gpus_per_node)
+        if args.any_layout:
+            result = fewest_gpus(model, gpus_per_node=per_node, **kwargs)
+        else:
+            choice = deployable(model, gpus_per_node=per_node, **kwargs)
+            result = choice.plan
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
-    nearest = [] if result.fits else fixes(model, result, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
+    nearest = [] if result.fits else fixes(model, result, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+                                           gpus_per_node=args.gpus_per_node, **kwargs)
     load = _workload(args, model, result)
     if args.json:
         print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest],
+                          **({"layout": choice.summary()} if choice else {}),
                           **({"workload": load.model_dump(mode="json")} if load else {})}, indent=1))
     else:
-        print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
+        head, _, rest = format_plan(result).partition("\n")   # the layout's reason right under the headline
+        print(head + ("\n" + _layout_lines(choice) if choice else "") + "\n" + rest
+              + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
               + (format_workload(load) if load else ""))
     return 0 if result.fits else EXIT_DOES_NOT_FIT
+
+
+def _layout_lines(choice) -> str:
+    """The deployable layout's reason and the fewest count in any layout, beside it."""
+    s = choice.summary()
+    lines = [f"layout: {s['layout']} on {s['num_gpus']} GPUs ({s['nodes']} node{'s' if s['nodes'] > 1 else ''} "
+             f"of {s['gpus_per_node']}), {s['total_concurrency']:,.2f}x requests of max_model_len"]
+    if (f := s["fewest_any_layout"]) is not None:
+        lines.append(f"fewest GPUs in any layout: {f['num_gpus']} ({f['layout']}, {f['nodes']} node"
+                     f"{'s' if f['nodes'] > 1 else ''}, {f['max_concurrency']:,.2f}x) (--fewest-gpus --any-layout)")
+    return "\n".join(lines)
 
 
 def _workload(args, model, result):

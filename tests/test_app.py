@@ -15,7 +15,7 @@ from app_pages import support as sup
 from app_pages import validation_data as val
 from kvplan.cache import strategies
 from kvplan.planning.planner import plan
-from kvplan.planning.search import fewest_gpus
+from kvplan.planning.layouts import deployable
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -244,8 +244,8 @@ def test_capacity_numbers_equal_the_planner():
     assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
     assert f"Fits on 4 x H100-SXM" in at.success[0].value
     assert p.vllm_command in [c.value for c in at.code]
-    fewest = fewest_gpus("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)
-    assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM")
+    fewest = deployable("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768).plan
+    assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM: TP {fewest.tensor_parallel_size} x PP 1")
     speed = sup.plan_speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
     assert metric(at, "TTFT") == sup.fmt_seconds(speed.ttft_s)
     assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
@@ -370,8 +370,9 @@ def test_capacity_shows_the_plans_own_warnings():
     assert any(c.value.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve") for c in at.code)
     big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctx=131072)
     clean(big)
-    assert any(i.value.startswith("10 x L4: TP 2 x PP 5") for i in big.info)
-    assert any("span 2 nodes of 8" in c.value for c in big.caption)
+    # issue #24: the deployable layout (TP 8 x PP 2 over two whole nodes), the fewest in any layout beside it
+    assert any(i.value.startswith("16 x L4: TP 8 x PP 2 (2 x 8-GPU nodes)") for i in big.info)
+    assert any(c.value.startswith(":material/hub: Fewest GPUs in any layout: 10 (TP 2 x PP 5") for c in big.caption)
 
 
 def test_capacity_unknown_gpu_in_url_is_ignored():
