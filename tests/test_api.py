@@ -24,11 +24,13 @@ EXPECTED_ALL = [
     "WorkloadError",
     "__version__",
     "bundled_ids",
+    "deployable",
     "estimate",
     "fewest_gpus",
     "load_model",
     "parse_config",
     "plan",
+    "recommend",
     "resolve_dtype",
 ]
 
