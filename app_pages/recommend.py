@@ -4,7 +4,7 @@ request rate within latency targets (kvplan.planning.recommend, as `kvplan recom
 import pandas as pd
 import streamlit as st
 
-from app_pages import common
+from app_pages import charts, common
 from kvplan.planning.recommend import recommend
 from kvplan.planning.workload import RequestMix
 
@@ -36,11 +36,11 @@ def table(setups) -> pd.DataFrame:
     """One row per setup, in the CLI's words."""
     return pd.DataFrame([{
         "GPU": s.gpu, "layout": s.layout, "replicas": s.replicas, "GPUs": s.total_gpus,
-        "max-num-seqs": s.max_num_seqs, "limited by": s.limited_by,
+        "max seqs": s.max_num_seqs, "limited by": s.limited_by,
         "USD/h": "-" if s.cost_per_hour is None else f"{s.cost_per_hour:,.2f}",
         "USD/1M out": "-" if s.cost_per_million_output_tokens is None else f"{s.cost_per_million_output_tokens:,.3f}",
-        "req/s": f"{s.requests_per_s:,.2f}", "load": f"{s.load:.0%}", "TTFT ms": f"{s.ttft_s * 1e3:,.0f}",
-        "TPOT ms": f"{s.tpot_s * 1e3:,.1f}", "end to end s": f"{s.e2e_latency_s:,.2f}"} for s in setups])
+        "req/s": f"{s.requests_per_s:,.2f}", "TTFT ms": f"{s.ttft_s * 1e3:,.0f}",
+        "TPOT ms": f"{s.tpot_s * 1e3:,.1f}", "e2e s": f"{s.e2e_latency_s:,.2f}"} for s in setups])
 
 
 if result.cheapest:
@@ -57,6 +57,7 @@ if result.cheapest:
     st.dataframe(table(result.cheapest), hide_index=True, width="stretch")
     st.markdown("#### Cost against latency (Pareto front)")
     st.caption("Each setup is faster end to end than every cheaper one.")
+    st.plotly_chart(charts.recommend_figure(result), key="recommend")
     st.dataframe(table(result.pareto), hide_index=True, width="stretch")
 else:
     st.error("No priced catalog GPU serves this rate within these targets.", icon=":material/cancel:")

@@ -481,3 +481,28 @@ def test_learn_space_for_time_results(monkeypatch, tmp_path):
     assert "grows as L^1.02" in " ".join(c.value for c in at.caption)
     assert list(at.dataframe[-1].value["context"]) == [32, 64]
     assert len(at.get("plotly_chart")) == 3
+
+
+# ---------------------------------------------------------------------------------------------- recommend
+
+
+def test_recommend_page_equals_the_api():
+    """Issue #24: the Recommend page shows what `kvplan recommend` finds for the sidebar's model and workload."""
+    from kvplan.planning.recommend import recommend
+    from kvplan.planning.workload import RequestMix
+
+    at = app("app_pages/recommend.py", model="meta-llama/Llama-3.1-8B", rc_tpot=30, rc_ttft=200)
+    clean(at)
+    found = recommend("meta-llama/Llama-3.1-8B", RequestMix(2000, 500), 10.0, tpot_s=0.030, ttft_s=0.200)
+    best = found.cheapest[0]
+    assert at.success[0].value.startswith("Cheapest: ") and f"${best.cost_per_hour:,.2f} per hour" in at.success[0].value
+    assert best.command in [c.value for c in at.code]
+    assert list(at.dataframe[0].value["GPU"]) == [s.gpu for s in found.cheapest]
+    assert list(at.dataframe[1].value["GPU"]) == [s.gpu for s in found.pareto]
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_recommend_page_says_when_nothing_meets_the_targets():
+    at = app("app_pages/recommend.py", rc_tpot=1, rc_budget=1)
+    clean(at)
+    assert at.error and at.error[0].value.startswith("No priced catalog GPU")
