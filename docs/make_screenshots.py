@@ -30,6 +30,7 @@ PAGES = (
     ("capacity.png", "capacity?model=meta-llama/Llama-3.1-70B&ctx=32768&n=4", "Fewest GPUs that fit"),
     ("capacity-vision.png", "capacity?model=google/gemma-3-27b-it&ctx=8192", "Split: language model"),
     ("setups.png", "setups?ctx=32768", "Requests the KV pool holds at once"),
+    ("recommend.png", "recommend?model=meta-llama/Llama-3.1-8B&rc_tpot=30&rc_ttft=200", "GPUs without a price"),
     ("validation.png", "validation", "Serving engines"),
     ("learn.png", "learn?model=meta-llama/Llama-3.1-8B&ctx=8192", "LLaMA-2-70B"),
 )

@@ -215,7 +215,8 @@ def cmd_recommend(args) -> int:
 def _setup_line(s) -> str:
     cost = f"${s.cost_per_hour:,.2f}/h" if s.cost_per_hour is not None else "no price"
     replicas = f"{s.replicas} replicas of " if s.replicas > 1 else ""
-    return (f"{replicas}{s.gpus_per_replica} x {s.gpu} ({s.layout}, --max-num-seqs {s.max_num_seqs}, limited by "
+    cap = "--max-running-requests" if s.engine == "sglang" else "--max-num-seqs"
+    return (f"{replicas}{s.gpus_per_replica} x {s.gpu} ({s.layout}, {cap} {s.max_num_seqs}, limited by "
             f"the {s.limited_by}): {cost}, {s.requests_per_s:,.2f} req/s ({s.load:.0%} loaded), TTFT "
             f"{s.ttft_s * 1e3:,.0f} ms, TPOT {s.tpot_s * 1e3:,.1f} ms")
 

@@ -153,3 +153,23 @@ def test_cli_bad_input_is_one_line(capsys, argv, fragment):
 def test_api_exports_recommend():
     assert kvplan.recommend is recommend
     assert kvplan.deployable("deepseek-ai/DeepSeek-V3", gpu="H100").plan.num_gpus == 16
+
+
+def test_dp_engines_each_serve_their_batch():
+    """A TP 8 x DP 2 replica with EP is two vLLM engines, each running --max-num-seqs requests: its rate is twice
+    one engine's, b / (O x step + b x prefill), the figures its formula prints."""
+    found = recommend("deepseek-ai/DeepSeek-V3", MIX, 2, gpus=["H100"])
+    dp = [s for s in found.cheapest + found.pareto if s.data_parallel_size == 2]
+    assert dp, "the EP layout is among the answers"
+    s = dp[0]
+    prefill = s.ttft_s   # no p95: the TTFT prefill is the mean prompt's
+    assert s.requests_per_s_per_replica == pytest.approx(
+        2 * s.max_num_seqs / (500 * s.step_time_s + s.max_num_seqs * prefill))
+    assert "--data-parallel-size 2 --enable-expert-parallel" in s.command
+
+
+def test_sglang_commands_cap_running_requests():
+    """SGLang's batch cap is --max-running-requests (srt/server_args.py, 0.5.23), not vLLM's --max-num-seqs."""
+    best = recommend(LLAMA, MIX, 10, engine="sglang", gpus=["H100"]).cheapest[0]
+    assert best.command.startswith("python -m sglang.launch_server")
+    assert f"--max-running-requests {best.max_num_seqs}" in best.command and "--max-num-seqs" not in best.command

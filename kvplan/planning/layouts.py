@@ -37,7 +37,7 @@ TP_SIZES = (1, 2, 4, 8)
 
 
 def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int = GPUS_PER_NODE,
-                **kwargs) -> Plan:
+                memo: dict | None = None, **kwargs) -> Plan:
     """The fewest GPUs that fit, over every TP x PP with TP inside one node (TP 1, 2, 4, 8: TP across nodes
     would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
     max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
@@ -62,7 +62,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
             if _too_few_stages(one_stage.get(tp), per_engine // tp, card):
                 continue
             try:
-                candidate = plan(model, tp=tp, pp=per_engine // tp, **kwargs)
+                candidate = _planned(memo, model, {**kwargs, "tp": tp, "pp": per_engine // tp})
             except WorkloadError as exc:
                 last_error = exc
                 continue
@@ -75,6 +75,22 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
             return best.model_copy(update={"notes": best.notes + _node_notes(best, per_node, fitting)})
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
                         + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
+
+
+def _planned(memo: dict | None, model: ModelSpec, settings: dict) -> Plan:
+    """plan(model, **settings), once per layout when a memo is shared: `deployable` runs `fewest_gpus` first and
+    then plans the single-node TPs and the whole-node layouts it planned already (a 10,000-layer config: 6 of 36)."""
+    if memo is None:
+        return plan(model, **settings)
+    key = tuple(sorted((k, repr(v)) for k, v in settings.items()))
+    if key not in memo:
+        try:
+            memo[key] = plan(model, **settings)
+        except WorkloadError as exc:
+            memo[key] = exc
+    if isinstance(memo[key], WorkloadError):
+        raise memo[key]
+    return memo[key]
 
 
 def _card_bytes(settings) -> int | None:
@@ -198,8 +214,9 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
         model = load_cached(model)
     per_node = node_size(settings.get("gpu", "H100-80GB"), gpus_per_node)
     max_gpus = positive("max_gpus", max_gpus)
+    memo: dict = {}
     try:
-        fewest = fewest_gpus(model, max_gpus=max_gpus, gpus_per_node=per_node, **settings)
+        fewest = fewest_gpus(model, max_gpus=max_gpus, gpus_per_node=per_node, memo=memo, **settings)
     except WorkloadError:
         fewest = None
     engine = settings.get("engine", "vllm")
@@ -213,15 +230,20 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
     moe = model.arch is not None and model.require_arch().has_experts
     free = {k: v for k, v in settings.items() if k not in ("tp", "pp", "num_gpus")}
     ep_variants = engine == "vllm" and moe and dp == 1 and settings.get("expert_parallel") is None
-    last_error = None
+    last_error, card = None, _card_bytes(settings)
+    one_stage: dict[int, int] = {}   # TP -> one GPU's weights at PP 1, which bounds the stages (_too_few_stages)
     for count, options in candidate_layouts(model, per_node, max_gpus // dp, ep_variants=ep_variants):
         fitting = []
         for option in options:
+            if _too_few_stages(one_stage.get(option["tp"]), option["pp"], card):
+                continue
             try:
-                candidate = plan(model, **{**free, **option})
+                candidate = _planned(memo, model, {**free, **option})
             except WorkloadError as exc:
                 last_error = exc
                 continue
+            if candidate.pipeline_parallel_size == 1 and candidate.data_parallel_size == 1:
+                one_stage[option["tp"]] = candidate.weights_bytes
             if candidate.fits:
                 fitting.append(candidate)
         if fitting:

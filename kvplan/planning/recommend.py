@@ -5,8 +5,9 @@ Per replica, at a batch cap b (vLLM --max-num-seqs b), with the mix's mean promp
 
     step(b)   = (active weights + KV bytes per token x mean context x b) / (bandwidth x TP x MBU)   (speed.roofline)
     prefill   = (2 x active params x P + attention) / (FLOP/s x TP x MFU)                          (speed.roofline)
-    rate(b)   = b / (O x step(b) + b x prefill)      requests/s: each finished request is replaced by a prefill,
-                                                     and a prefill pauses the whole batch's decode (no chunking)
+    rate(b)   = b / (O x step(b) + b x prefill)      requests/s per engine (x DP engines): each finished
+                                                     request is replaced by a prefill, and a prefill pauses
+                                                     the whole batch's decode (no chunking)
     TPOT(b)   = step(b) + b x prefill / O            a token's wait: its step and its share of the b prefills
                                                      that run while it is generated (at the full rate(b))
     TTFT      = prefill of the p95 prompt (the mean without a p95), batch 1: no queueing
@@ -300,7 +301,8 @@ def _setup(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, targets: Targe
         return None, ("the KV pool holds no whole request of the mean context" if limited_by == "KV pool" else
                       f"TPOT over the target even at batch 1 ({(r.fixed_s + r.per_request_s) * 1e3:,.1f} ms)")
     step = r.fixed_s + r.per_request_s * b
-    per_replica = b / (mix.output_mean * step + b * r.prefill_s)
+    engines = p.data_parallel_size   # vLLM's DP engines each run b requests (--max-num-seqs is per engine)
+    per_replica = engines * b / (mix.output_mean * step + b * r.prefill_s)
     replicas = ceil(targets.rate_per_s / per_replica - 1e-9)
     if replicas > MAX_REPLICAS:
         return None, f"{replicas:,} replicas needed (over {MAX_REPLICAS:,})"
@@ -312,8 +314,8 @@ def _setup(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, targets: Targe
     tokens_per_s = targets.rate_per_s * mix.output_mean   # the tokens asked for, not the capacity
     formula = [
         f"step(b={b:,}) = {r.fixed_s * 1e3:,.3f} ms + {r.per_request_s * 1e3:,.4f} ms x {b:,} = {step * 1e3:,.3f} ms",
-        f"rate per replica = {b:,} / ({mix.output_mean:,} x {step * 1e3:,.3f} ms + {b:,} x prefill "
-        f"{r.prefill_s * 1e3:,.2f} ms) = {per_replica:,.3f} requests/s",
+        f"rate per replica = {f'{engines} DP engines x ' if engines > 1 else ''}{b:,} / ({mix.output_mean:,} x "
+        f"{step * 1e3:,.3f} ms + {b:,} x prefill {r.prefill_s * 1e3:,.2f} ms) = {per_replica:,.3f} requests/s",
         f"replicas = ceil({targets.rate_per_s:,g} / {per_replica:,.3f}) = {replicas:,}",
         f"TPOT = {step * 1e3:,.3f} ms + {b:,} x {r.prefill_s * 1e3:,.2f} ms / {mix.output_mean:,} = {tpot * 1e3:,.2f} ms",
     ]
@@ -334,19 +336,24 @@ def _setup(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, targets: Targe
 
 
 def _with_command(model: ModelSpec, s: Setup, settings: dict) -> Setup:
-    """The setup with its serve command: the layout re-planned at its batch cap (vLLM --max-num-seqs, SGLang
-    --max-running-requests), so the command is the engine's own."""
+    """The setup with its serve command: the layout re-planned at its batch cap (vLLM --max-num-seqs; SGLang's
+    --max-running-requests added to its command), so the command is the engine's own."""
     option = {"tp": s.tensor_parallel_size, "pp": s.pipeline_parallel_size}
     if s.data_parallel_size > 1:
         option |= {"dp": s.data_parallel_size, "expert_parallel": s.expert_parallel}
-    p = plan(model, gpu=s.gpu, max_num_seqs=s.max_num_seqs, **settings, **option)
-    command = p.vllm_command
+    if s.engine == "sglang":   # its cap is --max-running-requests (srt/server_args.py `max_running_requests`,
+        p = plan(model, gpu=s.gpu, **settings, **option)   # 0.5.23), which kvplan's SGLang pool does not depend on
+        command = f"{p.vllm_command} --max-running-requests {s.max_num_seqs}"
+        cap = ""
+    else:
+        p = plan(model, gpu=s.gpu, max_num_seqs=s.max_num_seqs, **settings, **option)
+        command, cap = p.vllm_command, f" --max-num-seqs {s.max_num_seqs}"
     if s.replicas > 1:
         command = f"{command}   # x {s.replicas} replicas behind a load balancer"
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in option.items() if k != "expert_parallel")
     summary = {k: getattr(p, k) for k in _PLAN_FIELDS} | {
         "kvplan_command": f"kvplan plan {model.name} --engine {p.engine} --gpu {s.gpu} {flags} --max-model-len "
-                          f"{p.max_model_len} --max-num-seqs {s.max_num_seqs}"
+                          f"{p.max_model_len}{cap}"
                           + (" --enable-expert-parallel" if s.expert_parallel else "")}
     return s.model_copy(update={"command": command, "plan": summary, "warnings": p.warnings})
 

@@ -71,25 +71,33 @@ def _fewer_seqs(model: ModelSpec, p: Plan, settings: dict) -> tuple[str, str] | 
     """Where activations bind: the largest power of two below this plan's --max-num-seqs that fits, with the
     memory it frees. vLLM sizes its sampler's profile run by max_num_seqs (v1/worker/gpu/model_runner.py
     `_dummy_sampler_run`, 0.33: one dummy request per sequence, the logits of all of them), and the V2 runner's
-    sampler buffers too, and captures CUDA graphs up to it: gpt-oss-120b at 131,072 tokens
-    on one H100 is 1.73 GiB short at 1,024 sequences and fits at 64. None when fewer sequences free nothing or
-    none fits."""
-    trials = [2 ** k for k in range(p.max_num_seqs.bit_length(), -1, -1) if 2 ** k < p.max_num_seqs]
-    if not trials:
-        return None
-    first = None
-    for seqs in trials:
+    sampler buffers too, and captures CUDA graphs up to it: gpt-oss-120b at 131,072 tokens on one H100 is 1.73 GiB
+    short at 1,024 sequences and fits at 64. None when fewer sequences free nothing or none fits. Fewer sequences
+    never take more memory, so one plan at 1 says whether any fits, and a bisection over the powers of two finds
+    the largest (5 plans from 1,024, not 11)."""
+    powers = [2 ** k for k in range(p.max_num_seqs.bit_length()) if 2 ** k < p.max_num_seqs]   # 1, 2, ..., 512
+
+    def tried(seqs: int) -> Plan | None:
         with suppress(WorkloadError):
-            tried = plan(model, **{**settings, "max_num_seqs": seqs})
-            first = first or tried
-            if first is tried and _reserved(tried) >= _reserved(p):
-                return None   # max_num_seqs does not size what binds here (the weights, the KV of one request)
-            if tried.fits:
-                return (f"--max-num-seqs {seqs} (from {p.max_num_seqs:,}) fits: the activation peak, sampler "
-                        f"buffers and CUDA graphs it sizes take {fmt_bytes(_reserved(p) - _reserved(tried))} less "
-                        f"per GPU, leaving {tried.max_concurrency:,.2f} requests of {tried.max_model_len:,} tokens; "
-                        f"at most {seqs} requests run at once", f"--max-num-seqs {seqs}")
-    return None
+            return plan(model, **{**settings, "max_num_seqs": seqs})
+        return None
+
+    least = tried(1) if powers else None
+    if least is None or not least.fits or _reserved(least) >= _reserved(p):
+        return None   # max_num_seqs does not size what binds here (the weights, the KV of one request)
+    low, high, best = 0, len(powers) - 1, least   # powers[low] fits; find the last that does
+    while low < high:
+        mid = (low + high + 1) // 2
+        candidate = tried(powers[mid])
+        if candidate is not None and candidate.fits:
+            low, best = mid, candidate
+        else:
+            high = mid - 1
+    seqs = powers[low]
+    return (f"--max-num-seqs {seqs} (from {p.max_num_seqs:,}) fits: the activation peak, sampler buffers and CUDA "
+            f"graphs it sizes take {fmt_bytes(_reserved(p) - _reserved(best))} less per GPU, leaving "
+            f"{best.max_concurrency:,.2f} requests of {best.max_model_len:,} tokens; at most {seqs} requests run at "
+            "once", f"--max-num-seqs {seqs}")
 
 
 def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan | bool | None = None,
