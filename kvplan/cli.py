@@ -226,8 +226,9 @@ def format_recommendation(r) -> str:
     aims = ", ".join(x for x in (f"TTFT <= {t.ttft_s * 1e3:,.0f} ms" if t.ttft_s else "",
                                  f"TPOT <= {t.tpot_s * 1e3:,.1f} ms" if t.tpot_s else "",
                                  f"<= ${t.budget_per_hour:,.2f}/h" if t.budget_per_hour else "") if x)
+    warned = next((s.warnings for s in [*r.cheapest, *r.unpriced] if s.warnings), [])
     lines = [f"{r.model}, {r.engine}: {t.rate_per_s:,g} requests/s of {t.prompt_mean:,} prompt + {t.output_mean:,} "
-             f"output tokens" + (f" ({aims})" if aims else ""), ""]
+             f"output tokens" + (f" ({aims})" if aims else ""), *_warning_lines(warned), ""]
     if r.cheapest:
         best = r.cheapest[0]
         lines += [f"cheapest: {_setup_line(best)}"

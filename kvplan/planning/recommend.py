@@ -143,29 +143,31 @@ def recommend(model: ModelSpec | str, mix: RequestMix, rate_per_s: float, *, ttf
     cards = [g if isinstance(g, GPU) else resolve_gpu(g) for g in gpus] if gpus else list(list_gpus())
     priced = {resolve_gpu(k).name: check_price(v) for k, v in (prices or {}).items()}
     settings = dict(engine=engine, max_model_len=length, engine_version=engine_version, kv_dtype=kv_dtype)
-    found, skipped, planned = [], [], 0
+    found, skipped, planned, memo = [], [], 0, {}
     for card in cards:
-        setups, why, n = _setups_on(model, card, mix, targets, settings, gpus_per_node, priced.get(card.name))
+        setups, why, n = _setups_on(model, card, mix, targets, settings, gpus_per_node, priced.get(card.name), memo)
         found += setups
         planned += n
         if not setups:
             skipped.append(f"{card.name}: {why}")
-    within = [s for s in found if budget_per_hour is None or s.cost_per_hour is None
-              or s.cost_per_hour <= budget_per_hour]
-    if budget_per_hour is not None and len(within) < len(found):
-        skipped.append(f"{len(found) - len(within)} setups cost more than the budget of ${budget_per_hour:,.2f}/h")
-    with_cost = sorted((s for s in within if s.cost_per_hour is not None), key=_cheapest)
-    cheapest = _best_per_gpu(with_cost)[:top]
-    front = _pareto(with_cost)
-    unpriced = sorted(_best_per_gpu(sorted((s for s in within if s.cost_per_hour is None),
-                                           key=lambda s: (s.total_gpus, s.e2e_latency_s))),
-                      key=lambda s: s.total_gpus)
+    cheapest, front, unpriced, over = _rank(found, budget_per_hour, top)
+    if over:
+        skipped.append(f"{over} setups cost more than the budget of ${budget_per_hour:,.2f}/h")
     answers = {id(s): _with_command(model, s, settings) for s in [*cheapest, *front, *unpriced]}
     return Recommendation(model=model.name, engine=engine, targets=targets,
                           cheapest=[answers[id(s)] for s in cheapest], pareto=[answers[id(s)] for s in front],
                           unpriced=[answers[id(s)] for s in unpriced], skipped=skipped,
                           assumptions=_assumptions(length, mix, engine),
                           searched={"gpus": len(cards), "plans": planned, "setups": len(found)})
+
+
+def _rank(found: list[Setup], budget: float | None, top: int) -> tuple[list, list, list, int]:
+    """(cheapest per GPU, the Pareto front, the unpriced GPUs' fewest-GPU setups, how many the budget dropped)."""
+    within = [s for s in found if budget is None or s.cost_per_hour is None or s.cost_per_hour <= budget]
+    with_cost = sorted((s for s in within if s.cost_per_hour is not None), key=_cheapest)
+    unpriced = _best_per_gpu(sorted((s for s in within if s.cost_per_hour is None),
+                                    key=lambda s: (s.total_gpus, s.e2e_latency_s)))
+    return _best_per_gpu(with_cost)[:top], _pareto(with_cost), unpriced, len(found) - len(within)
 
 
 def _cheapest(s: Setup) -> tuple:
@@ -214,7 +216,7 @@ def _round_up(tokens: int, step: int = 1024) -> int:
 
 
 def _setups_on(model: ModelSpec, card: GPU, mix: RequestMix, targets: Targets, settings: dict,
-               gpus_per_node: int | None, price: float | None) -> tuple[list[Setup], str, int]:
+               gpus_per_node: int | None, price: float | None, memo: dict) -> tuple[list[Setup], str, int]:
     """Every setup on `card` that meets the targets, why there is none, and the plans made."""
     if not card.bandwidth_bytes_per_s:
         return [], "no memory bandwidth in the catalog (no speed estimate)", 0
@@ -236,7 +238,7 @@ def _setups_on(model: ModelSpec, card: GPU, mix: RequestMix, targets: Targets, s
             if not p.fits:
                 continue
             widest_fits = widest_fits or p.tensor_parallel_size == node_tp
-            setup, reason = _setup(model, p, card, mix, targets, price, per_node)
+            setup, reason = _setup(model, p, card, mix, targets, price, per_node, memo)
             if setup is None:
                 why = reason
             else:
@@ -244,10 +246,16 @@ def _setups_on(model: ModelSpec, card: GPU, mix: RequestMix, targets: Targets, s
     return out, why, planned
 
 
-def _rates(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, prompt_for_ttft: int) -> _Rates:
-    """The roofline's terms for one replica of `p` (speed.roofline at batch 1 and 2: step(b) is linear in b)."""
-    compute = _compute(model, p.dtype)
-    per_token = _kv_per_token(model, min(mix.mean_context, p.max_model_len), p.kv_cache_dtype)
+def _rates(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, prompt_for_ttft: int, memo: dict) -> _Rates:
+    """The roofline's terms for one replica of `p` (speed.roofline at batch 1 and 2: step(b) is linear in b).
+    `memo`: the model's parameters and KV bytes per token by dtype, the same for every GPU and layout."""
+    if ("compute", p.dtype) not in memo:
+        memo["compute", p.dtype] = model_compute(model, p.dtype)
+    compute = memo["compute", p.dtype]
+    context = min(mix.mean_context, p.max_model_len)
+    if ("kv", context, p.kv_cache_dtype) not in memo:
+        memo["kv", context, p.kv_cache_dtype] = kv_bytes_per_token(model, context, p.kv_cache_dtype)
+    per_token = memo["kv", context, p.kv_cache_dtype]
 
     def run(batch: int, prompt: int):
         return roofline(active_params=compute.active_params, weight_bytes=compute.active_weight_bytes,
@@ -262,23 +270,6 @@ def _rates(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, prompt_for_ttf
                   ttft_s=run(1, prompt_for_ttft).ttft_s)
 
 
-_MEMO: dict[tuple, object] = {}   # (model id, dtype[, context]): the same for every GPU and layout of one model
-
-
-def _compute(model: ModelSpec, dtype: str):
-    key = (id(model), model.name, dtype)
-    if key not in _MEMO:
-        _MEMO[key] = model_compute(model, dtype)
-    return _MEMO[key]
-
-
-def _kv_per_token(model: ModelSpec, context: int, kv_dtype: str) -> int:
-    key = (id(model), model.name, context, kv_dtype)
-    if key not in _MEMO:
-        _MEMO[key] = kv_bytes_per_token(model, context, kv_dtype)
-    return _MEMO[key]
-
-
 def _batch_cap(r: _Rates, out_mean: int, tpot_target: float | None) -> int | None:
     """The largest b with TPOT(b) = fixed + (per_request + prefill / O) x b within the target; None: no target."""
     if tpot_target is None:
@@ -287,9 +278,9 @@ def _batch_cap(r: _Rates, out_mean: int, tpot_target: float | None) -> int | Non
 
 
 def _setup(model: ModelSpec, p: Plan, card: GPU, mix: RequestMix, targets: Targets, price: float | None,
-           per_node: int) -> tuple[Setup | None, str]:
+           per_node: int, memo: dict) -> tuple[Setup | None, str]:
     prompt_for_ttft = min(mix.prompt_p95 or mix.prompt_mean, p.max_model_len)
-    r = _rates(model, p, card, mix, prompt_for_ttft)
+    r = _rates(model, p, card, mix, prompt_for_ttft, memo)
     if targets.ttft_s is not None and r.ttft_s > targets.ttft_s:
         return None, f"TTFT {r.ttft_s * 1e3:,.0f} ms over the target at best (a {prompt_for_ttft:,}-token prefill)"
     held = _held(model, p, mix.mean_context)
