@@ -50,7 +50,7 @@ if result.cheapest:
                f"${best.cost_per_hour:,.2f} per hour, ${best.cost_per_million_output_tokens:,.3f} per million output "
                f"tokens; TTFT {best.ttft_s * 1e3:,.0f} ms, TPOT {best.tpot_s * 1e3:,.1f} ms.",
                icon=":material/savings:")
-    st.code(best.command, language="bash")
+    st.code(best.command, language="bash", wrap_lines=True)
     for line in best.formula:
         st.caption(f":material/function: {line}")
     st.markdown("#### Cheapest setups (one per GPU)")

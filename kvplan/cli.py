@@ -413,9 +413,13 @@ def cmd_plan(args) -> int:
 def _layout_lines(choice) -> str:
     """The deployable layout's reason and the fewest count in any layout, beside it."""
     s = choice.summary()
-    lines = [f"layout: {s['layout']} on {s['num_gpus']} GPUs ({s['nodes']} node{'s' if s['nodes'] > 1 else ''} "
+    gpus = f"{s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''}"
+    lines = [f"layout: {s['layout']} on {gpus} ({s['nodes']} node{'s' if s['nodes'] > 1 else ''} "
              f"of {s['gpus_per_node']}), {s['total_concurrency']:,.2f}x requests of max_model_len"]
-    if (f := s["fewest_any_layout"]) is not None:
+    f = s["fewest_any_layout"]
+    if f is not None and (f["num_gpus"], f["layout"]) == (s["num_gpus"], s["layout"]):
+        lines[0] += "; also the fewest GPUs in any layout"
+    elif f is not None:
         lines.append(f"fewest GPUs in any layout: {f['num_gpus']} ({f['layout']}, {f['nodes']} node"
                      f"{'s' if f['nodes'] > 1 else ''}, {f['max_concurrency']:,.2f}x) (--fewest-gpus --any-layout)")
     return "\n".join(lines)

@@ -31,7 +31,7 @@ def test_deepseek_v3_on_h100s_is_tp8_pp2_over_two_whole_nodes():
     assert p.weights_rule_bytes == 673_363_472_736
     beside = choice.summary()["fewest_any_layout"]
     assert beside["num_gpus"] == 11 and beside["layout"] == "TP 1 x PP 11" and beside["nodes"] == 2
-    assert "the fewest GPUs in any layout: 11 (TP 1 x PP 11" in choice.why
+    assert any("the fewest GPUs in any layout: 11 (TP 1 x PP 11" in n for n in p.notes)
     # EP was tried at 16 and lost: TP 8 x DP 2 replicates the latent on 16 ranks, not 8
     assert "TP 8 x PP 1 x DP 2 (EP 16) holds" in choice.why
 

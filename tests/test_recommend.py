@@ -173,3 +173,13 @@ def test_sglang_commands_cap_running_requests():
     best = recommend(LLAMA, MIX, 10, engine="sglang", gpus=["H100"]).cheapest[0]
     assert best.command.startswith("python -m sglang.launch_server")
     assert f"--max-running-requests {best.max_num_seqs}" in best.command and "--max-num-seqs" not in best.command
+
+
+def test_gpus_per_node_bounds_the_tp_of_a_replica():
+    """Nodes of 2 H100s: no replica runs TP past 2 (TP stays inside a node), so Llama-3.1-70B replicas are TP 2 or
+    TP 2 x PP n over whole nodes."""
+    found = recommend("meta-llama/Llama-3.1-70B", MIX, 5, gpus=["H100"], gpus_per_node=2)
+    for s in found.cheapest + found.pareto:
+        assert s.tensor_parallel_size <= 2 and (s.gpus_per_replica <= 2 or s.gpus_per_replica % 2 == 0)
+    eight = recommend("meta-llama/Llama-3.1-70B", MIX, 5, gpus=["H100"])
+    assert max(s.tensor_parallel_size for s in eight.pareto) == 8

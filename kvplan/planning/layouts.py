@@ -266,9 +266,10 @@ def _choice(best: Plan, fewest: Plan | None, per_node: int, count: int, others: 
     if others:   # DeepSeek-V3 at 16: PP 2 holds 5.02x, TP 8 x DP 2 with EP 4.78x (the latent on 16 ranks, not 8)
         why += f"; it holds {total_concurrency(best):,.2f}x requests where " + ", ".join(
             f"{layout_name(p)} holds {total_concurrency(p):,.2f}x" for p in others)
+    beside = ""   # in the note only: `summary()` carries it as a field, the faces print it on its own line
     if fewest is not None and fewest.num_gpus != count:
-        why += (f"; the fewest GPUs in any layout: {fewest.num_gpus} ({layout_name(fewest)}, "
-                f"{total_concurrency(fewest):,.2f}x)")
-    notes = [f"deployable layout: {why}"]
+        beside = (f"; the fewest GPUs in any layout: {fewest.num_gpus} ({layout_name(fewest)}, "
+                  f"{total_concurrency(fewest):,.2f}x)")
+    notes = [f"deployable layout: {why}{beside}"]
     return LayoutChoice(plan=best.model_copy(update={"notes": best.notes + notes}), fewest=fewest,
                         gpus_per_node=per_node, nodes=nodes, why=why)
