@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import charts, common
-from kvplan.planning.recommend import recommend
+from kvplan.planning.recommend import parse_prices, recommend
 from kvplan.planning.workload import RequestMix
 
 URL = common.URL
@@ -25,11 +25,14 @@ tpot = t2.number_input("TPOT target, ms (0: none)", **common.bounds("rc_tpot"), 
 budget = t3.number_input("Budget, USD per hour (0: none)", **common.bounds("rc_budget"), step=10, key="rc_budget",
                          bind=URL)
 engine = t4.selectbox("Engine", ("vllm", "sglang"), key="rc_engine", bind=URL)
+given = st.text_input("Prices for GPUs the catalog has none for, USD per GPU-hour", key="rc_prices", bind=URL,
+                      placeholder="L40S=0.86, A10G=1.01", help="GPU=USD, comma-separated; they override the catalog's")
 
 with common.guard("Recommend"):
     mix = RequestMix(int(prompt), int(output), int(prompt95) or None, int(output95) or None)
     result = recommend(model, mix, float(rate), ttft_s=int(ttft) / 1e3 or None, tpot_s=int(tpot) / 1e3 or None,
-                       budget_per_hour=int(budget) or None, engine=engine)
+                       budget_per_hour=int(budget) or None, engine=engine,
+                       prices=parse_prices((given or "").split(",")))
 
 
 def table(setups) -> pd.DataFrame:
@@ -63,7 +66,8 @@ else:
     st.error("No priced catalog GPU serves this rate within these targets.", icon=":material/cancel:")
 if result.unpriced:
     st.markdown("#### GPUs without a price")
-    st.caption("The catalog has no price for these: `kvplan recommend ... --gpu-price GPU=USD` ranks them.")
+    st.caption("The catalog has no price for these: give one above (or `kvplan recommend ... --gpu-price GPU=USD`) "
+               "to rank them.")
     st.dataframe(table(result.unpriced), hide_index=True, width="stretch")
 with st.expander("Assumptions and skipped GPUs"):
     for line in result.assumptions:

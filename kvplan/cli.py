@@ -176,23 +176,12 @@ def _add_recommend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the catalog's for each GPU, 8)")
     p.add_argument("--top", type=int, default=5, help="cheapest setups to list; default 5")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-
-
-def _prices(given: list[str]) -> dict[str, float]:
-    out = {}
-    for item in given:
-        name, sep, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not name.strip():
-            raise KVPlanError(f"--gpu-price takes GPU=USD (H100=2.99), got {item[:40]!r}")
-    return out
+    p.epilog = (f"exit codes: 0 a setup meets the targets; {EXIT_USAGE} bad input; {EXIT_DOES_NOT_FIT} no catalog "
+                "GPU meets them (the GPUs skipped say why)")
 
 
 def cmd_recommend(args) -> int:
-    from .planning.recommend import recommend
+    from .planning.recommend import parse_prices, recommend
     from .planning.workload import RequestMix
 
     model = _load(args)
@@ -203,7 +192,7 @@ def cmd_recommend(args) -> int:
     result = recommend(model, mix, args.rate, ttft_s=ms["ttft"], tpot_s=ms["tpot"], budget_per_hour=args.budget,
                        engine=args.engine, engine_version=args.engine_version, kv_dtype=args.kv_dtype,
                        gpus=[g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None,
-                       prices=_prices(args.gpu_price), max_model_len=args.max_model_len,
+                       prices=parse_prices(args.gpu_price), max_model_len=args.max_model_len,
                        gpus_per_node=args.gpus_per_node, top=args.top)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=1))

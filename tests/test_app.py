@@ -506,3 +506,10 @@ def test_recommend_page_says_when_nothing_meets_the_targets():
     at = app("app_pages/recommend.py", rc_tpot=1, rc_budget=1)
     clean(at)
     assert at.error and at.error[0].value.startswith("No priced catalog GPU")
+
+
+def test_recommend_page_takes_prices():
+    """A price typed on the page ranks a GPU the catalog has none for (L40S), as --gpu-price does."""
+    at = app("app_pages/recommend.py", rc_prices="L40S=0.05")
+    clean(at)
+    assert at.success[0].value.startswith("Cheapest: ") and "L40S" in at.success[0].value

@@ -140,6 +140,7 @@ def test_moe_on_h100s_uses_whole_nodes():
 @pytest.mark.parametrize("argv, fragment", [
     (["--rate", "0"], "request rate must be a positive"),
     (["--rate", "10", "--gpu-price", "H100"], "GPU=USD"),
+    (["--rate", "10", "--gpu-price", "Z9000=1"], "Z9000"),
     (["--rate", "10", "--gpu-price", "H100=0"], "GPU price must be"),
     (["--rate", "10", "--gpus", "Z9000"], "Z9000"),
     (["--rate", "10", "--top", "0"], "--top"),
@@ -183,3 +184,11 @@ def test_gpus_per_node_bounds_the_tp_of_a_replica():
         assert s.tensor_parallel_size <= 2 and (s.gpus_per_replica <= 2 or s.gpus_per_replica % 2 == 0)
     eight = recommend("meta-llama/Llama-3.1-70B", MIX, 5, gpus=["H100"])
     assert max(s.tensor_parallel_size for s in eight.pareto) > 2   # nodes of 8 allow wider TP on the front
+
+
+def test_app_prices_a_gpu_the_catalog_has_none_for():
+    from kvplan.planning.recommend import parse_prices
+
+    assert parse_prices(["L40S=0.86", " ", "h100 = 2.5"]) == {"L40S": 0.86, "H100-SXM": 2.5}
+    assert main(["recommend", LLAMA, "--prompt-mean", "2000", "--output-mean", "500", "--rate", "10",
+                 "--tpot-ms", "0.1"]) == 3   # nothing meets 0.1 ms: the documented exit 3

@@ -170,6 +170,22 @@ def _rank(found: list[Setup], budget: float | None, top: int) -> tuple[list, lis
     return _best_per_gpu(with_cost)[:top], _pareto(with_cost), unpriced, len(found) - len(within)
 
 
+def parse_prices(items: list[str]) -> dict[str, float]:
+    """'H100=2.99' items (the CLI's repeated --gpu-price, the app's comma-separated field) as {GPU: USD per
+    GPU-hour}; one WorkloadError naming the first bad item."""
+    out = {}
+    for item in (i.strip() for i in items if i.strip()):
+        name, sep, value = item.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise WorkloadError(f"a GPU price is GPU=USD per GPU-hour (H100=2.99), got {item[:40]!r}")
+        out[resolve_gpu(name.strip()).name] = check_price(price)
+    return out
+
+
 def _cheapest(s: Setup) -> tuple:
     return (s.cost_per_hour, s.e2e_latency_s, s.total_gpus)
 
