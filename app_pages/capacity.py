@@ -96,6 +96,10 @@ if fewest is not None:
         st.caption(f":material/hub: Fewest GPUs in any layout: {any_layout['num_gpus']} ({any_layout['layout']}, "
                    f"{any_layout['max_concurrency']:,.2f}x), not a layout people deploy "
                    "(`kvplan plan --fewest-gpus --any-layout`).")
+    if (ep := summary["expert_parallel_alternative"]) is not None:
+        st.caption(f":material/hub: Expert parallel on the same {ep['num_gpus']} GPUs: {ep['layout']} holds "
+                   f"{ep['total_concurrency']:,.2f}x requests over its {ep['data_parallel_size']} engines "
+                   "(the DP and EP settings above).")
 else:
     st.warning(fewest_problem, icon=":material/warning:")
 

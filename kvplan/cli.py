@@ -408,9 +408,12 @@ def _layout_lines(choice) -> str:
     f = s["fewest_any_layout"]
     if f is not None and (f["num_gpus"], f["layout"]) == (s["num_gpus"], s["layout"]):
         lines[0] += "; also the fewest GPUs in any layout"
-    elif f is not None:
+    if f is not None and (f["num_gpus"], f["layout"]) != (s["num_gpus"], s["layout"]):
         lines.append(f"fewest GPUs in any layout: {f['num_gpus']} ({f['layout']}, {f['nodes']} node"
                      f"{'s' if f['nodes'] > 1 else ''}, {f['max_concurrency']:,.2f}x) (--fewest-gpus --any-layout)")
+    if (ep := s["expert_parallel_alternative"]) is not None:
+        lines.append(f"expert parallel on the same {ep['num_gpus']} GPUs: {ep['layout']} holds "
+                     f"{ep['total_concurrency']:,.2f}x ({ep['flags']})")
     return "\n".join(lines)
 
 

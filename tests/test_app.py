@@ -513,3 +513,14 @@ def test_recommend_page_takes_prices():
     at = app("app_pages/recommend.py", rc_prices="L40S=0.05")
     clean(at)
     assert at.success[0].value.startswith("Cheapest: ") and "L40S" in at.success[0].value
+
+
+def test_capacity_shows_the_expert_parallel_alternative():
+    """Issue #24: DeepSeek-V3 on H100s: TP 8 x PP 2, and beside it the TP x DP layout with EP that holds more."""
+    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", ctx=163840)
+    clean(at)
+    ep = deployable("deepseek-ai/DeepSeek-V3", gpu="H100-SXM", max_model_len=163840).summary()[
+        "expert_parallel_alternative"]
+    assert any(i.value.startswith("16 x H100-SXM: TP 8 x PP 2 (2 x 8-GPU nodes)") for i in at.info)
+    assert any(f"Expert parallel on the same 16 GPUs: {ep['layout']} holds {ep['total_concurrency']:,.2f}x" in c.value
+               for c in at.caption)

@@ -32,8 +32,12 @@ def test_deepseek_v3_on_h100s_is_tp8_pp2_over_two_whole_nodes():
     beside = choice.summary()["fewest_any_layout"]
     assert beside["num_gpus"] == 11 and beside["layout"] == "TP 1 x PP 11" and beside["nodes"] == 2
     assert any("the fewest GPUs in any layout: 11 (TP 1 x PP 11" in n for n in p.notes)
-    # EP was tried at 16 and lost: TP 8 x DP 2 replicates the latent on 16 ranks, not 8
-    assert "TP 8 x PP 1 x DP 2 (EP 16) holds" in choice.why
+    # EP where it helps: on the same 16 GPUs TP 2 x DP 8 engines with --enable-expert-parallel hold more, each
+    # engine its own pool (the MLA latent replicated over 2 ranks, not 8): shown beside, not chosen
+    ep = choice.summary()["expert_parallel_alternative"]
+    assert ep["num_gpus"] == 16 and ep["total_concurrency"] > p.max_concurrency
+    assert ep["flags"].endswith("--enable-expert-parallel") and choice.expert_parallel.fits
+    assert ep["tensor_parallel_size"] * ep["data_parallel_size"] == 16
 
 
 def test_llama_70b_on_h100s_is_a_tp_that_divides_its_64_heads():
@@ -61,12 +65,12 @@ def test_tp_sizes_follow_vllms_head_rules():
 def test_layouts_past_one_node_are_whole_nodes():
     """Past one node every count is a multiple of the node: 16, 24, 32 on nodes of 8; 12, 16 on nodes of 4."""
     llama = load_model("meta-llama/Llama-3.1-70B")
-    counts = [c for c, _ in candidate_layouts(llama, 8, 32, ep_variants=False)]
+    counts = [c for c, _, _ in candidate_layouts(llama, 8, 32, ep_variants=False)]
     assert counts == [1, 2, 4, 8, 16, 24, 32]
-    counts4 = [c for c, _ in candidate_layouts(llama, 4, 16, ep_variants=False)]
+    counts4 = [c for c, _, _ in candidate_layouts(llama, 4, 16, ep_variants=False)]
     assert counts4 == [1, 2, 4, 8, 12, 16]
     # Qwen2.5-7B tops out at TP 4 (28 heads): a node of 8 is TP 4 x PP 2
-    qwen = dict(candidate_layouts(load_model("Qwen/Qwen2.5-7B"), 8, 8, ep_variants=False))
+    qwen = {c: layouts for c, layouts, _ in candidate_layouts(load_model("Qwen/Qwen2.5-7B"), 8, 8, ep_variants=False)}
     assert qwen[8] == [{"tp": 4, "pp": 2}]
 
 
@@ -124,3 +128,18 @@ def test_fewer_seqs_is_not_offered_where_the_weights_bind():
     sampler's ~1 GiB, no count fits, so no --max-num-seqs fix."""
     found = [flag for _, flag in fixes("meta-llama/Llama-3.1-405B", gpu="H100", max_model_len=8192)]
     assert not any(f.startswith("--max-num-seqs") for f in found)
+
+
+def test_expert_parallel_only_where_it_helps():
+    """A dense model gets no EP layout; a MoE that fits one GPU (Qwen3-30B-A3B on an H100) needs none."""
+    assert deployable("meta-llama/Llama-3.1-70B", gpu="H100").expert_parallel is None
+    small = deployable("Qwen/Qwen3-30B-A3B", gpu="H100")
+    assert small.plan.num_gpus == 1 and small.expert_parallel is None
+    ep_counts = {c: ep for c, _, ep in candidate_layouts(load_model("Qwen/Qwen3-235B-A22B"), 8, 8, ep_variants=True)}
+    assert ep_counts[8] == [{"tp": t, "pp": 1, "dp": 8 // t, "expert_parallel": True} for t in (1, 2, 4)]
+
+
+def test_cli_shows_the_expert_parallel_alternative(capsys):
+    assert main(["plan", "deepseek-ai/DeepSeek-V3", "--fewest-gpus"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].startswith("expert parallel on the same 16 GPUs: TP ") and "--enable-expert-parallel" in lines[3]

@@ -131,10 +131,12 @@ def test_budget_and_targets_filter():
 
 
 def test_moe_on_h100s_uses_whole_nodes():
-    """DeepSeek-V3 at 2,000 + 500 on H100s: a replica is TP 8 x PP 2 or TP 8 x DP 2 with EP (two nodes)."""
+    """DeepSeek-V3 at 2,000 + 500 on H100s: one node cannot hold it (test_layouts), so a replica is two whole
+    nodes: TP 8 x PP 2, or TP x DP engines with EP over the 16 GPUs."""
     found = recommend("deepseek-ai/DeepSeek-V3", MIX, 1, gpus=["H100"])
     best = found.cheapest[0]
-    assert best.gpus_per_replica == 16 and best.tensor_parallel_size == 8 and best.nodes_per_replica == 2
+    assert best.gpus_per_replica == 16 and best.nodes_per_replica == 2
+    assert best.tensor_parallel_size * best.pipeline_parallel_size * best.data_parallel_size == 16
 
 
 @pytest.mark.parametrize("argv, fragment", [

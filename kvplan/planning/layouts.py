@@ -5,8 +5,9 @@ The layouts tried, in order of GPUs:
 
     one node       TP 1, 2, 4, ... up to the node, PP 1                       (Llama-3.1-70B on H100s: TP 4)
     whole nodes    TP = the largest such TP that divides the node, PP = GPUs / TP   (DeepSeek-V3: TP 8 x PP 2)
-                   or, for a MoE on vLLM, the same TP x DP engines with --enable-expert-parallel (experts over
-                   every rank, attention replicated per engine)
+    a MoE on vLLM  at each count also TP x DP engines with --enable-expert-parallel (the experts over every rank,
+                   each engine its own KV pool), shown beside the TP x PP layout where it holds more requests,
+                   chosen only where no TP x PP fits
 
 TP is a power of two that vLLM accepts for the model: it must divide the attention heads (config/model.py
 `verify_with_parallel_config`, 0.33: 'Total number of attention heads ... must be divisible by tensor parallel
@@ -138,6 +139,7 @@ class LayoutChoice(BaseModel):
     gpus_per_node: int
     nodes: int
     why: str
+    expert_parallel: Plan | None = None   # a MoE's TP x DP with EP on the same GPUs, where it holds more requests
 
     def summary(self) -> dict:
         """The fields a face shows: the layout, its nodes, and the fewest count beside it."""
@@ -148,7 +150,14 @@ class LayoutChoice(BaseModel):
                     "num_gpus": f.num_gpus, "layout": layout_name(f), "tensor_parallel_size": f.tensor_parallel_size,
                     "pipeline_parallel_size": f.pipeline_parallel_size, "data_parallel_size": f.data_parallel_size,
                     "max_concurrency": f.max_concurrency, "kv_cache_tokens": f.kv_cache_tokens,
-                    "nodes": -(-f.num_gpus // self.gpus_per_node)}}
+                    "nodes": -(-f.num_gpus // self.gpus_per_node)},
+                "expert_parallel_alternative": None if self.expert_parallel is None else {
+                    "layout": layout_name(self.expert_parallel), "num_gpus": self.expert_parallel.num_gpus,
+                    "tensor_parallel_size": self.expert_parallel.tensor_parallel_size,
+                    "data_parallel_size": self.expert_parallel.data_parallel_size,
+                    "total_concurrency": total_concurrency(self.expert_parallel),
+                    "flags": f"--tp {self.expert_parallel.tensor_parallel_size} --dp "
+                             f"{self.expert_parallel.data_parallel_size} --enable-expert-parallel"}}
 
 
 def layout_name(p: Plan) -> str:
@@ -185,23 +194,20 @@ def tp_sizes(model: ModelSpec, per_node: int) -> list[int]:
 
 
 def candidate_layouts(model: ModelSpec, per_node: int, max_gpus: int, *, ep_variants: bool):
-    """(GPUs, [settings]) in order of GPUs: one node's TPs, then whole nodes. `ep_variants`: also TP x DP engines
-    with expert parallelism at each whole-node count (a MoE on vLLM)."""
+    """(GPUs, layouts, EP layouts) in order of GPUs: one node's TPs, then whole nodes (TP x PP). `ep_variants`
+    (a MoE on vLLM): at each count also every valid TP x DP engines with --enable-expert-parallel, the experts over
+    all ranks and each engine its own KV pool (DeepSeek-V3 on 16 H100s: TP 2 x DP 8 holds 12.89x where TP 8 x
+    PP 2 holds 5.02x: the MLA latent is replicated over 2 ranks, not 8)."""
     tps = tp_sizes(model, per_node)
-    for tp in tps:
-        if tp <= max_gpus:
-            yield tp, [{"tp": tp, "pp": 1}]
+    counts = {tp: [{"tp": tp, "pp": 1}] for tp in tps if tp <= max_gpus}
     node_tp = max((t for t in tps if per_node % t == 0), default=None)
-    if node_tp is None:
-        return
-    for nodes in range(1, max_gpus // per_node + 1):
-        count = nodes * per_node
-        if count == node_tp:
-            continue   # one node of TP only: tried above
-        options = [{"tp": node_tp, "pp": count // node_tp}]
-        if ep_variants:
-            options.append({"tp": node_tp, "pp": 1, "dp": count // node_tp, "expert_parallel": True})
-        yield count, options
+    if node_tp is not None:
+        for nodes in range(1, max_gpus // per_node + 1):
+            counts.setdefault(nodes * per_node, [{"tp": node_tp, "pp": nodes * per_node // node_tp}])
+    for count in sorted(counts):
+        ep = [{"tp": t, "pp": 1, "dp": count // t, "expert_parallel": True} for t in tps
+              if ep_variants and t < count and count % t == 0]
+        yield count, counts[count], ep
 
 
 def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int | None = None,
@@ -232,9 +238,9 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
     ep_variants = engine == "vllm" and moe and dp == 1 and settings.get("expert_parallel") is None
     last_error, card = None, _card_bytes(settings)
     one_stage: dict[int, int] = {}   # TP -> one GPU's weights at PP 1, which bounds the stages (_too_few_stages)
-    for count, options in candidate_layouts(model, per_node, max_gpus // dp, ep_variants=ep_variants):
-        fitting = []
-        for option in options:
+    for count, options, ep_options in candidate_layouts(model, per_node, max_gpus // dp, ep_variants=ep_variants):
+        fitting, ep_fitting = [], []
+        for option in options + ep_options:
             if _too_few_stages(one_stage.get(option["tp"]), option["pp"], card):
                 continue
             try:
@@ -245,10 +251,9 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
             if candidate.pipeline_parallel_size == 1 and candidate.data_parallel_size == 1:
                 one_stage[option["tp"]] = candidate.weights_bytes
             if candidate.fits:
-                fitting.append(candidate)
-        if fitting:
-            best = max(fitting, key=lambda p: (total_concurrency(p), p.kv_cache_tokens))
-            return _choice(best, fewest, per_node, count * dp, [p for p in fitting if p is not best])
+                (ep_fitting if "dp" in option else fitting).append(candidate)
+        if fitting or ep_fitting:
+            return _choice(fitting or ep_fitting, ep_fitting if fitting else [], fewest, per_node, count * dp)
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs in a deployable layout (TP a power of two "
                         f"inside a node of {per_node}, PP over whole nodes)"
                         + (f" ({last_error})" if last_error else "")
@@ -256,20 +261,34 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
                         + ": use a larger GPU or a smaller max_model_len")
 
 
-def _choice(best: Plan, fewest: Plan | None, per_node: int, count: int, others: list[Plan]) -> LayoutChoice:
+def _most(plans: list[Plan]) -> Plan:
+    return max(plans, key=lambda p: (total_concurrency(p), p.kv_cache_tokens))
+
+
+def _choice(fitting: list[Plan], ep_fitting: list[Plan], fewest: Plan | None, per_node: int,
+            count: int) -> LayoutChoice:
+    """The layout that holds the most requests at this count, and the best EP layout beside it when that holds
+    more (shown, not chosen: TP x PP is the layout the issue and most recipes start from)."""
+    best = _most(fitting)
+    others = [p for p in fitting if p is not best]
     nodes = -(-count // per_node)
     place = (f"in one node of {per_node}" if count <= per_node else f"over {nodes} whole nodes of {per_node}")
     why = (f"{layout_name(best)} on {count} GPUs {place}: TP {best.tensor_parallel_size} is a power of two that "
            f"divides the heads and stays inside a node" + ("" if best.pipeline_parallel_size == 1 and
                                                             best.data_parallel_size == 1 else
                                                             "; only whole nodes are added past one"))
-    if others:   # DeepSeek-V3 at 16: PP 2 holds 5.02x, TP 8 x DP 2 with EP 4.78x (the latent on 16 ranks, not 8)
+    if others:
         why += f"; it holds {total_concurrency(best):,.2f}x requests where " + ", ".join(
             f"{layout_name(p)} holds {total_concurrency(p):,.2f}x" for p in others)
+    ep = _most(ep_fitting) if ep_fitting else None
+    if ep is not None and total_concurrency(ep) <= total_concurrency(best):
+        ep = None
     beside = ""   # in the note only: `summary()` carries it as a field, the faces print it on its own line
     if fewest is not None and fewest.num_gpus != count:
         beside = (f"; the fewest GPUs in any layout: {fewest.num_gpus} ({layout_name(fewest)}, "
                   f"{total_concurrency(fewest):,.2f}x)")
-    notes = [f"deployable layout: {why}{beside}"]
+    notes = [f"deployable layout: {why}{beside}"] + ([
+        f"expert parallelism holds more on the same {count} GPUs: {layout_name(ep)} with --enable-expert-parallel, "
+        f"{total_concurrency(ep):,.2f}x requests over its {ep.data_parallel_size} engines"] if ep else [])
     return LayoutChoice(plan=best.model_copy(update={"notes": best.notes + notes}), fewest=fewest,
-                        gpus_per_node=per_node, nodes=nodes, why=why)
+                        gpus_per_node=per_node, nodes=nodes, why=why, expert_parallel=ep)

@@ -240,11 +240,11 @@ def _setups_on(model: ModelSpec, card: GPU, mix: RequestMix, targets: Targets, s
     moe = model.arch is not None and model.require_arch().has_experts
     node_tp = max((t for t in tp_sizes(model, per_node) if per_node % t == 0), default=0)
     out, why, planned, widest_fits = [], "fits in no deployable layout up to 64 GPUs", 0, False
-    for _, options in candidate_layouts(model, per_node, MAX_GPUS_PER_REPLICA,
-                                        ep_variants=moe and settings["engine"] == "vllm"):
+    for _, options, ep_options in candidate_layouts(model, per_node, MAX_GPUS_PER_REPLICA,
+                                                    ep_variants=moe and settings["engine"] == "vllm"):
         if widest_fits:
             break   # the node's TP fits: more GPUs per replica only add PP stages or engines (module docstring)
-        for option in options:
+        for option in options + ep_options:
             planned += 1
             try:
                 p = plan(model, gpu=card, **settings, **option)
