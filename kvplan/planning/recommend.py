@@ -17,9 +17,11 @@ b is the largest cap that meets the TPOT target, no larger than the requests of 
 holds (vLLM's block rule, `workload._held`) or vLLM's max_num_seqs. Llama-3.1-8B at 2,000 + 500 tokens, 10
 requests/s: `kvplan recommend meta-llama/Llama-3.1-8B --prompt-mean 2000 --output-mean 500 --rate 10`.
 
-Pruning, exact under this model: once the node's TP (8 on H100s) fits, more GPUs per replica only add pipeline
-stages, which read the same weights one after another (step(b) does not fall), or DP engines, which are replicas
-by another name; replicas of the smaller layout serve the same rate for no more. tests/test_recommend.py checks it by brute force.
+Pruning: once the node's TP (8 on H100s) fits, larger TP x PP replicas are not tried: more stages read the same
+weights one after another (step(b) does not fall), so replicas of the smaller layout serve the same rate for no
+more (exact under this model; tests/test_recommend.py checks it by brute force for a dense model). A MoE's TP x DP
+layouts with expert parallelism are tried up to that count too, not past it: an approximation, said in the
+assumptions.
 """
 
 from __future__ import annotations
@@ -157,7 +159,8 @@ def recommend(model: ModelSpec | str, mix: RequestMix, rate_per_s: float, *, ttf
     return Recommendation(model=model.name, engine=engine, targets=targets,
                           cheapest=[answers[id(s)] for s in cheapest], pareto=[answers[id(s)] for s in front],
                           unpriced=[answers[id(s)] for s in unpriced], skipped=skipped,
-                          assumptions=_assumptions(length, mix, engine),
+                          assumptions=_assumptions(length, mix, engine, model.arch is not None
+                                                   and model.require_arch().has_experts),
                           searched={"gpus": len(cards), "plans": planned, "setups": len(found)})
 
 
@@ -370,9 +373,11 @@ _PLAN_FIELDS = ("dtype", "kv_cache_dtype", "gpu_memory_utilization", "weights_by
                 "max_num_batched_tokens", "engine_version")
 
 
-def _assumptions(length: int, mix: RequestMix, engine: str) -> list[str]:
+def _assumptions(length: int, mix: RequestMix, engine: str, moe: bool) -> list[str]:
     a = SpeedAssumptions()
-    return [
+    return [*(["a MoE's expert-parallel layouts (TP x DP engines with --enable-expert-parallel) are searched up to "
+               "the GPU count where the node's TP first fits, not past it; each engine is a TP-sized roofline"]
+              if moe and engine == "vllm" else []),
         f"a roofline: decode at {a.mbu:.0%} of peak bandwidth, prefill at {a.mfu:.0%} of peak dense FLOP/s, "
         "tensor parallelism scaling ideally (all-reduce time not counted), pipeline stages not overlapped",
         "each finished request is replaced by a prefill that pauses the batch (no chunked prefill): rate(b) = b / "
