@@ -75,7 +75,8 @@ fits, sentence = sup.verdict(plan)
 (st.success if fits else st.error)(sentence, icon=":material/check_circle:" if fits else ":material/cancel:")
 for warning in (w for w in plan.warnings if w not in model.warnings):  # this plan's own: context, towers
     st.warning(warning, icon=":material/warning:")
-fewest, fewest_problem = common.message(sup.run_fewest, model, inputs)  # one search serves both sections
+layout, fewest_problem = common.message(sup.run_fewest, model, inputs)  # one search serves both sections
+fewest = None if layout is None else layout.plan
 if not fits:
     nearest, _ = common.message(sup.run_fixes, model, inputs, plan, fewest if fewest is not None else False)
     for fix in nearest or ():
@@ -97,12 +98,20 @@ with right:
 
 st.markdown("#### Fewest GPUs that fit")
 if fewest is not None:
-    st.info(f"{fewest.num_gpus} x {fewest.gpu}: TP {fewest.tensor_parallel_size} x PP "
-            f"{fewest.pipeline_parallel_size}, {fewest.kv_cache_tokens:,} KV tokens, "
-            f"{fewest.max_concurrency:,.2f} concurrent {fewest.max_model_len:,}-token requests",
+    summary = layout.summary()
+    st.info(f"{fewest.num_gpus} x {fewest.gpu}: {summary['layout']} ({summary['nodes']} x "
+            f"{summary['gpus_per_node']}-GPU node{'s' if summary['nodes'] > 1 else ''}), {fewest.kv_cache_tokens:,} "
+            f"KV tokens, {fewest.max_concurrency:,.2f} concurrent {fewest.max_model_len:,}-token requests",
             icon=":material/dns:")
-    for note in (n for n in fewest.notes if n.startswith("fewest GPUs") or " span " in n):
-        st.caption(f":material/hub: {note[0].upper()}{note[1:]}")
+    st.caption(f":material/hub: Deployable layout: {layout.why}.")
+    if (any_layout := summary["fewest_any_layout"]) is not None and any_layout["num_gpus"] != fewest.num_gpus:
+        st.caption(f":material/hub: Fewest GPUs in any layout: {any_layout['num_gpus']} ({any_layout['layout']}, "
+                   f"{any_layout['max_concurrency']:,.2f}x), not a layout people deploy "
+                   "(`kvplan plan --fewest-gpus --any-layout`).")
+    if (ep := summary["expert_parallel_alternative"]) is not None:
+        st.caption(f":material/hub: Expert parallel on the same {ep['num_gpus']} GPUs: {ep['layout']} holds "
+                   f"{ep['total_concurrency']:,.2f}x requests over its {ep['data_parallel_size']} engines "
+                   "(the DP and EP settings above).")
 else:
     st.warning(fewest_problem, icon=":material/warning:")
 

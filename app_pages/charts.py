@@ -342,3 +342,21 @@ def space_for_time_figure(frame: pd.DataFrame) -> go.Figure | None:
     return _figure(data, "Measured time for the next token", 380,
                    xaxis=_token_axis("context L (tokens, log scale)", x),
                    yaxis=_axis("milliseconds (log scale)", log=True))
+
+
+# ---------------------------------------------------------------------------------------------- recommend
+
+
+def recommend_figure(result) -> go.Figure:
+    """Cost per hour against end-to-end latency: every priced setup listed (the cheapest per GPU), with the Pareto
+    front as a line."""
+    def points(setups, name, color, mode):
+        return dict(type="scatter", mode=mode, name=name, x=[s.cost_per_hour for s in setups],
+                    y=[s.e2e_latency_s for s in setups], marker=dict(color=color, size=10),
+                    text=[f"{s.replicas} x {s.gpus_per_replica} {s.gpu}, {s.layout}" for s in setups],
+                    hovertemplate="%{text}<br>$%{x:,.2f}/h, %{y:,.2f} s<extra></extra>")
+
+    data = [points(result.cheapest, "cheapest per GPU", "#93c5fd", "markers"),
+            points(result.pareto, "Pareto front", "#2563eb", "lines+markers")]
+    return _figure(data, "Cost against latency (a request's prefill and decode)", 420,
+                   xaxis=_axis("USD per hour"), yaxis=_axis("end-to-end latency (s)"))

@@ -107,6 +107,10 @@ INT_PARAMS = {
     "wl_prompt": ("mean prompt", 1, 10**9, 2000), "wl_output": ("mean output", 1, 10**9, 500),
     "cmp_n": ("number of setups", 2, 4, 3), "cmp_gpus": ("GPU count", 1, 1024, 4),
     **{f"cmp_c{i}": ("GPU count", 1, 1024, 4) for i in range(4)},
+    # the Recommend page: 0 is "no target" / "no p95"
+    "rc_pp95": ("p95 prompt", 0, 10**9, 0), "rc_op95": ("p95 output", 0, 10**9, 0),
+    "rc_ttft": ("TTFT target", 0, 10**7, 0), "rc_tpot": ("TPOT target", 0, 10**7, 0),
+    "rc_budget": ("budget", 0, 10**7, 0),
 }
 
 

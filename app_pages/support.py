@@ -319,9 +319,10 @@ def run_fixes(model: ModelSpec, p: PlanInputs, current=None, fewest=None) -> lis
 
 
 def run_fewest(model: ModelSpec, p: PlanInputs):
-    from kvplan.planning.search import fewest_gpus
+    """The fewest GPUs in a deployable layout, with the fewest in any layout beside it (a LayoutChoice)."""
+    from kvplan.planning.layouts import deployable
 
-    return fewest_gpus(model, max_gpus=64, **p.kwargs())
+    return deployable(model, max_gpus=64, **p.kwargs())
 
 
 # The releases whose accounting differs, newest first (kvplan.planning.engines.vllm._version_notes; SGLang's

@@ -31,6 +31,7 @@ PAGES = (
     ("capacity-vision.png", "capacity?model=google/gemma-3-27b-it&ctxmodel=false&ctx=8192", "Split: language model"),
     ("capacity-sglang.png", "capacity?model=Qwen/Qwen3-32B&engine=sglang&n=2", "reserve (1 - mem_fraction_static)"),
     ("setups.png", "setups", "Requests the KV pool holds at once"),
+    ("recommend.png", "recommend?model=meta-llama/Llama-3.1-8B&rc_tpot=30&rc_ttft=200", "GPUs without a price"),
     ("validation.png", "validation", "Serving engines"),
     ("learn.png", "learn?model=meta-llama/Llama-3.1-8B&ctx=8192", "LLaMA-2-70B"),
 )

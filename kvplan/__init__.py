@@ -32,19 +32,21 @@ __all__ = [
     "WorkloadError",
     "__version__",
     "bundled_ids",
+    "deployable",
     "estimate",
     "fewest_gpus",
     "load_model",
     "parse_config",
     "plan",
     "plan_fixes",
+    "recommend",
     "resolve_dtype",
 ]
 
 # The planner pulls in the weights model and the GPU catalog: imported on first use, so that
 # `import kvplan` and `kvplan estimate` stay light.
 _LAZY = {"Plan": "planning.result", "plan": "planning.planner", "fewest_gpus": "planning.search",
-         "plan_fixes": "planning.fix_plans"}
+         "plan_fixes": "planning.fix_plans", "deployable": "planning.layouts", "recommend": "planning.recommend"}
 
 
 def __getattr__(name: str):

@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimate(sub.add_parser("estimate", help="KV cache bytes for a workload, layer group by group"))
     _add_plan(sub.add_parser("plan", help="what fits on which GPUs with vLLM, SGLang or transformers"))
     _add_compare(sub.add_parser("compare", help="two to four models or setups side by side (MODEL@GPUxN)"))
+    _add_recommend(sub.add_parser("recommend", help="the cheapest GPU, layout and replicas that serve a workload "
+                                  "within latency targets, over the whole catalog"))
     models = sub.add_parser("models", help="list the bundled models")
     models.add_argument("--json", action="store_true", help="one JSON array on stdout")
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
@@ -146,7 +148,13 @@ def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-p95", type=_tokens, help="workload: 95th-percentile output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour (default: the catalog's on-demand "
                    "price, kvplan gpus)")
-    p.add_argument("--fewest-gpus", action="store_true", help="search the smallest TP x PP that fits")
+    p.add_argument("--fewest-gpus", action="store_true", help="search the fewest GPUs that fit in a deployable "
+                   "layout (TP a power of two dividing the heads, inside a node; PP over whole nodes; EP for MoE), "
+                   "with the fewest in any layout beside it")
+    p.add_argument("--any-layout", action="store_true", help="with --fewest-gpus: the fewest GPUs in any TP x PP "
+                   "(TP inside a node, any number of stages), the plain count")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs per node, the group TP stays inside (default: the "
+                   "catalog's for the GPU, 8; GH200 1)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -168,6 +176,98 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-mean", type=_tokens, help="workload: mean output tokens")
     p.add_argument("--gpu-price", type=float, help="workload: USD per GPU-hour for every setup (default: the catalog's)")
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+
+
+# ---------------------------------------------------------------------------------------------- recommend
+
+
+def _add_recommend(p: argparse.ArgumentParser) -> None:
+    _add_model_args(p)
+    p.add_argument("--prompt-mean", type=_tokens, required=True, help="mean prompt tokens of the requests")
+    p.add_argument("--output-mean", type=_tokens, required=True, help="mean output tokens")
+    p.add_argument("--prompt-p95", type=_tokens, help="95th-percentile prompt tokens (the TTFT target is checked at "
+                   "it)")
+    p.add_argument("--output-p95", type=_tokens, help="95th-percentile output tokens")
+    p.add_argument("--rate", type=float, required=True, help="requests per second to serve")
+    p.add_argument("--ttft-ms", type=float, help="time-to-first-token target in ms (roofline, no queueing)")
+    p.add_argument("--tpot-ms", type=float, help="time-per-output-token target in ms, under load")
+    p.add_argument("--budget", type=float, help="most USD per hour for all GPUs")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="vllm or sglang; default vllm")
+    p.add_argument("--engine-version", help="default: the latest release kvplan read")
+    p.add_argument("--gpus", help="comma-separated catalog GPUs to search (default: the whole catalog)")
+    p.add_argument("--gpu-price", action="append", default=[], metavar="GPU=USD",
+                   help="USD per GPU-hour for a GPU (repeatable; a GPU without one is shown without cost)")
+    p.add_argument("--max-model-len", type=_tokens, help="default: the mix's longest request, rounded up to 1,024")
+    p.add_argument("--kv-dtype", default="auto", choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16"),
+                   help="KV cache dtype; default auto")
+    p.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the catalog's for each GPU, 8)")
+    p.add_argument("--top", type=int, default=5, help="cheapest setups to list; default 5")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.epilog = (f"exit codes: 0 a setup meets the targets; {EXIT_USAGE} bad input; {EXIT_DOES_NOT_FIT} no catalog "
+                "GPU meets them (the GPUs skipped say why)")
+
+
+def cmd_recommend(args) -> int:
+    from .planning.recommend import parse_prices, recommend
+    from .planning.workload import RequestMix
+
+    model = _load(args)
+    mix = RequestMix(args.prompt_mean, args.output_mean, args.prompt_p95, args.output_p95)
+    ms = {k: None if v is None else v / 1e3 for k, v in (("ttft", args.ttft_ms), ("tpot", args.tpot_ms))}
+    if args.top < 1:
+        raise KVPlanError("--top must be at least 1")
+    result = recommend(model, mix, args.rate, ttft_s=ms["ttft"], tpot_s=ms["tpot"], budget_per_hour=args.budget,
+                       engine=args.engine, engine_version=args.engine_version, kv_dtype=args.kv_dtype,
+                       gpus=[g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None,
+                       prices=parse_prices(args.gpu_price), max_model_len=args.max_model_len,
+                       gpus_per_node=args.gpus_per_node, top=args.top)
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), indent=1))
+    else:
+        print(format_recommendation(result))
+    return 0 if result.cheapest or result.unpriced else EXIT_DOES_NOT_FIT
+
+
+def _setup_line(s) -> str:
+    cost = f"${s.cost_per_hour:,.2f}/h" if s.cost_per_hour is not None else "no price"
+    replicas = f"{s.replicas} replicas of " if s.replicas > 1 else ""
+    cap = "--max-running-requests" if s.engine == "sglang" else "--max-num-seqs"
+    return (f"{replicas}{s.gpus_per_replica} x {s.gpu} ({s.layout}, {cap} {s.max_num_seqs}, limited by "
+            f"the {s.limited_by}): {cost}, {s.requests_per_s:,.2f} req/s ({s.load:.0%} loaded), TTFT "
+            f"{s.ttft_s * 1e3:,.0f} ms, TPOT {s.tpot_s * 1e3:,.1f} ms")
+
+
+def format_recommendation(r) -> str:
+    t = r.targets
+    aims = ", ".join(x for x in (f"TTFT <= {t.ttft_s * 1e3:,.0f} ms" if t.ttft_s else "",
+                                 f"TPOT <= {t.tpot_s * 1e3:,.1f} ms" if t.tpot_s else "",
+                                 f"<= ${t.budget_per_hour:,.2f}/h" if t.budget_per_hour else "") if x)
+    warned = next((s.warnings for s in [*r.cheapest, *r.unpriced] if s.warnings), [])
+    lines = [f"{r.model}, {r.engine}: {t.rate_per_s:,g} requests/s of {t.prompt_mean:,} prompt + {t.output_mean:,} "
+             f"output tokens" + (f" ({aims})" if aims else ""), *_warning_lines(warned), ""]
+    if r.cheapest:
+        best = r.cheapest[0]
+        lines += [f"cheapest: {_setup_line(best)}"
+                  + (f", ${best.cost_per_million_output_tokens:,.3f} per 1M output tokens"
+                     if best.cost_per_million_output_tokens is not None else ""), f"  {best.command}",
+                  *(f"  {f}" for f in best.formula), "", "next cheapest (one line per GPU):",
+                  *(f"  {_setup_line(s)}" for s in r.cheapest[1:])]
+    else:
+        lines.append("no priced catalog GPU meets these targets" + (" (see the GPUs without a price)" if r.unpriced
+                                                                     else ""))
+    if r.pareto:
+        lines += ["", "cost against latency (Pareto front: each is faster than every cheaper one):",
+                  *(f"  {_setup_line(s)}, end to end {s.e2e_latency_s:,.2f} s" for s in r.pareto)]
+    if r.unpriced:
+        lines += ["", "GPUs without a price (pass --gpu-price GPU=USD to rank them):",
+                  *(f"  {_setup_line(s)}" for s in r.unpriced)]
+    lines += ["", *(f"skipped: {s}" for s in r.skipped), *(f"assumption: {a}" for a in r.assumptions),
+              f"searched {r.searched['gpus']} GPUs, {r.searched['plans']} plans, {r.searched['setups']} setups "
+              "that meet the targets"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- shared arguments
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -307,14 +407,24 @@ def cmd_plan(args) -> int:
                   kv_cache_memory_bytes=args.kv_cache_memory_bytes, speculative=_speculative(args),
                   lora=_lora(args), nvls=False if args.no_nvls else None,
                   enable_prefix_caching=args.enable_prefix_caching)
+    choice = None
+    if args.any_layout and not args.fewest_gpus:
+        raise KVPlanError("--any-layout goes with --fewest-gpus: add it")
     if args.fewest_gpus:
         if args.tp is not None or args.num_gpus is not None or args.pp != 1:
             raise KVPlanError("--fewest-gpus searches TP and PP itself: leave out --tp, --pp and --num-gpus")
-        result = fewest_gpus(model, **kwargs)
+        from .planning.layouts import deployable, node_size
+
+        per_node = node_size(args.gpu, args.gpus_per_node)
+        if args.any_layout:
+            result = fewest_gpus(model, gpus_per_node=per_node, **kwargs)
+        else:
+            choice = deployable(model, gpus_per_node=per_node, **kwargs)
+            result = choice.plan
     else:
         result = plan(model, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, **kwargs)
     layout = dict(num_gpus=args.num_gpus, tp=args.tp, pp=args.pp)
-    nearest = [] if result.fits else fixes(model, result, **layout, **kwargs)
+    nearest = [] if result.fits else fixes(model, result, **layout, gpus_per_node=args.gpus_per_node, **kwargs)
     load = _workload(args, model, result)
     if args.json:
         from .planning.fix_plans import planned
@@ -323,11 +433,32 @@ def cmd_plan(args) -> int:
         print(json.dumps({**result.model_dump(mode="json"), "fixes": [f"{text} ({flag})" for text, flag in nearest],
                           "fix_plans": [f.model_dump(mode="json") for f in planned(model, nearest, **layout,
                                                                                     **kwargs)],
+                          **({"layout": choice.summary()} if choice else {}),
                           **({"workload": load.model_dump(mode="json")} if load else {})}, indent=1))
     else:
-        print(format_plan(result) + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
+        head, _, rest = format_plan(result).partition("\n")   # the layout's reason right under the headline
+        print(head + ("\n" + _layout_lines(choice) if choice else "") + "\n" + rest
+              + "".join(f"\nto fit: {text} ({flag})" for text, flag in nearest)
               + (format_workload(load) if load else ""))
     return 0 if result.fits else EXIT_DOES_NOT_FIT
+
+
+def _layout_lines(choice) -> str:
+    """The deployable layout's reason and the fewest count in any layout, beside it."""
+    s = choice.summary()
+    gpus = f"{s['num_gpus']} GPU{'s' if s['num_gpus'] > 1 else ''}"
+    lines = [f"layout: {s['layout']} on {gpus} ({s['nodes']} node{'s' if s['nodes'] > 1 else ''} "
+             f"of {s['gpus_per_node']}), {s['total_concurrency']:,.2f}x requests of max_model_len"]
+    f = s["fewest_any_layout"]
+    if f is not None and (f["num_gpus"], f["layout"]) == (s["num_gpus"], s["layout"]):
+        lines[0] += "; also the fewest GPUs in any layout"
+    if f is not None and (f["num_gpus"], f["layout"]) != (s["num_gpus"], s["layout"]):
+        lines.append(f"fewest GPUs in any layout: {f['num_gpus']} ({f['layout']}, {f['nodes']} node"
+                     f"{'s' if f['nodes'] > 1 else ''}, {f['max_concurrency']:,.2f}x) (--fewest-gpus --any-layout)")
+    if (ep := s["expert_parallel_alternative"]) is not None:
+        lines.append(f"expert parallel on the same {ep['num_gpus']} GPUs: {ep['layout']} holds "
+                     f"{ep['total_concurrency']:,.2f}x ({ep['flags']})")
+    return "\n".join(lines)
 
 
 def _workload(args, model, result):
@@ -506,7 +637,8 @@ def cmd_models(args) -> int:
     return 0
 
 
-COMMANDS = {"compare": cmd_compare, "estimate": cmd_estimate, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
+COMMANDS = {"compare": cmd_compare, "estimate": cmd_estimate, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus,
+            "recommend": cmd_recommend}
 
 
 def cmd_validate(rest: Sequence[str]) -> int:

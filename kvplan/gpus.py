@@ -52,6 +52,9 @@ class GPU:
     # 81,559 MiB on an H100 SXM whose runtime total is 81,090 MiB; None where no source gave it
     smi_memory_bytes: int | None = None
     smi_source: str = ""
+    # GPUs in one node (kvplan/data/gpu_nodes.json): TP stays inside one, PP stages span whole nodes
+    gpus_per_node: int = 8
+    node_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -95,6 +98,7 @@ def _gpu_from_entry(entry: dict) -> GPU:
         smi_memory_bytes=entry["nvidia_smi_memory_mib"] * MiB if "nvidia_smi_memory_mib" in entry else None,
         smi_source=src.get("nvidia_smi", ""),
         **_price_of(entry["name"]),
+        **_node_of(entry["name"]),
     )
 
 
@@ -105,6 +109,20 @@ def _price_of(name: str) -> dict:
         return {}
     return {"price_per_hour": float(found["usd_per_gpu_hour"]),
             "price_source": f"{found['provider']} {found['sku']}, {found['date']}: {found['source']}"}
+
+
+def _node_of(name: str) -> dict:
+    """The catalog GPU's node size and where it comes from (kvplan/data/gpu_nodes.json)."""
+    raw = _nodes()
+    found = next((n for n in raw["nodes"] if n["gpu"] == name), None)
+    if found is None:
+        return {"gpus_per_node": int(raw["default"]), "node_source": raw["default_source"]}
+    return {"gpus_per_node": int(found["gpus_per_node"]), "node_source": found["source"]}
+
+
+@lru_cache(maxsize=1)
+def _nodes() -> dict:
+    return json.loads((Path(__file__).resolve().parent / "data" / "gpu_nodes.json").read_text())
 
 
 @lru_cache(maxsize=1)

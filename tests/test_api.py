@@ -24,12 +24,14 @@ EXPECTED_ALL = [
     "WorkloadError",
     "__version__",
     "bundled_ids",
+    "deployable",
     "estimate",
     "fewest_gpus",
     "load_model",
     "parse_config",
     "plan",
     "plan_fixes",
+    "recommend",
     "resolve_dtype",
 ]
 

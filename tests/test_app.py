@@ -15,7 +15,7 @@ from app_pages import support as sup
 from app_pages import validation_data as val
 from kvplan.cache import strategies
 from kvplan.planning.planner import plan
-from kvplan.planning.search import fewest_gpus
+from kvplan.planning.layouts import deployable
 from kvplan.units import fmt_bytes, fmt_gb, fmt_int
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -256,8 +256,8 @@ def test_capacity_numbers_equal_the_planner():
     assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
     assert f"Fits on 4 x H100-SXM" in at.success[0].value
     assert p.vllm_command in [c.value for c in at.code]
-    fewest = fewest_gpus("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)
-    assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM")
+    fewest = deployable("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768).plan
+    assert at.info[0].value.startswith(f"{fewest.num_gpus} x H100-SXM: TP {fewest.tensor_parallel_size} x PP 1")
     speed = sup.plan_speed(kvplan.load_model("meta-llama/Llama-3.1-70B"), p, 2048, 1)
     assert metric(at, "TTFT") == sup.fmt_seconds(speed.ttft_s)
     assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
@@ -447,8 +447,9 @@ def test_capacity_shows_the_plans_own_warnings():
     assert any(c.value.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve") for c in at.code)
     big = app("app_pages/capacity.py", model="Qwen/Qwen2.5-72B", gpu="L4", ctxmodel="false", ctx=131072)
     clean(big)
-    assert any(i.value.startswith("10 x L4: TP 2 x PP 5") for i in big.info)
-    assert any("span 2 nodes of 8" in c.value for c in big.caption)
+    # issue #24: the deployable layout (TP 8 x PP 2 over two whole nodes), the fewest in any layout beside it
+    assert any(i.value.startswith("16 x L4: TP 8 x PP 2 (2 x 8-GPU nodes)") for i in big.info)
+    assert any(c.value.startswith(":material/hub: Fewest GPUs in any layout: 10 (TP 2 x PP 5") for c in big.caption)
 
 
 def test_capacity_unknown_gpu_in_url_is_ignored():
@@ -557,3 +558,46 @@ def test_learn_space_for_time_results(monkeypatch, tmp_path):
     assert "grows as L^1.02" in " ".join(c.value for c in at.caption)
     assert list(at.dataframe[-1].value["context"]) == [32, 64]
     assert len(at.get("plotly_chart")) == 3
+
+
+# ---------------------------------------------------------------------------------------------- recommend
+
+
+def test_recommend_page_equals_the_api():
+    """Issue #24: the Recommend page shows what `kvplan recommend` finds for the sidebar's model and workload."""
+    from kvplan.planning.recommend import recommend
+    from kvplan.planning.workload import RequestMix
+
+    at = app("app_pages/recommend.py", model="meta-llama/Llama-3.1-8B", rc_tpot=30, rc_ttft=200)
+    clean(at)
+    found = recommend("meta-llama/Llama-3.1-8B", RequestMix(2000, 500), 10.0, tpot_s=0.030, ttft_s=0.200)
+    best = found.cheapest[0]
+    assert at.success[0].value.startswith("Cheapest: ") and f"${best.cost_per_hour:,.2f} per hour" in at.success[0].value
+    assert best.command in [c.value for c in at.code]
+    assert list(at.dataframe[0].value["GPU"]) == [s.gpu for s in found.cheapest]
+    assert list(at.dataframe[1].value["GPU"]) == [s.gpu for s in found.pareto]
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_recommend_page_says_when_nothing_meets_the_targets():
+    at = app("app_pages/recommend.py", rc_tpot=1, rc_budget=1)
+    clean(at)
+    assert at.error and at.error[0].value.startswith("No priced catalog GPU")
+
+
+def test_recommend_page_takes_prices():
+    """A price typed on the page ranks a GPU the catalog has none for (L40S), as --gpu-price does."""
+    at = app("app_pages/recommend.py", rc_prices="L40S=0.05")
+    clean(at)
+    assert at.success[0].value.startswith("Cheapest: ") and "L40S" in at.success[0].value
+
+
+def test_capacity_shows_the_expert_parallel_alternative():
+    """Issue #24: DeepSeek-V3 on H100s: TP 8 x PP 2, and beside it the TP x DP layout with EP that holds more."""
+    at = app("app_pages/capacity.py", model="deepseek-ai/DeepSeek-V3", ctx=163840)
+    clean(at)
+    ep = deployable("deepseek-ai/DeepSeek-V3", gpu="H100-SXM", max_model_len=163840).summary()[
+        "expert_parallel_alternative"]
+    assert any(i.value.startswith("16 x H100-SXM: TP 8 x PP 2 (2 x 8-GPU nodes)") for i in at.info)
+    assert any(f"Expert parallel on the same 16 GPUs: {ep['layout']} holds {ep['total_concurrency']:,.2f}x" in c.value
+               for c in at.caption)

@@ -162,21 +162,22 @@ def test_pages_speak_in_their_own_words():
 
 def test_capacity_runs_the_fewest_gpu_search_once_per_rerun(monkeypatch):
     """Issue #25: for a plan that does not fit, the page searched twice (its fixes and its fewest-GPU section), and
-    a 10,000-layer config took 57-124 s a rerun. One search now serves both, with the same answer."""
-    from kvplan.planning import search
+    a 10,000-layer config took 57-124 s a rerun. One search now serves both, with the same answer (issue #24: the
+    deployable layout, whose search runs fewest_gpus once for the count beside it)."""
+    from kvplan.planning import layouts
 
     calls = []
-    real = search.fewest_gpus
+    real = layouts.fewest_gpus
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("gpu"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(search, "fewest_gpus", counting)
+    monkeypatch.setattr(layouts, "fewest_gpus", counting)
     at = app("app_pages/capacity.py", model="meta-llama/Llama-3.1-70B", ctxmodel="false", ctx=32768, n=1)
     clean(at)
     assert len(calls) == 1, calls
-    fix = real("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768)
+    fix = layouts.deployable("meta-llama/Llama-3.1-70B", gpu="H100-SXM", max_model_len=32768).plan
     shown = [i.value for i in at.info]
     assert any(v.startswith(f"To fit: {fix.num_gpus} x H100-SXM (TP {fix.tensor_parallel_size}") for v in shown)
     assert any(v.startswith(f"{fix.num_gpus} x H100-SXM: TP {fix.tensor_parallel_size}") for v in shown)

@@ -45,6 +45,8 @@ CHECKS = (
                                                          "kvplan plan Qwen/Qwen3-32B --engine sglang --num-gpus 2")),
     ("setups?ctx=32768", ("Compare setups", "Model 2", "GPU 3", "requests at the mix", "$ / 1M output",
                           "the sidebar's model (meta-llama/Llama-3.1-8B)", "Requests the KV pool holds at once")),
+    ("recommend?model=meta-llama/Llama-3.1-8B", ("Recommend", "Cheapest: 2 replicas of 1 x GH200", "Pareto front",
+                                                 "GPUs without a price", "vllm serve meta-llama/Llama-3.1-8B")),
     ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )

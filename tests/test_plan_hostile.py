@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import ConfigError, PlanInvariantError, WorkloadError
-from kvplan.planning import search
+from kvplan.planning import layouts, search
 from kvplan.planning.planner import plan
 from kvplan.planning.result import checked
 from kvplan.sources.library import bundled_ids
@@ -209,13 +209,13 @@ def deep():
 
 def counted(monkeypatch) -> list:
     calls: list = []
-    real = search.plan
+    real = layouts.plan   # fewest_gpus moved from search to layouts (issue #24)
 
     def counting(*args, **kwargs):
         calls.append((kwargs.get("tp"), kwargs.get("pp")))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(search, "plan", counting)
+    monkeypatch.setattr(layouts, "plan", counting)
     return calls
 
 

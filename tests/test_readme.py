@@ -131,3 +131,24 @@ def test_first_cli_example_prints_what_readme_shows(capsys):
     assert main(shlex.split(block[0][len("$ kvplan "):])) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[:len(block) - 1] == block[1:]
+
+
+def _console(command: str) -> list[str]:
+    """The lines README shows under `$ kvplan COMMAND`, up to its `...`."""
+    block = README[README.index(f"$ kvplan {command}\n") + len(f"$ kvplan {command}\n"):]
+    return block[:block.index("...")].rstrip("\n").split("\n")
+
+
+def test_layout_and_recommend_consoles_are_the_cli_output(capsys):
+    """Issue #24: the deployable-layout and recommend examples README prints are what the CLI prints now."""
+    import shlex
+
+    from kvplan.cli import main
+
+    for command in ("plan deepseek-ai/DeepSeek-V3 --gpu H100 --fewest-gpus",
+                    "recommend meta-llama/Llama-3.1-8B --prompt-mean 2000 --output-mean 500 --rate 10 --tpot-ms 30 "
+                    "--ttft-ms 200"):
+        shown = _console(command)
+        main(shlex.split(command))
+        printed = capsys.readouterr().out.split("\n")
+        assert printed[:len(shown)] == shown, command

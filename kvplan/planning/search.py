@@ -1,6 +1,6 @@
-"""Searching plans: the fewest GPUs a model fits on (every TP x PP with TP inside a node, then the layout with the
-most KV capacity), and for a plan that does not fit, the nearest changes that do, each one planned
-(`kvplan.planning.planner.plan`)."""
+"""Fixes for a plan that does not fit: the nearest changes that do, each one planned
+(`kvplan.planning.planner.plan`): more GPUs in a deployable layout (`layouts`), an fp8 KV cache, fp8 weights, a
+higher --gpu-memory-utilization, fewer --max-num-seqs, a shorter context."""
 
 from __future__ import annotations
 
@@ -9,91 +9,27 @@ from math import ceil
 
 from ..config.load import load_cached
 from ..errors import WorkloadError
-from ..gpus import GPU, resolve_gpu
 from ..model.spec import ModelSpec
 from ..units import fmt_bytes
-from . import defaults
-from .inputs import positive
+from .layouts import deployable, fewest_gpus
 from .planner import plan
 from .result import Plan
 
-GPUS_PER_NODE = 8  # an HGX / DGX node: tensor parallelism stays inside one, pipeline stages may cross nodes
+__all__ = ["MAX_UTILIZATION", "UTILIZATION_MARGIN_BYTES", "fewest_gpus", "fixes"]   # fewest_gpus: its old home
 
 
-TP_SIZES = (1, 2, 4, 8)
-
-
-def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int = GPUS_PER_NODE,
-                **kwargs) -> Plan:
-    """The fewest GPUs that fit, over every TP x PP with TP inside one node (TP 1, 2, 4, 8: TP across nodes
-    would run its all-reduces over the network); at that count, the layout with the most KV capacity (vLLM's
-    max concurrency, then KV tokens, then fewer stages). Qwen2.5-72B on L4s: 10 (TP 2 x PP 5), not TP 16;
-    DeepSeek-V3 on H100s: 11 (TP 1 x PP 11), where at 16 TP 8 x PP 2 holds twice TP 16's requests (the MLA latent is
-    replicated on every TP rank). A layout over one node says so in its notes.
-
-    Bounded work: a layout whose stages cannot hold the weights is never planned (`_too_few_stages`), so a model
-    that fits nowhere costs a plan per TP and the layouts near the weights' bound, not all 120 layouts up to 64 GPUs
-    (a 10,000-layer config took 27 s)."""
-    if isinstance(model, str):
-        model = load_cached(model)
-    per_node = positive("gpus_per_node", gpus_per_node)
-    last_error = None
-    # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
-    dp = (positive("data parallel size", kwargs.get("dp")) or 1) if kwargs.get("engine", "vllm") == "vllm" else 1
-    card = _card_bytes(kwargs)
-    one_stage: dict[int, int] = {}   # TP -> one GPU's weights with every layer on it (PP 1)
-    for count in range(dp, positive("max_gpus", max_gpus) + 1, dp):
-        fitting = []
-        per_engine = count // dp
-        for tp in (t for t in TP_SIZES if t <= per_node and per_engine % t == 0):
-            if _too_few_stages(one_stage.get(tp), per_engine // tp, card):
-                continue
-            try:
-                candidate = plan(model, tp=tp, pp=per_engine // tp, **kwargs)
-            except WorkloadError as exc:
-                last_error = exc
-                continue
-            if candidate.pipeline_parallel_size == 1:
-                one_stage[tp] = candidate.weights_bytes
-            if candidate.fits:
-                fitting.append(candidate)
-        if fitting:
-            best = max(fitting, key=lambda p: (p.max_concurrency, p.kv_cache_tokens, -p.pipeline_parallel_size))
-            return best.model_copy(update={"notes": best.notes + _node_notes(best, per_node, fitting)})
-    raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
-                        + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
-
-
-def _card_bytes(settings) -> int | None:
-    """The card's memory, which no GPU's weights can reach in a plan that fits (vLLM, SGLang); None for
-    transformers, whose layout kvplan does not split by stage."""
-    if settings.get("engine", "vllm") not in ("vllm", "sglang"):
-        return None
-    gpu = settings.get("gpu", defaults.GPU)
-    return (gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)).memory_bytes
-
-
-def _too_few_stages(weights_one_stage: int | None, pp: int, card: int | None) -> bool:
-    """True when PP stages cannot hold the weights one stage holds at this TP: each layer's tensors sit on one
-    stage (the embeddings on the first, the head on the last, a tied head on both), so the fullest stage holds at
-    least weights / PP, and a plan fits only when every stage's weights stay under the card (its pool is
-    positive)."""
-    return weights_one_stage is not None and card is not None and pp > 1 and weights_one_stage >= pp * card
-
-
-def _node_notes(best: Plan, per_node: int, fitting: list[Plan]) -> list[str]:
-    """Why this layout among those of its size, and whether it spans nodes."""
-    notes = []
-    if len(fitting) > 1:
-        others = ", ".join(f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}: "
-                           f"{p.max_concurrency:,.2f}x" for p in fitting if p is not best)
-        notes.append(f"fewest GPUs: {best.num_gpus}; of the layouts that fit there, TP {best.tensor_parallel_size} x "
-                     f"PP {best.pipeline_parallel_size} holds the most requests ({best.max_concurrency:,.2f}x; {others})")
-    if best.num_gpus > per_node:
-        nodes = -(-best.num_gpus // per_node)
-        notes.append(f"{best.num_gpus} GPUs span {nodes} nodes of {per_node}: the {best.pipeline_parallel_size} "
-                     "pipeline stages pass activations between nodes (TP stays inside each node)")
-    return notes
+def _more_gpus(p: Plan, any_layout: Plan | None) -> tuple[str, str]:
+    """The fix 'more GPUs' in the layout found, with the fewest in any layout beside it when that is fewer."""
+    dp, ep = p.data_parallel_size, p.expert_parallel_size > 1
+    layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}" + (f" x DP {dp}" if dp > 1 else "")
+    beside = ""
+    if any_layout is not None and any_layout.num_gpus < p.num_gpus:
+        beside = (f"; the fewest in any layout is {any_layout.num_gpus} (TP {any_layout.tensor_parallel_size} x PP "
+                  f"{any_layout.pipeline_parallel_size}, not a layout people deploy)")
+    flag = (f"--tp {p.tensor_parallel_size} --pp {p.pipeline_parallel_size}" + (f" --dp {dp}" if dp > 1 else "")
+            + (" --enable-expert-parallel" if ep else ""))
+    return (f"{p.num_gpus} x {p.gpu} ({layout}{', experts over every rank' if ep else ''}) fits: "
+            f"{p.max_concurrency:,.2f} requests of {p.max_model_len:,} tokens{beside}", flag)
 
 
 # The highest --gpu-memory-utilization a fix offers: vLLM refuses to start when the card's free memory at start-up
@@ -125,14 +61,55 @@ def _higher_utilization(model: ModelSpec, p: Plan, settings: dict) -> tuple[str,
     return None
 
 
+def _reserved(p: Plan) -> int:
+    """What the plan sets aside besides weights and KV: the activation peak and the extras (sampler buffers, CUDA
+    graphs), which max_num_seqs sizes."""
+    return p.activation_bytes + sum(p.extra.values())
+
+
+def _fewer_seqs(model: ModelSpec, p: Plan, settings: dict) -> tuple[str, str] | None:
+    """Where activations bind: the largest power of two below this plan's --max-num-seqs that fits, with the
+    memory it frees. vLLM sizes its sampler's profile run by max_num_seqs (v1/worker/gpu/model_runner.py
+    `_dummy_sampler_run`, 0.33: one dummy request per sequence, the logits of all of them), and the V2 runner's
+    sampler buffers too, and captures CUDA graphs up to it: gpt-oss-120b at 131,072 tokens on one H100 is 1.73 GiB
+    short at 1,024 sequences and fits at 64. None when fewer sequences free nothing or none fits. Fewer sequences
+    never take more memory, so one plan at 1 says whether any fits, and a bisection over the powers of two finds
+    the largest (5 plans from 1,024, not 11)."""
+    powers = [2 ** k for k in range(p.max_num_seqs.bit_length()) if 2 ** k < p.max_num_seqs]   # 1, 2, ..., 512
+
+    def tried(seqs: int) -> Plan | None:
+        with suppress(WorkloadError):
+            return plan(model, **{**settings, "max_num_seqs": seqs})
+        return None
+
+    least = tried(1) if powers else None
+    if least is None or not least.fits or _reserved(least) >= _reserved(p):
+        return None   # max_num_seqs does not size what binds here (the weights, the KV of one request)
+    low, high, best = 0, len(powers) - 1, least   # powers[low] fits; find the last that does
+    while low < high:
+        mid = (low + high + 1) // 2
+        candidate = tried(powers[mid])
+        if candidate is not None and candidate.fits:
+            low, best = mid, candidate
+        else:
+            high = mid - 1
+    seqs = powers[low]
+    return (f"--max-num-seqs {seqs} (from {p.max_num_seqs:,}) fits: the activation peak, sampler buffers and CUDA "
+            f"graphs it sizes take {fmt_bytes(_reserved(p) - _reserved(best))} less per GPU, leaving "
+            f"{best.max_concurrency:,.2f} requests of {best.max_model_len:,} tokens; at most {seqs} requests run at "
+            "once", f"--max-num-seqs {seqs}")
+
+
 def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan | bool | None = None,
-          **settings) -> list[tuple[str, str]]:
+          gpus_per_node: int | None = None, **settings) -> list[tuple[str, str]]:
     """For a plan that does not fit: the nearest changes that do, each checked by planning it, as (sentence, the
     CLI flag that makes it). More GPUs (the fewest, any layout), an fp8 KV cache, online fp8 weights (vLLM,
     unquantized checkpoints), the longest context that fits. Mixtral-8x7B on one H100: 2 GPUs, or fp8 weights.
     Not part of plan(): fewest_gpus plans many layouts that do not fit. `current`: the plan of these settings,
     when the caller has it already; `fewest`: what fewest_gpus gave for them (its plan, or False when none fits),
-    when the caller searched already (the Capacity page shows both: one search, not two)."""
+    when the caller searched already (the Capacity page shows both: one search, not two). More GPUs are offered in
+    a deployable layout (`layouts.deployable`: TP inside a node of `gpus_per_node`, PP over whole nodes), with the
+    fewest in any layout beside it."""
     if isinstance(model, str):
         model = load_cached(model)
     p = current or plan(model, **settings)
@@ -140,16 +117,15 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan |
         return []
     base = {k: v for k, v in settings.items() if k not in ("num_gpus", "tp", "pp")}
     out = []
+    any_layout = None
     if fewest is None:
         try:
-            fewest = fewest_gpus(model, **base)
+            choice = deployable(model, gpus_per_node=gpus_per_node, **base)
+            fewest, any_layout = choice.plan, choice.fewest
         except WorkloadError:
             fewest = False
     if isinstance(fewest, Plan):
-        out.append((f"{fewest.num_gpus} x {fewest.gpu} (TP {fewest.tensor_parallel_size} x PP "
-                    f"{fewest.pipeline_parallel_size}) fits: {fewest.max_concurrency:,.2f} requests of "
-                    f"{fewest.max_model_len:,} tokens",
-                    f"--tp {fewest.tensor_parallel_size} --pp {fewest.pipeline_parallel_size}"))
+        out.append(_more_gpus(fewest, any_layout))
     trials = []
     if p.kv_cache_dtype not in ("float8_e4m3", "float8_e5m2") and p.engine != "hf":
         trials.append(("an fp8 KV cache", {"kv_dtype": "fp8"}, "--kv-dtype fp8"))
@@ -163,6 +139,8 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan |
                             f"{tried.max_model_len:,} tokens", flag))
     if p.engine == "vllm" and p.kv_cache_memory_bytes is None and (higher := _higher_utilization(model, p, settings)):
         out.append(higher)
+    if p.engine == "vllm" and (fewer := _fewer_seqs(model, p, settings)):
+        out.append(fewer)
     if 0 < p.max_model_len_that_fits < p.max_model_len:
         out.append((f"a context of {p.max_model_len_that_fits:,} tokens fits on these GPUs",
                     f"--max-model-len {p.max_model_len_that_fits}"))
