@@ -44,7 +44,7 @@ CHECKS = (
     ("capacity?model=Qwen/Qwen3-32B&engine=sglang&n=2", ("reserve (1 - mem_fraction_static)", "Model's context",
                                                          "kvplan plan Qwen/Qwen3-32B --engine sglang --num-gpus 2")),
     ("setups?ctx=32768", ("Compare setups", "Model 2", "GPU 3", "requests at the mix", "$ / 1M output",
-                          "the sidebar's model (meta-llama/Llama-3.1-8B)", "Requests the KV pool holds at once")),
+                          "Models' contexts", "Requests the KV pool holds at once")),
     ("validation", ("Every start-up", "Serving engines", "Start-ups", "kv_pool: predicted vs measured")),
     ("learn", ("Space for time, measured", "Prefill, then decode", "LLaMA-2-70B", "1,342,177,280 B")),
 )
