@@ -291,7 +291,8 @@ def test_capacity_engine_options_equal_the_planner():
     assert list(table["per GPU"]) == [k for k, _ in p.budget_lines()]
     assert "draft model weights" in set(table["per GPU"]) and "CUDA graphs (estimate)" in set(table["per GPU"])
     assert p.vllm_command in [c.value for c in at.code]
-    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
+    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16,
+               ver_vllm="0.19.0")
     clean(lora)
     q = plan(LLAMA, gpu="H100-SXM", max_model_len=8192, engine_version="0.19.0",
              lora={"max_loras": 4, "max_lora_rank": 16})
