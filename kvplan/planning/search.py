@@ -12,7 +12,6 @@ from ..errors import WorkloadError
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ModelSpec
 from ..units import fmt_bytes
-from . import defaults
 from .inputs import positive
 from .planner import plan
 from .result import Plan
@@ -69,7 +68,7 @@ def _card_bytes(settings) -> int | None:
     transformers, whose layout kvplan does not split by stage."""
     if settings.get("engine", "vllm") not in ("vllm", "sglang"):
         return None
-    gpu = settings.get("gpu", defaults.GPU)
+    gpu = settings.get("gpu", "H100-80GB")
     return (gpu if isinstance(gpu, GPU) else resolve_gpu(gpu)).memory_bytes
 
 
