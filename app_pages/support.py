@@ -192,7 +192,10 @@ _APP_WORDS = (
                                                                "choose the dynamic or static cache"),
     ("use --cache dynamic", "choose the dynamic cache"), ("--cache quantized", "the quantized cache"),
     ("pass --kv-dtype int4", "choose KV dtype int4"), ("--engine hf", "transformers' generate"),
-    ("pass the config.json path", "upload the config.json"), ("--max-model-len N", "a max model length"),
+    ("pass the config.json path", "upload the config.json"),
+    # the Capacity and Compare setups pages plan the model's own context unless "Model's context" is off
+    ("pass --max-model-len N", "switch off \"Model's context\" and set the context in the sidebar"),
+    ("--max-model-len N", "a max model length"),
 )
 _FLAG = re.compile(r"`?--([a-z][a-z0-9-]*)`?(?: ([A-Za-z0-9_.]+))?")
 

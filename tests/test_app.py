@@ -199,6 +199,21 @@ def test_upload_a_config():
     assert metric(at, "Exact bytes") == fmt_int(est.kv_cache_bytes)
 
 
+def test_capacity_upload_without_a_context_says_what_to_do_in_the_apps_words():
+    """An upload whose max_position_embeddings is no length has no context of its own to plan: the page says to
+    switch to the sidebar's, and then plans it (Qwen3-8B's config with the field 0, at 8,192 tokens)."""
+    data = json.loads((ROOT / "model_configs" / "Qwen__Qwen3-8B.json").read_bytes())
+    data["max_position_embeddings"] = 0
+    at = upload(app("app_pages/capacity.py"), "config.json", json.dumps(data).encode())
+    clean(at)
+    assert "switch off \"Model's context\" and set the context in the sidebar" in errors(at)
+    assert "--" not in errors(at)
+    at.toggle(key="ctxmodel").set_value(False).run()
+    clean(at)
+    p = plan(kvplan.load_model(data), gpu="H100-SXM", max_model_len=8192)
+    assert metric(at, "KV cache tokens") == fmt_int(p.kv_cache_tokens)
+
+
 @pytest.mark.parametrize("content, expected", [
     (b"{not json", "is not valid JSON"),
     (b"[1, 2, 3]", "not an object"),
@@ -276,7 +291,8 @@ def test_capacity_engine_options_equal_the_planner():
     assert list(table["per GPU"]) == [k for k, _ in p.budget_lines()]
     assert "draft model weights" in set(table["per GPU"]) and "CUDA graphs (estimate)" in set(table["per GPU"])
     assert p.vllm_command in [c.value for c in at.code]
-    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16, ver_vllm="0.19.0")
+    lora = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, loras=4, lorarank=16,
+               ver_vllm="0.19.0")
     clean(lora)
     q = plan(LLAMA, gpu="H100-SXM", max_model_len=8192, engine_version="0.19.0",
              lora={"max_loras": 4, "max_lora_rank": 16})
