@@ -87,6 +87,9 @@ def _known(model_id: str) -> bool:
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     except ImportError:
         return False
+    _, model_type = text_config(CONFIGS[model_id])
+    if model_type in CONFIG_MAPPING and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return False   # Qwen2.5-VL: its own image-text class, built whole in tests/test_unread.py
     family = _family(CONFIGS[model_id])
     return family in CONFIG_MAPPING and family in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
