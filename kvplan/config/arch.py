@@ -84,7 +84,8 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
-        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0, mtp_unloaded=_unloaded_mtp(f),
+        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
+        mtp_unloaded=_unloaded_mtp(f),
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
         towers=tuple((c, n) for c, n in (("vision", towers.vision), ("projector", towers.projector)) if n)
