@@ -25,13 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import WorkloadError, shown
+from ...units import fmt_bytes
 from ...weights.rule import tensor_bytes
 from ...weights.split import stage_weight_bytes
 from .vllm_kv import VllmLayerSpec, rank_layer_specs
 
 METHODS = ("mtp", "eagle3", "eagle", "draft_model")
 # families vLLM 0.33 drafts with deepseek_mtp.py (config/speculative.py: deepseek_v3, deepseek_v32 and glm_moe_dsa
-# become "deepseek_mtp"), whose eh_proj is a ReplicatedLinear, whole on every rank
+# become "deepseek_mtp"), whose eh_proj is a plain nn.Linear (deepseek_mtp.py:87), whole on every rank
 DEEPSEEK_MTP = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
 
 
@@ -127,8 +128,6 @@ def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str |
     get_spec_layer_idx_from_weight_name(...)`, `continue  # skip spec decode layers for main model`; Qwen3.5's
     `mtp.*` weights are skipped alike), so the plan holds none of them and only says what --speculative mtp costs.
     DeepSeek-V3 on TP 8: 1 layer, its experts split 8 ways, eh_proj whole; KV one more MLA layer, 1,152 B a token."""
-    from ...units import fmt_bytes
-
     shape = model.arch
     if shape is None or not shape.mtp_layers:
         return None
