@@ -44,7 +44,14 @@ def meta_towers(data: dict) -> Counter:
     return counts
 
 
-@pytest.mark.parametrize("model_id", MULTIMODAL)
+# towers no rule counts yet, each with why: expected to fail (strictly: once one is counted, drop its entry); every
+# plan of them says the weights leave the tower out
+UNCOUNTED = {"moonshotai/Kimi-K2.5": "MoonViT (model_type kimi_k25) exists only as remote code: transformers 5.24 has "
+                                     "no class to count it against"}
+
+
+@pytest.mark.parametrize("model_id", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=UNCOUNTED[m]))
+                                      if m in UNCOUNTED else m for m in MULTIMODAL])
 def test_tower_rule_equals_transformers(model_id):
     data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
     arch = load_model(model_id).require_arch()
@@ -55,7 +62,7 @@ def test_tower_rule_equals_transformers(model_id):
 
 
 @pytest.mark.parametrize("model_type", ["gemma3", "mistral3", "llama4", "qwen3_5", "qwen3_5_moe", "qwen2_5_vl",
-                                        "llava"])
+                                        "llava", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe"])
 def test_tower_rule_at_transformers_defaults(model_type):
     """The config classes' defaults (a tower with vision_use_head, other widths) are read as transformers reads
     them: a resized tower counts right too, not just the published sizes."""

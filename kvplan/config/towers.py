@@ -119,7 +119,7 @@ def _qwen_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[
     patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
     merged = h * v["spatial_merge_size"] ** 2
     merger = _lin(merged, merged, True) + _lin(merged, v["out_hidden_size"], True)
-    deepstack = len(v.data.get("deepstack_visual_indexes") or ())
+    deepstack = len(v.data.get("deepstack_visual_indexes", v.defaults.get("deepstack_visual_indexes")) or ())
     vision = patch + v["num_position_embeddings"] * h + v["depth"] * block + 2 * h + merger
     return vision + deepstack * (2 * merged + merger), 0
 
@@ -164,6 +164,24 @@ def _gemma4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, 
     return vision, h * text_hidden
 
 
+def _glm4v(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GLM-4V / GLM-4.6V vision (modeling_glm4v_moe.py Glm4vMoeVisionModel): a position table [(image/p)^2, h],
+    Conv3d patches [h, C, t, p, p] with bias, blocks of two RMSNorms, qkv [3h, h] (biased when attention_bias),
+    proj [h, h] without bias and a gated MLP as wide as out_hidden_size (o), no bias; then an RMSNorm, a biased
+    Conv2d downsample [o, h, m, m], an RMSNorm, and the merger in `model.visual`: proj [o, o], a LayerNorm over o and
+    a gated MLP of intermediate_size (i), no bias. GLM-4.6V: 1536 hidden, 24 blocks, o 4096, i 10944."""
+    h, o, i, p, m = (v["hidden_size"], v["out_hidden_size"], v["intermediate_size"], v["patch_size"],
+                     v["spatial_merge_size"])
+    bias = v.data.get("attention_bias", False)
+    if not isinstance(bias, bool):
+        raise ValueError("attention_bias")
+    block = 2 * h + _lin(h, 3 * h, bias) + _lin(h, h, False) + 3 * h * o
+    patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
+    positions = (v["image_size"] // p) ** 2 * h
+    tail = h + o * h * m * m + o + h + o * o + 2 * o + 3 * o * i
+    return positions + patch + v["depth"] * block + tail, 0
+
+
 # SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
 _SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
            "num_channels": 3, "image_size": 224, "patch_size": 16}
@@ -203,6 +221,20 @@ _DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava
 # published Qwen configs name the wrapper's own type in vision_config; transformers renames it
 # (configuration_qwen3_5.py: `if self.vision_config.get("model_type") == "qwen3_5": ... = "qwen3_5_vision"`)
 _RENAMED = frozenset({"qwen2_5_vl", "qwen3_5", "qwen3_5_moe"})
+# Qwen3-VL's tower is the one Qwen3.5's inherits (modeling_qwen3_vl.py Qwen3VLVisionModel), renamed the same way
+# (configuration_qwen3_vl.py: "qwen3_vl" -> "qwen3_vl_vision"), with three deepstack mergers by default
+# (Qwen3VLVisionConfig.deepstack_visual_indexes (8, 16, 24)). Qwen3-VL-30B-A3B: 1152 hidden, 27 blocks, out 2048.
+_QWEN3_VL = {**_RULES["qwen3_5_vision"][2], "deepstack_visual_indexes": (8, 16, 24)}
+_RULES["qwen3_vl_vision"] = (frozenset({"qwen3_vl"}), _qwen_vision, _QWEN3_VL)
+_RULES["qwen3_vl_moe_vision"] = (frozenset({"qwen3_vl_moe"}), _qwen_vision, _QWEN3_VL)
+_DEFAULT_TOWER.update(qwen3_vl="qwen3_vl_vision", qwen3_vl_moe="qwen3_vl_moe_vision")
+# GLM-4V's tower (Glm4vVisionConfig and Glm4vMoeVisionConfig have the same defaults)
+_GLM4V = {"depth": 24, "hidden_size": 1536, "intermediate_size": 13696, "in_channels": 3, "patch_size": 14,
+          "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 4096, "image_size": 336}
+_RULES["glm4v_vision"] = (frozenset({"glm4v"}), _glm4v, _GLM4V)
+_RULES["glm4v_moe_vision"] = (frozenset({"glm4v_moe"}), _glm4v, _GLM4V)
+_DEFAULT_TOWER.update(glm4v="glm4v_vision", glm4v_moe="glm4v_moe_vision")
+_RENAMED |= {"qwen3_vl", "qwen3_vl_moe"}
 
 
 def tower_kind(vision: Mapping[str, Any], model_type: str | None) -> str:
