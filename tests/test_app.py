@@ -480,3 +480,17 @@ def test_learn_space_for_time_results(monkeypatch, tmp_path):
     assert "grows as L^1.02" in " ".join(c.value for c in at.caption)
     assert list(at.dataframe[-1].value["context"]) == [32, 64]
     assert len(at.get("plotly_chart")) == 3
+
+
+@pytest.mark.parametrize("page", ["app_pages/estimate.py", "app_pages/capacity.py"])
+def test_a_partial_bundled_copy_says_what_it_lacks(page):
+    """A bundled config that is not the Hub file verbatim: a note where no figure moves (falcon-7b-instruct's older
+    revision), a warning where one does (Llama-4-Maverick's copy without its vision tower), on every page."""
+    from kvplan.sources.library import partial_copies
+
+    for model_id, shown in (("tiiuae/falcon-7b-instruct", "caption"), ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                                                                       "warning")):
+        at = app(page, model=model_id, ctx=2048)
+        clean(at)
+        said = partial_copies()[model_id].sentence(model_id)
+        assert any(said[1:] in e.value for e in getattr(at, shown)), (model_id, shown)
