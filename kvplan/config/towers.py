@@ -124,6 +124,24 @@ def _qwen_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[
     return vision + deepstack * (2 * merged + merger), 0
 
 
+def _glm4v(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GLM-4V / GLM-4.6V vision (modeling_glm4v_moe.py Glm4vMoeVisionModel): a position table [(image/p)^2, h],
+    Conv3d patches [h, C, t, p, p] with bias, blocks of two RMSNorms, qkv [3h, h] (biased when attention_bias),
+    proj [h, h] without bias and a gated MLP as wide as out_hidden_size (o), no bias; then an RMSNorm, a biased
+    Conv2d downsample [o, h, m, m], an RMSNorm, and the merger in `model.visual`: proj [o, o], a LayerNorm over o and
+    a gated MLP of intermediate_size (i), no bias. GLM-4.6V: 1536 hidden, 24 blocks, o 4096, i 10944."""
+    h, o, i, p, m = (v["hidden_size"], v["out_hidden_size"], v["intermediate_size"], v["patch_size"],
+                     v["spatial_merge_size"])
+    bias = v.data.get("attention_bias", False)
+    if not isinstance(bias, bool):
+        raise ValueError("attention_bias")
+    block = 2 * h + _lin(h, 3 * h, bias) + _lin(h, h, False) + 3 * h * o
+    patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
+    positions = (v["image_size"] // p) ** 2 * h
+    tail = h + o * h * m * m + o + h + o * o + 2 * o + 3 * o * i
+    return positions + patch + v["depth"] * block + tail, 0
+
+
 def _qwen25_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
     """Qwen2.5-VL vision (modeling_qwen2_5_vl.py): Conv3d patches without bias, no position table, blocks of
     RMSNorms, fused biased qkv, biased proj and a biased gated MLP; the merger (ln_q RMSNorm, mlp.0
@@ -162,24 +180,6 @@ def _gemma4(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, 
     block = attention + 3 * h * i + 4 * h
     vision = 2 * v["position_embedding_size"] * h + 3 * p * p * h + v["num_hidden_layers"] * block
     return vision, h * text_hidden
-
-
-def _glm4v(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
-    """GLM-4V / GLM-4.6V vision (modeling_glm4v_moe.py Glm4vMoeVisionModel): a position table [(image/p)^2, h],
-    Conv3d patches [h, C, t, p, p] with bias, blocks of two RMSNorms, qkv [3h, h] (biased when attention_bias),
-    proj [h, h] without bias and a gated MLP as wide as out_hidden_size (o), no bias; then an RMSNorm, a biased
-    Conv2d downsample [o, h, m, m], an RMSNorm, and the merger in `model.visual`: proj [o, o], a LayerNorm over o and
-    a gated MLP of intermediate_size (i), no bias. GLM-4.6V: 1536 hidden, 24 blocks, o 4096, i 10944."""
-    h, o, i, p, m = (v["hidden_size"], v["out_hidden_size"], v["intermediate_size"], v["patch_size"],
-                     v["spatial_merge_size"])
-    bias = v.data.get("attention_bias", False)
-    if not isinstance(bias, bool):
-        raise ValueError("attention_bias")
-    block = 2 * h + _lin(h, 3 * h, bias) + _lin(h, h, False) + 3 * h * o
-    patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
-    positions = (v["image_size"] // p) ** 2 * h
-    tail = h + o * h * m * m + o + h + o * o + 2 * o + 3 * o * i
-    return positions + patch + v["depth"] * block + tail, 0
 
 
 # SiglipVisionConfig's defaults (configuration_siglip.py); the others below are their config classes' own
