@@ -263,3 +263,46 @@ def test_hostile_vision_config_values(model_id):
             kvplan.plan(load_model(data, name="hostile"), max_model_len=4096)
         except kvplan.KVPlanError:
             pass
+
+
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen3-VL-4B-Thinking", "Qwen/Qwen3-VL-30B-A3B-Instruct",
+                                      "Qwen/Qwen3-VL-235B-A22B-Instruct"])
+def test_qwen3_vl_language_model_is_qwen3s(model_id):
+    """Qwen3-VL's text model is planned as the Qwen3 (-MoE) decoder it is: its parameters equal those of the
+    image-text model transformers 5.24 builds, minus `model.visual`, and every plan of it is verified (it was
+    'not one transformers ships', 9,216 parameters short on the 4B: its q/k norms)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
+    with torch.device("meta"):
+        built = transformers.AutoModelForImageTextToText.from_config(transformers.AutoConfig.for_model(**data))
+    language = sum(p.numel() for n, p in built.named_parameters() if not n.startswith("model.visual."))
+    p = kvplan.plan(model_id, gpu="H100", max_model_len=4096, num_gpus=8)
+    assert p.weights_components["language_model"] == language * 2  # bf16
+    assert p.verified and not p.warnings, p.warnings
+
+
+@pytest.mark.parametrize("model_id, dtypes", [("Qwen/Qwen3-VL-4B-Thinking", ("bf16", "fp32")),
+                                              ("Qwen/Qwen3-VL-30B-A3B-Instruct", ("bf16",))])
+def test_qwen3_vl_cache_equals_transformers(model_id, dtypes):
+    """The cache transformers' Qwen3-VL keeps for a text prompt (meta device, batch 1 and 3, after the prefill and
+    one decode step): logical bytes, storage and scalars equal kvplan's. fp32 on the dense model only: meta's
+    grouped-mm experts take bf16 alone."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from truth import DTYPES, Tally, compare, decode, measure, prefill
+
+    data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
+    spec, tally = load_model(model_id), Tally(model_id)
+    for dtype in dtypes:
+        with torch.device("meta"):
+            built = transformers.AutoModelForImageTextToText.from_config(
+                transformers.AutoConfig.for_model(**data), dtype=DTYPES[dtype])
+        for batch, length in ((1, 7), (3, 131)):
+            cache, token = prefill(built, batch, length)
+            est = kvplan.estimate(spec, length, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{dtype} b{batch} p{length}", measure(cache), est, after_prefill=True)
+            decode(built, cache, token, 1)
+            est = kvplan.estimate(spec, length + 1, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{dtype} b{batch} {length} + 1", measure(cache), est, after_prefill=False)
+    assert tally.checked == 4 * len(dtypes) and not tally.mismatches, tally.mismatches
