@@ -56,9 +56,11 @@ TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3"
 
 # Families transformers lacks that share a native family's architecture (Kimi-K2 ships DeepseekV3ForCausalLM).
 # Qwen3-VL's language model is Qwen3's decoder (Qwen3-MoE's for the A3B / A22B models): modeling_qwen3_vl.py builds
-# Qwen3VLTextDecoderLayer from the same q/k-normed attention and MLP, and caches the same DynamicCache; tests/
-# test_multimodal.py proves the bundled Qwen3-VL configs' language-model parameters and caches equal transformers'.
-SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+# Qwen3VLTextDecoderLayer from the same q/k-normed attention and MLP, and caches the same DynamicCache; GLM-4.6V's
+# (glm4v_moe_text) is GLM-4.5's, fp32 router and shared expert included (modeling_glm4v_moe.py). tests/
+# test_multimodal.py proves the bundled configs' language-model parameters and caches equal transformers'.
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe",
+                     "glm4v_moe_text": "glm4_moe"}
 
 # Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
 # stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without
