@@ -287,9 +287,9 @@ def test_vl_language_model_is_its_text_familys(model_id):
                                               ("Qwen/Qwen3-VL-30B-A3B-Instruct", ("bf16",)),
                                               ("zai-org/GLM-4.6V", ("bf16",))])
 def test_vl_cache_equals_transformers(model_id, dtypes):
-    """The cache transformers' Qwen3-VL (GLM-4.6V alike) keeps for a text prompt (meta device, batch 1 and 3, after the prefill and
-    one decode step): logical bytes, storage and scalars equal kvplan's. fp32 on the dense model only: meta's
-    grouped-mm experts take bf16 alone."""
+    """The cache transformers' Qwen3-VL (GLM-4.6V alike) keeps for a text prompt (meta device, batch 1 and 3,
+    after the prefill and one decode step): logical bytes, storage and scalars equal kvplan's. fp32 on the dense
+    model only: meta's grouped-mm experts take bf16 alone."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from truth import DTYPES, Tally, compare, decode, measure, prefill
