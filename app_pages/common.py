@@ -254,6 +254,9 @@ def header(title: str, subtitle: str, model=None) -> None:
     st.caption(line)
     if model is not None and model.warnings:  # every page that shows a number shows what is not verified
         st.warning("**Not verified.** " + " ".join(model.warnings), icon=":material/warning:")
+    if model is not None and model.library_note and model.library_note not in model.warnings:
+        # a bundled copy that is not the Hub file verbatim, whose gap moves no figure: said, not warned
+        st.caption(model.library_note[:1].upper() + model.library_note[1:] + ".")
 
 
 def metrics(items, columns=None) -> None:

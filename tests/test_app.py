@@ -617,3 +617,15 @@ def test_capacity_shows_the_expert_parallel_alternative():
     assert any(i.value.startswith("16 x H100-SXM: TP 8 x PP 2 (2 x 8-GPU nodes)") for i in at.info)
     assert any(f"Expert parallel on the same 16 GPUs: {ep['layout']} holds {ep['total_concurrency']:,.2f}x" in c.value
                for c in at.caption)
+@pytest.mark.parametrize("page", ["app_pages/estimate.py", "app_pages/capacity.py"])
+def test_a_partial_bundled_copy_says_what_it_lacks(page):
+    """A bundled config that is not the Hub file verbatim: a note where no figure moves (falcon-7b-instruct's older
+    revision), a warning where one does (Llama-4-Maverick's copy without its vision tower), on every page."""
+    from kvplan.sources.library import partial_copies
+
+    for model_id, shown in (("tiiuae/falcon-7b-instruct", "caption"), ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                                                                       "warning")):
+        at = app(page, model=model_id, ctx=2048)
+        clean(at)
+        said = partial_copies()[model_id].sentence(model_id)
+        assert any(said[1:] in e.value for e in getattr(at, shown)), (model_id, shown)

@@ -16,7 +16,7 @@ import kvplan
 from kvplan.cli import main
 from kvplan.errors import ConfigError, KVPlanError, ModelNotAvailableError
 from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes, read_config_file
-from kvplan.sources.library import bundled_ids, bundled_index, library_dir
+from kvplan.sources.library import bundled_ids, bundled_index, library_dir, partial_copies
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = bundled_ids()
@@ -103,6 +103,131 @@ def test_sources_no_file_system_accepts_are_not_paths(source):
     with pytest.raises(ModelNotAvailableError) as err:
         kvplan.load_model(source)
     assert len(one_line(err)) < 300
+
+
+# --------------------------------------------------------------------------------------------------
+# Partial copies: what a bundled config that is not the Hub file verbatim lacks, said by every plan of it
+
+
+def sources_rows() -> dict[str, tuple[str, str]]:
+    """model_configs/SOURCES.md's table rows: hf_id -> (file, status), every table in the file."""
+    rows = {}
+    for line in (REPO_ROOT / "model_configs" / "SOURCES.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            assert len(cells) >= 5, line[:80]
+            assert cells[1] not in rows, f"two SOURCES.md rows for {cells[1]}"
+            rows[cells[1]] = (cells[0].strip("`"), cells[3])
+    return rows
+
+
+PARTIAL = sorted(partial_copies())
+
+
+def test_every_bundled_file_has_one_sources_row_and_back():
+    rows = sources_rows()
+    assert {f for f, _ in rows.values()} == {p.name for p in bundled_index().values()}
+    for hf_id, (file, _) in rows.items():
+        assert file == hf_id.replace("/", "__", 1) + ".json"
+
+
+def test_the_partial_list_is_sources_md_row_for_row():
+    """kvplan/data/partial_configs.json holds exactly the rows SOURCES.md marks partial (a row made complete
+    drops its entry; one made partial needs one), each saying what the copy lacks and how the figures move."""
+    marked = sorted(h for h, (_, status) in sources_rows().items() if status.startswith("partial"))
+    assert PARTIAL == marked
+    for model_id, gap in partial_copies().items():
+        assert model_id in BUNDLED and isinstance(gap.warn, bool)
+        assert len(gap.lacks) > 20 and len(gap.effect) > 20
+        # a note moves no figure and says so; a warning names the bytes or the GPUs it moves
+        assert gap.effect.startswith("no figure moves") != gap.warn or "B " in gap.effect, model_id
+        if "priced in bf16" in gap.effect:  # said of a copy without the checkpoint's quantization_config only
+            config = json.loads((library_dir() / (model_id.replace("/", "__") + ".json")).read_text())
+            assert "quantization_config" not in config, f"{model_id} is priced quantized now: update its entry"
+
+
+@pytest.mark.parametrize("model_id", PARTIAL)
+def test_every_plan_and_estimate_of_a_partial_copy_says_what_it_lacks(model_id):
+    gap = partial_copies()[model_id]
+    said = gap.sentence(model_id)
+    model = kvplan.load_model(model_id)
+    assert model.library_note == said
+    assert (said in model.warnings) is gap.warn and (said in model.notes) is not gap.warn
+    est = kvplan.estimate(model, seq_len=256)
+    assert said in (est.warnings if gap.warn else est.notes)
+    try:
+        plan = kvplan.plan(model, gpu="H100", max_model_len=2048)
+    except KVPlanError as exc:  # a model kvplan refuses to plan says so first; the estimate above said the gap
+        pytest.skip(f"not planned: {exc}")
+    assert (said in plan.warnings) is gap.warn
+    assert (f"not verified: {said}" if gap.warn else said) in plan.notes
+    assert plan.notes.count(said) + plan.notes.count(f"not verified: {said}") == 1
+
+
+@pytest.mark.parametrize("model_id", ["tiiuae/falcon-7b-instruct", "meta-llama/Llama-4-Maverick-17B-128E-Instruct"])
+def test_the_cli_says_it_in_text_and_json(model_id, capsys):
+    said = partial_copies()[model_id].sentence(model_id)
+    args = ["plan", model_id, "--gpu", "H100", "--max-model-len", "2048", "--fewest-gpus"]
+    assert main(args) == 0
+    assert said in capsys.readouterr().out.replace("\n", " ")
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert said in out["notes"] or f"not verified: {said}" in out["notes"]
+    assert (said in out["warnings"]) is partial_copies()[model_id].warn
+
+
+def test_a_verbatim_copy_carries_no_library_note():
+    model = kvplan.load_model("allenai/OLMo-2-1124-7B")  # a partial mlc preset until the Hub file replaced it
+    assert model.library_note is None and model.verified
+    assert kvplan.load_model(dict(json.loads((library_dir() / "tiiuae__falcon-7b-instruct.json").read_text()))) \
+        .library_note is None  # the same config given as data is the user's file, not the bundled copy
+
+
+def test_llama_4_scout_copy_moves_no_figure():
+    """The trimmed Scout copy lacks text_config's layer lists and attention scalars; the published ones (as the
+    unsloth mirror of the -Instruct file lists them: every 4th layer without RoPE, every layer MoE) are
+    transformers' defaults, so the cache and the weights are the same with them written out."""
+    data = json.loads((library_dir() / "meta-llama__Llama-4-Scout-17B-16E-Instruct.json").read_text())
+    full = json.loads(json.dumps(data))
+    full["text_config"].update(no_rope_layers=[0 if (i + 1) % 4 == 0 else 1 for i in range(48)],
+                               moe_layers=list(range(48)), attn_temperature_tuning=True, floor_scale=8192,
+                               attn_scale=0.1, bos_token_id=200000, eos_token_id=[200001, 200007, 200008],
+                               pad_token_id=200018)
+    trimmed, published = kvplan.load_model(data), kvplan.load_model(full)
+    assert kvplan.estimate(trimmed, seq_len=16384).kv_cache_bytes == \
+        kvplan.estimate(published, seq_len=16384).kv_cache_bytes
+    assert kvplan.plan(trimmed, gpu="H100", max_model_len=8192, tp=4).weights_bytes == \
+        kvplan.plan(published, gpu="H100", max_model_len=8192, tp=4).weights_bytes
+
+
+def test_llama_4_maverick_copy_is_low_by_the_vision_tower():
+    """Maverick's trimmed copy has no vision_config, so its weights leave out the tower. The bound the warning
+    gives is transformers' own count of the tower and projector (bf16) built from the vision_config the unsloth
+    mirror of Maverick's file lists, which is the bundled Scout's, value for value."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    mirror = {"hidden_size": 1408, "num_hidden_layers": 34, "intermediate_size": 5632, "num_attention_heads": 16,
+              "image_size": 336, "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
+              "projector_output_dim": 4096, "vision_output_dim": 4096, "multi_modal_projector_bias": False}
+    scout = json.loads((library_dir() / "meta-llama__Llama-4-Scout-17B-16E-Instruct.json").read_text())
+    assert {k: scout["vision_config"][k] for k in mirror} == mirror
+    scout["text_config"]["num_hidden_layers"] = 1  # the text model's depth does not enter the tower
+    with torch.device("meta"):
+        built = transformers.Llama4ForConditionalGeneration(transformers.Llama4Config(**scout))
+    tower = sum(p.numel() for m in (built.vision_model, built.multi_modal_projector) for p in m.parameters()) * 2
+    assert tower == 1_743_864_832
+    assert f"{tower:,} B ({tower / 2**30:.2f} GiB)" in partial_copies()[
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct"].effect
+    maverick = kvplan.load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert "vision" not in kvplan.plan(maverick, gpu="H100", max_model_len=4096,
+                                       pp=12).weights_components
+
+
+def test_eagle_head_bound_is_forty_lm_head_rows():
+    head = json.loads((library_dir() / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    rows = head["draft_vocab_size"] - 31960  # SpecForge's training template writes 31960
+    assert (rows, head["hidden_size"]) == (40, 4096)
+    assert f"{rows * head['hidden_size'] * 2:,} B" in partial_copies()["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"].effect
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from kvplan.planning.engines.vllm_mm import encoder_cache_bytes
 from kvplan.sources.library import bundled_ids, library_dir
 from kvplan.sources.safetensors import component_of
 from kvplan.units import GiB, fmt_bytes
-from kvplan.weights.rule import stored_bytes_by_rule, weights_bytes
+from kvplan.weights.rule import param_count, stored_bytes_by_rule, weights_bytes
 from kvplan.weights.split import rope_cache_bytes as _rope_cache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,18 +44,26 @@ def meta_towers(data: dict) -> Counter:
     return counts
 
 
-@pytest.mark.parametrize("model_id", MULTIMODAL)
+# towers no rule counts yet, each with why: expected to fail (strictly: once one is counted, drop its entry); every
+# plan of them says the weights leave the tower out
+UNCOUNTED = {"moonshotai/Kimi-K2.5": "MoonViT (model_type kimi_k25) exists only as remote code: transformers 5.24 has "
+                                     "no class to count it against"}
+
+
+@pytest.mark.parametrize("model_id", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=UNCOUNTED[m]))
+                                      if m in UNCOUNTED else m for m in MULTIMODAL])
 def test_tower_rule_equals_transformers(model_id):
     data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
     arch = load_model(model_id).require_arch()
     assert arch.towers_missing is None and arch.towers, arch.towers_missing
     towers = dict(arch.towers)
     truth = meta_towers(data)
-    assert (towers.get("vision", 0), towers.get("projector", 0)) == (truth["vision"], truth["projector"])
+    assert (towers.get("vision", 0), towers.get("projector", 0), towers.get("audio", 0)) == \
+        (truth["vision"], truth["projector"], truth["audio"])
 
 
 @pytest.mark.parametrize("model_type", ["gemma3", "mistral3", "llama4", "qwen3_5", "qwen3_5_moe", "qwen2_5_vl",
-                                        "llava"])
+                                        "llava", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe"])
 def test_tower_rule_at_transformers_defaults(model_type):
     """The config classes' defaults (a tower with vision_use_head, other widths) are read as transformers reads
     them: a resized tower counts right too, not just the published sizes."""
@@ -326,3 +334,46 @@ def test_emu3_says_its_vq_tokenizer_is_left_out():
     transformers = pytest.importorskip("transformers")
     arch = kvplan.parse_config(transformers.CONFIG_MAPPING["emu3"]().to_dict()).arch
     assert arch is not None and "VQ-VAE image tokenizer (vq_config)" in arch.towers_missing
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen3-VL-4B-Thinking", "Qwen/Qwen3-VL-30B-A3B-Instruct",
+                                      "Qwen/Qwen3-VL-235B-A22B-Instruct", "zai-org/GLM-4.6V"])
+def test_vl_language_model_is_its_text_familys(model_id):
+    """Qwen3-VL's text model is planned as the Qwen3 (-MoE) decoder it is, GLM-4.6V's as GLM-4.5's: the parameters
+    equal those of the image-text model transformers 5.24 builds, minus `model.visual`, and every plan of it is
+    verified. Before, each was 'not one transformers ships': the 4B 9,216 parameters short (its q/k norms), GLM-4.6V
+    778,567,680 (its shared experts, 'n_shared_experts ... not read')."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
+    with torch.device("meta"):
+        built = transformers.AutoModelForImageTextToText.from_config(transformers.AutoConfig.for_model(**data))
+    language = sum(p.numel() for n, p in built.named_parameters() if not n.startswith("model.visual."))
+    assert param_count(load_model(model_id).require_arch()).total == language
+    p = kvplan.plan(model_id, gpu="H100", max_model_len=4096, num_gpus=8)
+    assert p.verified and not p.warnings, p.warnings
+
+
+@pytest.mark.parametrize("model_id, dtypes", [("Qwen/Qwen3-VL-4B-Thinking", ("bf16", "fp32")),
+                                              ("Qwen/Qwen3-VL-30B-A3B-Instruct", ("bf16",)),
+                                              ("zai-org/GLM-4.6V", ("bf16",))])
+def test_vl_cache_equals_transformers(model_id, dtypes):
+    """The cache transformers' Qwen3-VL (GLM-4.6V alike) keeps for a text prompt (meta device, batch 1 and 3,
+    after the prefill and one decode step): logical bytes, storage and scalars equal kvplan's. fp32 on the dense
+    model only: meta's grouped-mm experts take bf16 alone."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from truth import DTYPES, Tally, compare, decode, measure, prefill
+
+    data = json.loads((library_dir() / (model_id.replace("/", "__", 1) + ".json")).read_text())
+    spec, tally = load_model(model_id), Tally(model_id)
+    for dtype in dtypes:
+        with torch.device("meta"):
+            built = transformers.AutoModelForImageTextToText.from_config(
+                transformers.AutoConfig.for_model(**data), dtype=DTYPES[dtype])
+        for batch, length in ((1, 7), (3, 131)):
+            cache, token = prefill(built, batch, length)
+            est = kvplan.estimate(spec, length, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{dtype} b{batch} p{length}", measure(cache), est, after_prefill=True)
+            decode(built, cache, token, 1)
+            est = kvplan.estimate(spec, length + 1, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{dtype} b{batch} {length} + 1", measure(cache), est, after_prefill=False)
+    assert tally.checked == 4 * len(dtypes) and not tally.mismatches, tally.mismatches

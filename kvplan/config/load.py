@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ..errors import KVPlanError, ModelNotAvailableError, shown
 from ..model.checkpoint import CheckpointTotal
 from ..model.spec import ModelSpec
-from ..sources.library import find_bundled
+from ..sources.library import find_bundled, partial_copy
 from ..sources.locate import find_checkpoint, find_config
 from .parse import parse_config
 from .reader import Overrides
@@ -47,6 +47,8 @@ def load_model(
         raise ModelNotAvailableError(f"unknown weights source {shown(weights)}: use one of {', '.join(WEIGHT_SOURCES)}")
     found = find_config(source, revision, token, name)
     model = parse_config(found.data, name=found.name, source=found.source, overrides=overrides)
+    if found.source == "bundled":
+        model = with_library_caveat(model, find_bundled(str(source))[0])
     if weights == "config" or (isinstance(source, Mapping) and weights == "auto"):
         return model
     if overrides is not None and any(v is not None for v in dataclasses.astuple(overrides)):
@@ -55,6 +57,19 @@ def load_model(
             raise ModelNotAvailableError(f"{why}, and weights from the checkpoint were asked for: drop the overrides")
         return dataclasses.replace(model, checkpoint_note=f"{why}: the weights come from the config rule")
     return with_checkpoint(model, source, revision, token, weights == "checkpoint")
+
+
+def with_library_caveat(model: ModelSpec, model_id: str) -> ModelSpec:
+    """A bundled config that is not the Hub file verbatim says what it lacks: a warning when that moves a figure
+    (Llama-4-Maverick's copy has no vision_config: weights 1.62 GiB low), else a note on the model, which every
+    estimate and plan of it shows (`ModelSpec.library_note`)."""
+    gap = partial_copy(model_id)
+    if gap is None:
+        return model
+    said = gap.sentence(model_id)
+    if gap.warn:
+        return dataclasses.replace(model, warnings=(*model.warnings, said), library_note=said)
+    return dataclasses.replace(model, notes=(*model.notes, said), library_note=said)
 
 
 def with_checkpoint(model: ModelSpec, source, revision=None, token=None, required: bool = False,

@@ -58,12 +58,17 @@ TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "text_model_
 TOWER_CONFIG_KEYS = ("vision_config", "audio_config", "speech_config", "vision_tower_config")
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
 
-# Families checked as the native family whose architecture they share: Kimi-K2 ships DeepseekV3ForCausalLM, and
+# Families checked as the native family whose architecture they share. Kimi-K2 ships DeepseekV3ForCausalLM.
 # Qwen2.5-VL's language model (Qwen2_5_VLTextModel, transformers 5.24 ships it inside the image-text
 # Qwen2_5_VLForConditionalGeneration, no causal LM) is Qwen2's decoder: q/k/v with bias, o without, a gated MLP,
 # RMSNorm, the same max_window_layers rule; tests/test_unread.py builds it on meta and equals kvplan's count
 # (7,615,616,512 language model + 676,550,144 vision tower for Qwen2.5-VL-7B) and its cache.
-SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen2_5_vl": "qwen2"}
+# Qwen3-VL's language model is Qwen3's decoder (Qwen3-MoE's for the A3B / A22B models): modeling_qwen3_vl.py builds
+# Qwen3VLTextDecoderLayer from the same q/k-normed attention and MLP, and caches the same DynamicCache; GLM-4.6V's
+# (glm4v_moe_text) is GLM-4.5's, fp32 router and shared expert included (modeling_glm4v_moe.py). tests/
+# test_multimodal.py proves the bundled configs' language-model parameters and caches equal transformers'.
+SAME_ARCHITECTURE = {"kimi_k2": "deepseek_v3", "qwen2_5_vl": "qwen2", "qwen3_vl_text": "qwen3",
+                     "qwen3_vl_moe_text": "qwen3_moe", "glm4v_moe_text": "glm4_moe"}
 
 # Defaults transformers' config classes apply when a key is ABSENT from config.json (an explicit null
 # stays null), generated from transformers by tools/gen_family_defaults.py. Mistral-7B-v0.1 without

@@ -120,9 +120,27 @@ def _qwen_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[
     patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
     merged = h * v["spatial_merge_size"] ** 2
     merger = _lin(merged, merged, True) + _lin(merged, v["out_hidden_size"], True)
-    deepstack = len(v.data.get("deepstack_visual_indexes") or ())
+    deepstack = len(v.data.get("deepstack_visual_indexes", v.defaults.get("deepstack_visual_indexes")) or ())
     vision = patch + v["num_position_embeddings"] * h + v["depth"] * block + 2 * h + merger
     return vision + deepstack * (2 * merged + merger), 0
+
+
+def _glm4v(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """GLM-4V / GLM-4.6V vision (modeling_glm4v_moe.py Glm4vMoeVisionModel): a position table [(image/p)^2, h],
+    Conv3d patches [h, C, t, p, p] with bias, blocks of two RMSNorms, qkv [3h, h] (biased when attention_bias),
+    proj [h, h] without bias and a gated MLP as wide as out_hidden_size (o), no bias; then an RMSNorm, a biased
+    Conv2d downsample [o, h, m, m], an RMSNorm, and the merger in `model.visual`: proj [o, o], a LayerNorm over o and
+    a gated MLP of intermediate_size (i), no bias. GLM-4.6V: 1536 hidden, 24 blocks, o 4096, i 10944."""
+    h, o, i, p, m = (v["hidden_size"], v["out_hidden_size"], v["intermediate_size"], v["patch_size"],
+                     v["spatial_merge_size"])
+    bias = v.data.get("attention_bias", False)
+    if not isinstance(bias, bool):
+        raise ValueError("attention_bias")
+    block = 2 * h + _lin(h, 3 * h, bias) + _lin(h, h, False) + 3 * h * o
+    patch = v["in_channels"] * v["temporal_patch_size"] * p * p * h + h
+    positions = (v["image_size"] // p) ** 2 * h
+    tail = h + o * h * m * m + o + h + o * o + 2 * o + 3 * o * i
+    return positions + patch + v["depth"] * block + tail, 0
 
 
 def _qwen25_vision(v: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
@@ -299,6 +317,31 @@ _RULES["got_ocr2_vision"] = (frozenset({"got_ocr2"}), _got_ocr2,  # GotOcr2Visio
                              {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12,
                               "num_attention_heads": 12, "num_channels": 3, "image_size": 1024, "patch_size": 16,
                               "mlp_dim": 3072})
+def _gemma4_audio(a: _Fields, text_hidden: int, top: Mapping[str, Any]) -> tuple[int, int]:
+    """Gemma 4's audio encoder (modeling_gemma4.py Gemma4AudioModel, a conformer) and its embedder. Subsampling:
+    two bias-free 3x3 convs (1 -> c0 -> c1 channels) each with a scale-only LayerNorm, then input_proj_linear
+    [h, c0 / 4 x c1]. Per layer: two feed-forwards (h -> 4h -> h, pre and post RMSNorm), attention (q, k, v, post
+    [h, h], relative_k_proj [heads x head_dim, h], per_dim_scale [head_dim]), a light conv (linear_start [2h, h],
+    linear_end [h, h], depthwise [h, 1, kernel], two RMSNorms), three RMSNorms; output_proj [out, h] + bias. The
+    embedder's embedding_projection [text, out] (embed_audio), its pre-norm scale-free. E2B: 12 layers of 1024 ->
+    304,824,608 + 2,359,296 (= 1,536 x 1,536) = 307,183,904."""
+    h, layers, heads, kernel, out = (a["hidden_size"], a["num_hidden_layers"], a["num_attention_heads"],
+                                     a["conv_kernel_size"], a["output_proj_dims"])
+    channels = a.data.get("subsampling_conv_channels", a.defaults["subsampling_conv_channels"])
+    if not (isinstance(channels, (list, tuple)) and len(channels) == 2
+            and all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 2**20 for c in channels)):
+        raise ValueError("subsampling_conv_channels")
+    if h % heads:
+        raise ValueError("num_attention_heads")
+    c0, c1 = channels
+    subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + c0 // 4 * c1 * h
+    feed_forward = 2 * 4 * h * h + 2 * h
+    attention = 4 * h * h + h * h + h // heads
+    light_conv = 2 * h * h + h * h + h * kernel + 2 * h
+    audio = subsample + layers * (2 * feed_forward + attention + light_conv + 3 * h) + _lin(h, out, True)
+    return audio + out * text_hidden, 0    # the embedder with the tower, as the component names group it
+
+
 _RULES["phi4_multimodal_vision"] = (frozenset({"phi4_multimodal"}), _phi4mm_vision,  # its config class's defaults
                                     {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
                                      "num_attention_heads": 16, "num_channels": 3, "image_size": 448,
@@ -311,6 +354,9 @@ _AUDIO_RULES: dict[str, tuple[Callable, Mapping[str, Any], Mapping[str, str]]] =
                                         "kernel_size": 3, "input_size": 80, "time_reduction": 8,
                                         "bias_max_distance": 1000, "nemo_conv_channels": 1024,
                                         "downsample_rate": 1}, {}),
+    "gemma4": (_gemma4_audio, {"hidden_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8,
+                               "conv_kernel_size": 5, "output_proj_dims": 1536,
+                               "subsampling_conv_channels": (128, 32)}, {}),
     "moss_transcribe_diarize": (_moss_audio, {"hidden_size": 1024, "intermediate_size": 4096, "num_mel_bins": 80,
                                               "num_hidden_layers": 24, "max_source_positions": 1500},
                                 {"d_model": "hidden_size", "encoder_layers": "num_hidden_layers",
@@ -324,6 +370,20 @@ _DEFAULT_TOWER = {"gemma3": "siglip_vision_model", "mistral3": "pixtral", "llava
 # published Qwen configs name the wrapper's own type in vision_config; transformers renames it
 # (configuration_qwen3_5.py: `if self.vision_config.get("model_type") == "qwen3_5": ... = "qwen3_5_vision"`)
 _RENAMED = frozenset({"qwen2_5_vl", "qwen3_5", "qwen3_5_moe"})
+# Qwen3-VL's tower is the one Qwen3.5's inherits (modeling_qwen3_vl.py Qwen3VLVisionModel), renamed the same way
+# (configuration_qwen3_vl.py: "qwen3_vl" -> "qwen3_vl_vision"), with three deepstack mergers by default
+# (Qwen3VLVisionConfig.deepstack_visual_indexes (8, 16, 24)). Qwen3-VL-30B-A3B: 1152 hidden, 27 blocks, out 2048.
+_QWEN3_VL = {**_RULES["qwen3_5_vision"][2], "deepstack_visual_indexes": (8, 16, 24)}
+_RULES["qwen3_vl_vision"] = (frozenset({"qwen3_vl"}), _qwen_vision, _QWEN3_VL)
+_RULES["qwen3_vl_moe_vision"] = (frozenset({"qwen3_vl_moe"}), _qwen_vision, _QWEN3_VL)
+_DEFAULT_TOWER.update(qwen3_vl="qwen3_vl_vision", qwen3_vl_moe="qwen3_vl_moe_vision")
+# GLM-4V's tower (Glm4vVisionConfig and Glm4vMoeVisionConfig have the same defaults)
+_GLM4V = {"depth": 24, "hidden_size": 1536, "intermediate_size": 13696, "in_channels": 3, "patch_size": 14,
+          "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 4096, "image_size": 336}
+_RULES["glm4v_vision"] = (frozenset({"glm4v"}), _glm4v, _GLM4V)
+_RULES["glm4v_moe_vision"] = (frozenset({"glm4v_moe"}), _glm4v, _GLM4V)
+_DEFAULT_TOWER.update(glm4v="glm4v_vision", glm4v_moe="glm4v_moe_vision")
+_RENAMED |= {"qwen3_vl", "qwen3_vl_moe"}
 
 
 def tower_kind(vision: Mapping[str, Any], model_type: str | None) -> str:

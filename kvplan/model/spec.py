@@ -62,6 +62,9 @@ class ModelSpec:
     arch: ArchShape | None = field(default=None, compare=False, repr=False)  # what the weights hold
     arch_error: str | None = None  # why `arch` is None: the config sizes the cache but not the weights
     warnings: tuple[str, ...] = ()  # what kvplan has not verified about this model (kvplan.config.verified)
+    # a bundled config that is not the Hub file verbatim: what it lacks and how that moves the figures (in
+    # `warnings` too when it moves one, in `notes` when not; kvplan.config.load.with_library_caveat)
+    library_note: str | None = None
     dtype_named: bool = True  # False: the config names no dtype, so `dtype` is transformers' float32 default
     # the checkpoint's own tensor bytes (safetensors headers or a bundled record); None when only the config is
     # known. `checkpoint_note` says why there is none, where one was sought (kvplan.config.load).

@@ -60,9 +60,12 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
         update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
     warnings = list(model.warnings) + weights_warnings(model, update["weights_source"], result.engine) + (
         [past[0]] if past else []) + result.warnings   # the engine's own: what its figures do not model
+    library = [model.library_note] if model.library_note and model.library_note not in warnings else []
     if warnings:
         update.update(verified=False, warnings=warnings,
-                      notes=[f"not verified: {w}" for w in warnings] + result.notes)
+                      notes=[f"not verified: {w}" for w in warnings] + library + result.notes)
+    elif library:   # a bundled copy whose gap moves no figure: said once, at the head of the notes
+        update["notes"] = library + result.notes
     return result.model_copy(update=update)
 
 

@@ -8,9 +8,10 @@ its total bytes), never its weights (`tools/gen_checkpoint_records.py` writes th
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ..errors import ConfigError
 from ..model.checkpoint import COMPONENTS, DTYPE_BITS, CheckpointTotal, CheckpointWeights, WeightRow, is_usize
@@ -68,6 +69,31 @@ def closest_ids(text: str) -> str:
     found += [names[n] for n in difflib.get_close_matches(tail, list(names), n=3, cutoff=0.75)]
     unique = list(dict.fromkeys(lowered.get(f, f) for f in found))[:3]
     return f"bundled ids close to it: {', '.join(unique)}" if unique else ""
+
+
+class PartialCopy(NamedTuple):
+    """What a bundled config that is not the Hub file verbatim lacks, and how that moves kvplan's figures
+    (`kvplan/data/partial_configs.json`, one entry per row model_configs/SOURCES.md marks partial)."""
+
+    lacks: str
+    effect: str
+    warn: bool  # True: a figure moves by what `effect` bounds (a warning); False: none moves (a note)
+
+    def sentence(self, model_id: str) -> str:
+        return f"the bundled config.json of {model_id} is {self.lacks}, so {self.effect}"
+
+
+@lru_cache(maxsize=1)
+def partial_copies() -> dict[str, PartialCopy]:
+    """Bundled id -> its PartialCopy, for the bundled configs that are not verbatim Hub files."""
+    path = Path(__file__).resolve().parent.parent / "data" / "partial_configs.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    return {k: PartialCopy(v["lacks"], v["effect"], v["warn"]) for k, v in entries.items() if not k.startswith("_")}
+
+
+def partial_copy(model_id: str) -> PartialCopy | None:
+    """The PartialCopy of a bundled id (as `find_bundled` spells it), or None for a verbatim copy."""
+    return partial_copies().get(model_id)
 
 
 def checkpoint_record(name: str) -> CheckpointWeights | CheckpointTotal | str:
