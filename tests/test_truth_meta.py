@@ -187,3 +187,58 @@ def test_bundled_models_full_matrix():
     assert not problems, "\n".join(problems)
     assert not failed, f"meta runs failed: {failed}"
     assert checked >= 800
+
+
+# ---------------------------------------------------------------- zoo families no bundled config has yet
+
+CSA, HCA = "compressed_sparse_attention", "heavily_compressed_attention"
+# (model_type, config changes, prompts, decode steps): each family closed in issue #23 at its default cache geometry
+# (fewer layers and experts, which the cache does not depend on) and at a resized one, built from its config class.
+# The prompts sit below and above each window and compression rate, and the decode steps cross window closes.
+ZOO = {
+    # DeepSeek-V4 defaults: window 128, CSA every 4 tokens (+ indexer 128), HCA every 128; 254 + 3 closes both
+    "deepseek_v4": ("deepseek_v4", {"num_hidden_layers": 6, "n_routed_experts": 8}, (3, 254), 3),
+    "deepseek_v4-resized": ("deepseek_v4", {
+        "num_hidden_layers": 5, "n_routed_experts": 8, "head_dim": 256, "sliding_window": 32, "index_head_dim": 64,
+        "compress_rates": {CSA: 8, HCA: 16}, "layer_types": ["sliding_attention", HCA, CSA, "sliding_attention", CSA],
+    }, (5, 40), 10),
+    "inkling_text": ("inkling_text", {"num_hidden_layers": 7, "n_routed_experts": 8}, (5, 600), 2),
+    "inkling_text-resized": ("inkling_text", {
+        "num_hidden_layers": 4, "n_routed_experts": 8, "hidden_size": 512, "sliding_window_size": 16,
+        "swa_num_key_value_heads": 4, "swa_head_dim": 64, "conv_kernel_size": 3, "local_layer_ids": [0, 2],
+    }, (7, 30), 3),
+    "inkling2_text": ("inkling2_text", {"num_hidden_layers": 6, "n_routed_experts": 8}, (1100,), 2),
+    "inkling2_loop_text": ("inkling2_loop_text", {"num_hidden_layers": 12, "n_routed_experts": 8,
+                                                   "loop_layer_index_start": 6, "loop_layer_index_end": 12}, (40,), 2),
+    "dots3_note_text": ("dots3_note_text", {"num_hidden_layers": 4, "n_routed_experts": 8}, (600,), 2),
+    "dots3_note_text-resized": ("dots3_note_text", {"num_hidden_layers": 3, "n_routed_experts": 8,
+                                                    "index_head_dim": 64}, (9,), 2),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("label", list(ZOO))
+def test_zoo_family_on_meta(label, dtype):
+    """The families whose caches kvplan learnt in issue #23 (DeepSeek-V4's compressed attention, Inkling's
+    convolutions, Dots3-Note's float32 indexer keys): storage, logical bytes and scalars right after each prefill
+    (batch 1 and 2) and after every decode step, exactly, against transformers' own cache on meta."""
+    from truth import DTYPES, Tally, compare, decode, measure, meta_model, prefill
+
+    from validation.conformance import config_dict
+
+    model_type, changes, prompts, steps = ZOO[label]
+    cfg = CONFIG_MAPPING[model_type](**changes)
+    model = meta_model(cfg, DTYPES[dtype])
+    spec = kvplan.parse_config(config_dict(model_type, changes), name=label)
+    tally = Tally(label)
+    for batch, length in [(1, p) for p in prompts] + [(2, prompts[-1])]:
+        cache, token = prefill(model, batch, length)
+        est = kvplan.estimate(spec, length, batch, dtype=dtype, prompt_len=length)
+        compare(tally, f"{label} {dtype} batch {batch}, prefill {length}", measure(cache), est, after_prefill=True)
+        for step in range(1, steps + 1):
+            token = decode(model, cache, token, 1)
+            est = kvplan.estimate(spec, length + step, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{label} {dtype} batch {batch}, {length} + {step}", measure(cache), est,
+                    after_prefill=False)
+    assert tally.checked == (len(prompts) + 1) * (1 + steps)
+    assert not tally.mismatches, "\n".join(tally.mismatches)

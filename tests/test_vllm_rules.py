@@ -366,3 +366,23 @@ def test_measured_calibration_kv_tokens_within_2_percent_median_and_5_percent_ma
 def test_cdiv():
     assert [cdiv(a, 16) for a in (0, 1, 16, 17, 8193)] == [0, 1, 1, 2, 513]
     assert cdiv(8193, 16) == math.ceil(8193 / 16)
+
+
+@pytest.mark.parametrize("model_type, engine", [
+    ("deepseek_v4", "vllm"), ("inkling_text", "vllm"), ("dots3_note_text", "vllm"),
+    ("deepseek_v4", "sglang"), ("inkling2_text", "sglang"), ("dots3_note_text", "sglang"),
+])
+def test_engines_refuse_the_caches_kvplan_has_not_read(model_type, engine):
+    """DeepSeek-V4, Inkling and Dots3-Note: transformers' cache is exact (test_truth_meta.test_zoo_family_on_meta), but
+    vLLM 0.33 and SGLang 0.5.23 keep each in a layout of their own (vllm/models/deepseek_v4/attention.py's
+    DeepseekV4SWACache and tokens_per_state pages, ...), so a plan from the generic rules would be a guess: one line
+    refuses it and names --engine hf, which plans."""
+    pytest.importorskip("transformers")
+    from validation.conformance import config_for
+
+    import kvplan
+
+    model = kvplan.parse_config(config_for(model_type, "default"), name=model_type)
+    with pytest.raises(WorkloadError, match="does not size .*--engine hf") as info:
+        plan(model, engine=engine, gpu="H100-80GB", num_gpus=8, max_model_len=4096)
+    assert "\n" not in str(info.value)
