@@ -389,3 +389,12 @@ def test_inkling_convolution_states_are_float32():
     conv = (2 * 2048 + 2 * 6144) * 4 * 4
     assert est.prefill_peak_bytes == 1000 * 2 * 16 * 128 * 2 + conv + SCALAR
     assert est.logical_bytes == 511 * 2 * 16 * 128 * 2 + conv + SCALAR
+
+
+def test_rwkv_state_by_hand():
+    """RWKV-4 defaults (hidden 4,096, 32 layers) in bf16: per layer and sequence two token-shift vectors in bf16 and
+    three WKV vectors in float32, 4,096 x (2 x 2 + 3 x 4) B, the same at 10 tokens and at 100,000."""
+    data = {"model_type": "rwkv", "hidden_size": 4096, "num_hidden_layers": 32, "dtype": "bfloat16"}
+    model = kvplan.parse_config(data)
+    for tokens in (10, 100_000):
+        assert kvplan.estimate(model, tokens, batch_size=2).kv_cache_bytes == 2 * 32 * 4096 * (2 * 2 + 3 * 4)

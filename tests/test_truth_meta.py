@@ -31,6 +31,7 @@ from truth import (SAME_ARCHITECTURE, bundled_configs, config_windows, hf_config
 import kvplan
 from kvplan.config.reader import text_config
 
+torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402
 from transformers.cache_utils import get_layer_types_and_kwargs  # noqa: E402
@@ -242,3 +243,26 @@ def test_zoo_family_on_meta(label, dtype):
                     after_prefill=False)
     assert tally.checked == (len(prompts) + 1) * (1 + steps)
     assert not tally.mismatches, "\n".join(tally.mismatches)
+
+
+@pytest.mark.parametrize("changes, dtype", [
+    ({}, "bf16"),                                                                  # RWKV-4 defaults: 4,096 x 32
+    ({"hidden_size": 512, "num_hidden_layers": 3, "attention_hidden_size": 512}, "fp32"),
+])
+def test_rwkv_state_on_meta(changes, dtype):
+    """RWKV's cache is `state` (RwkvCausalLMOutput), five [B, hidden, layers] tensors updated in place: kvplan's
+    constant state equals it right after a prefill (batch 2, 50 tokens) and after a decode step."""
+    from truth import DTYPES, meta_model, measure
+
+    from validation.conformance import config_dict
+
+    model = meta_model(CONFIG_MAPPING["rwkv"](**changes), DTYPES[dtype])
+    spec = kvplan.parse_config(config_dict("rwkv", changes), name="rwkv")
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((2, 50), dtype=torch.long, device="meta"), use_cache=True)
+        prefilled = measure(out.state)
+        out = model(input_ids=torch.zeros((2, 1), dtype=torch.long, device="meta"), state=out.state, use_cache=True)
+        decoded = measure(out.state)
+    est = kvplan.estimate(spec, 51, 2, dtype=dtype, prompt_len=50)
+    assert (prefilled.storage, prefilled.logical) == (est.prefill_peak_bytes, est.logical_bytes)
+    assert (decoded.storage, decoded.logical) == (est.kv_cache_bytes, est.logical_bytes)

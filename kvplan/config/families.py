@@ -1,5 +1,5 @@
 """Cache layouts of families whose layers no shared rule in `kvplan.config.layout` describes (part of the config
-boundary): DeepSeek-V4's compressed attention and Inkling's attention with short convolutions. Each mirrors what
+boundary): DeepSeek-V4's compressed attention, Inkling's attention with short convolutions, RWKV's state. Each mirrors what
 transformers 5.24's config class derives and what its modeling file caches, with the file and the number beside it.
 """
 
@@ -140,3 +140,13 @@ def _inkling_loop(r: ConfigReader, layers: list[tuple], notes: list[str], layer_
     notes.append(f"layers {start}-{end - 1} run {passes} times and cache K, V and conv states on every pass")
     r.layer_kinds = tuple(layer_kind(layer) for layer in layers)  # the weights: the built layers, not the visits
     return layers[:start] + layers[start:end] * passes + layers[end:]
+
+
+def build_rwkv(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    """RWKV-4 (transformers 5.24 modeling_rwkv.py, RwkvModel.forward): `state`, five [B, hidden_size, layers] tensors
+    (hidden_size even where attention_hidden_size differs), generate's cache: the last token's attention and FFN
+    inputs (token shift) in the model dtype, and the WKV numerator, denominator and running max in float32. Per layer
+    and sequence, the default 4,096 wide in bf16: 4,096 x (2 x 2 + 3 x 4) = 65,536 B, whatever the length."""
+    n, hidden = r.num_layers(), r.hidden_size()
+    notes.append("RWKV: a constant state per sequence (token shift in the model dtype, WKV sums in float32), no K or V")
+    return [(StateSpec(conv_shape=(2, hidden), recurrent_shape=(3, hidden), mixer="rwkv"),)] * n

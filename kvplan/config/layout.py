@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
                             PrefixedAttentionSpec, SlidingWindowSpec, StateSpec)
-from .families import build_deepseek_v4, build_inkling
+from .families import build_deepseek_v4, build_inkling, build_rwkv
 from .per_layer import V_HEAD_DIM_FAMILIES, layer_overrides
 from .reader import HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, ConfigReader
 from .state import STATE_TYPES, mlstm_layers, pattern_types, state_spec
@@ -397,6 +397,7 @@ _FAMILY_BUILDERS = {
     # caches kvplan's specs cannot state yet, refused rather than guessed (transformers 5.24 modeling files)
     "cpmant": _build_prefixed,
     "deepseek_v4": build_deepseek_v4,
+    "rwkv": build_rwkv,
     **dict.fromkeys(("inkling_text", "inkling2_text", "inkling2_loop_text"),
                     lambda r, notes: build_inkling(r, notes, layer_kind)),
     "recurrent_gemma": _refuse("RecurrentGemma keeps its recurrent state in the model's modules and rebuilds its "

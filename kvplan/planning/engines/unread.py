@@ -1,4 +1,4 @@
-"""Families whose serving-engine cache kvplan has not read yet. Their transformers cache is exact (kvplan.cache),
+"""Families whose serving-engine cache kvplan has not read yet, or that the engine does not run. Their transformers cache is exact (kvplan.cache),
 but each engine keeps them in layouts of its own, so a vLLM or SGLang plan from the generic rules would be a guess:
 kvplan refuses it in one line that names what the engine does and what to plan instead."""
 
@@ -23,6 +23,8 @@ UNREAD = {
         "vLLM 0.33 pads Dots3-Note's MLA rows to its sliding layers' width (vllm/models/dots3_note/nvidia/model.py, "
         "Dots3NotePaddedMLAAttention) and keeps its indexer keys beside them",
         "SGLang 0.5.23 sizes Dots3-Note's pools in sglang/srt/models/dots3.py"),
+    "rwkv": ("vLLM 0.33 has no RWKV model (model_executor/models/registry.py)",
+             "SGLang 0.5.23 has no RWKV model (sglang/srt/models)"),
 }
 
 
@@ -32,5 +34,5 @@ def refuse_unread(model: ModelSpec, engine: str) -> None:
     if found is None:
         return
     what = found[0] if engine == "vllm" else found[1]
-    raise WorkloadError(f"kvplan does not size {'vLLM' if engine == 'vllm' else 'SGLang'}'s cache for {model.name} "
-                        f"yet ({what}): plan it with --engine hf, whose cache kvplan sizes exactly")
+    raise WorkloadError(f"kvplan does not plan {'vLLM' if engine == 'vllm' else 'SGLang'} for {model.name} ({what}): "
+                        "plan it with --engine hf, whose cache kvplan sizes exactly")
