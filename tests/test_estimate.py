@@ -374,7 +374,9 @@ def test_dots3_note_indexer_keys_are_float32():
             "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_head_dim": 128, "num_attention_heads": 64,
             "hidden_size": 4096, "dtype": "bfloat16"}
     model = kvplan.parse_config(data)
-    assert kvplan.estimate(model, 1000).kv_cache_bytes == 1000 * ((512 + 64) * 2 + 128 * 4)
+    est = kvplan.estimate(model, 1000)
+    assert est.kv_cache_bytes == 1000 * ((512 + 64) * 2 + 128 * 4)
+    assert est.groups[0].bytes_per_token == 1664 and "1,000 tokens x 1 seq x 1,664 B" in est.formula
     assert kvplan.estimate(model, 1000, dtype="fp32").kv_cache_bytes == 1000 * 704 * 4
 
 

@@ -212,8 +212,10 @@ def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
         per_token = 0  # state / none: nothing per token
         if group.caches_tokens and tokens_per_row:
             per_token = group.spec.bytes_per_token(kv_bytes)
-            unit = f"{kv_bytes} B" if per_token == group.elems_per_token * kv_bytes else f"{per_token:,} B per token"
-            formula = f"{group.prefix}{lb.tokens:,} tokens x {plan.batch_size} seq x {unit}"
+            formula = f"{group.prefix}{lb.tokens:,} tokens x {plan.batch_size} seq x {kv_bytes} B"
+            if per_token != group.elems_per_token * kv_bytes:  # Dots3-Note: float32 indexer keys beside the latent
+                formula = (f"{n} {group.kind} layers x {lb.tokens:,} tokens x {plan.batch_size} seq x {per_token:,} B "
+                           f"({group.detail}, at {kv_bytes} B and 4 B)")
             unbounded += n * per_token if group.unbounded else 0  # growth per token: layers keeping every token
         else:
             formula = _formula(group, plan, total)
@@ -377,9 +379,9 @@ def _formula(group: _Group, plan: CachePlan, total: int) -> str:
     if isinstance(spec, CompressedAttentionSpec):
         T, m = plan.seq_len, spec.compress_rate
         overlap = f" + overlap {m} x {spec.entry_elems} x ({act} + 4) B" if spec.overlap and T >= m else ""
-        return (f"{count} {spec.kind} layers x {plan.batch_size} seq x (window {group_tokens(spec, T)} x "
+        return (f"{count} {spec.kind} layers x {plan.batch_size} seq x ((window {group_tokens(spec, T)} x "
                 f"{spec.head_dim} + {T // m:,} entries x {spec.entry_elems} + {(T - 1) % m + 1} buffered x "
-                f"{spec.buffer_elems}) x {act} B{overlap}")
+                f"{spec.buffer_elems}) x {act} B{overlap})")
     return f"{count} layers x quantized K and V ({plan.backend} {plan.kv_dtype.name}) = {fmt_int(total)} B"
 
 

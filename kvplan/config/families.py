@@ -18,10 +18,12 @@ V4_RATIOS = {0: "sliding_attention", 4: CSA, 128: HCA}
 V4_RATES = {CSA: 4, HCA: 128}  # DeepseekV4Config.default_compress_rates
 
 
-def _types(r: ConfigReader, n: int, allowed: tuple[str, ...], derived: list[str]) -> list[str]:
+def _types(r: ConfigReader, n: int, allowed: tuple[str, ...], derive) -> list[str]:
+    """The config's `layer_types`, checked against what the family's class accepts, else `derive(r, n)`: the pattern
+    its __post_init__ derives (which then ignores the fields `derive` reads)."""
     value = r.get("layer_types")
     if value is None:
-        return derived
+        return derive(r, n)
     if not isinstance(value, list) or len(value) != n or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"config field 'layer_types' must list one string per layer ({n}): fix the config.json",
                           field="layer_types")
@@ -68,7 +70,7 @@ def build_deepseek_v4(r: ConfigReader, notes: list[str]) -> list[tuple]:
     (CompressedAttentionSpec). A plain sliding layer is DynamicSlidingWindowLayer fed `update(kv, kv)`, which
     concatenates K and V apart: 2 x 512 per token, where the compressed layers' own cache keeps K = V once."""
     n = r.num_layers()
-    types = _types(r, n, V4_TYPES, []) if r.get("layer_types") is not None else _v4_derived(r, n)
+    types = _types(r, n, V4_TYPES, _v4_derived)
     head_dim, window = r.req_int("head_dim"), r.req_int("sliding_window")
     rates = _v4_rates(r)
     index = r.req_int("index_head_dim")
@@ -93,7 +95,7 @@ def build_inkling(r: ConfigReader, notes: list[str], layer_kind) -> list[tuple]:
     `hidden_states.float()`): k_sconv and v_sconv over the KV width, attn_sconv and mlp_sconv over hidden_size.
     Inkling defaults, a sliding layer: (2 x 16 x 128 + 2 x 6,144) x 4 x 4 B = 262,144 B per sequence."""
     n = r.num_layers()
-    types = _types(r, n, INKLING_TYPES, _inkling_derived(r, n))
+    types = _types(r, n, INKLING_TYPES, _inkling_derived)
     hidden = r.hidden_size()
     # attribute_map: checkpoints' `sconv_kernel_size` and `sliding_window` are these fields under other names
     kernel = r.int_(*(r.first(("conv_kernel_size", "sconv_kernel_size")) or ("conv_kernel_size", 4)))
