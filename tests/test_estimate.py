@@ -315,6 +315,8 @@ def test_grouped_totals_equal_the_per_layer_sum(cache):
         spec = kvplan.load_model(model_id)
         if cache == "quantized" and not spec.all_full_attention:
             continue
+        if cache != "dynamic" and "compressed" in spec.spec_kinds:
+            continue    # DeepSeek-V4: transformers builds its compressor state only in a dynamic cache (refused)
         static = {"max_cache_len": 6000} if "static" in cache else {}
         plan = make_plan(spec, 5000, 3, cache=cache, prompt_len=4000, **static)
         flat = [layer_bytes(s, plan) for _, s in spec.specs()]
@@ -334,3 +336,97 @@ def test_layout_cache_follows_the_object_not_the_name(llama):
     halved = dataclasses.replace(llama, layers=llama.layers[:16])  # same name, another object
     assert kvplan.estimate(halved, 100).kv_cache_bytes == first // 2
     assert kvplan.estimate(llama, 100).kv_cache_bytes == first
+
+
+# ---------------------------------------------------------------- issue #23: the zoo's last KV refusals
+
+CSA, HCA = "compressed_sparse_attention", "heavily_compressed_attention"
+
+
+def _v4(types: list[str], **changes) -> kvplan.ModelSpec:
+    """DeepSeek-V4's cache fields as DeepseekV4Config.to_dict() writes them (head_dim 512, window 128, indexer 128,
+    CSA every 4 tokens, HCA every 128), with `types` as its layers."""
+    data = {"model_type": "deepseek_v4", "num_hidden_layers": len(types), "layer_types": types, "head_dim": 512,
+            "sliding_window": 128, "index_head_dim": 128, "num_attention_heads": 64, "num_key_value_heads": 1,
+            "hidden_size": 4096, "compress_rates": {CSA: 4, HCA: 128}, "dtype": "bfloat16", **changes}
+    return kvplan.parse_config(data, name="v4")
+
+
+@pytest.mark.parametrize("kind, after_prefill, decoded", [
+    # CSA right after a 1,000-token prefill: the 1,000-token K (= V) the window view pins, 1,000 / 4 = 250 entries
+    # of 512 + 128, the prefill's kv and gate projections (each 2 x 640 wide) still pinned by the empty buffer
+    # views, the overlap (4 x 640 in bf16 + 4 x 640 in float32); one decode step later: a 128-token window, the
+    # same 250 entries, 1 buffered token (1,001 mod 4), the overlap
+    (CSA, 1000 * 512 * 2 + 250 * 640 * 2 + 1000 * 2 * 1280 * 2 + 4 * 640 * (2 + 4),
+     128 * 512 * 2 + 250 * 640 * 2 + 1 * 2 * 1280 * 2 + 4 * 640 * (2 + 4)),
+    # HCA: 7 entries of 512, kv and gate 512 wide each, no indexer, no overlap; then 1,001 mod 128 = 105 buffered
+    (HCA, 1000 * 512 * 2 + 7 * 512 * 2 + 1000 * 2 * 512 * 2, 128 * 512 * 2 + 7 * 512 * 2 + 105 * 2 * 512 * 2),
+    # a plain sliding layer: DynamicSlidingWindowLayer concatenates K and V apart, 2 x 512 per token
+    ("sliding_attention", 1000 * 2 * 512 * 2, 128 * 2 * 512 * 2),
+])
+def test_deepseek_v4_layers_by_hand(kind, after_prefill, decoded):
+    model = _v4([kind])
+    prefill = kvplan.estimate(model, 1000, dtype="bf16")
+    assert prefill.prefill_peak_bytes == after_prefill + SCALAR
+    assert kvplan.estimate(model, 1001, prompt_len=1000, dtype="bf16").kv_cache_bytes == decoded + SCALAR
+
+
+def test_deepseek_v4_buffer_at_a_window_close():
+    """At 1,004 tokens a CSA window has just closed: 251 entries, the buffer an empty view of the 4 tokens
+    concatenated at that step (storage 4 tokens, logical 0)."""
+    est = kvplan.estimate(_v4([CSA]), 1004, prompt_len=1000, dtype="bf16")
+    entries, overlap = 251 * 640 * 2, 4 * 640 * (2 + 4)
+    assert est.kv_cache_bytes == 128 * 512 * 2 + entries + 4 * 2 * 1280 * 2 + overlap + SCALAR
+    assert est.logical_bytes == 127 * 512 * 2 + entries + 0 + overlap + SCALAR
+
+
+def test_deepseek_v4_default_pattern_and_legacy_ratios():
+    """DeepseekV4Config without layer_types: 2 HCA, then CSA and HCA in turn (43 layers: 23 HCA, 20 CSA); a
+    legacy config's compress_ratios (0 / 4 / 128 per layer) name the types instead."""
+    data = {"model_type": "deepseek_v4", "num_hidden_layers": 43, "head_dim": 512, "sliding_window": 128,
+            "index_head_dim": 128, "num_attention_heads": 64, "hidden_size": 4096}
+    kinds = [layer[0].overlap for layer in kvplan.parse_config(data).layers]
+    assert kinds.count(False) == 23 and kinds.count(True) == 20 and kinds[:4] == [False, False, False, True]
+    legacy = kvplan.parse_config({**data, "num_hidden_layers": 3, "compress_ratios": [0, 4, 128]})
+    assert [layer[0].kind for layer in legacy.layers] == ["sliding", "compressed", "compressed"]
+
+
+@pytest.mark.parametrize("cache", ["static", "offloaded", "quantized"])
+def test_deepseek_v4_only_in_the_dynamic_cache(cache):
+    with pytest.raises(kvplan.WorkloadError, match="--cache dynamic"):
+        kvplan.estimate(_v4([CSA, HCA]), 1000, cache=cache)
+
+
+def test_dots3_note_indexer_keys_are_float32():
+    """Dots3-Note's indexed layers: the bf16 latent (512 + 64) x 2 B beside float32 indexer keys 128 x 4 B, 1,664 B
+    per token (all bf16 would be 1,408), in a float32 model 704 x 4 B."""
+    data = {"model_type": "dots3_note_text", "num_hidden_layers": 1, "layer_types": ["indexed_attention"],
+            "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_head_dim": 128, "num_attention_heads": 64,
+            "hidden_size": 4096, "dtype": "bfloat16"}
+    model = kvplan.parse_config(data)
+    est = kvplan.estimate(model, 1000)
+    assert est.kv_cache_bytes == 1000 * ((512 + 64) * 2 + 128 * 4)
+    assert est.groups[0].bytes_per_token == 1664 and "1,000 tokens x 1 seq x 1,664 B" in est.formula
+    assert kvplan.estimate(model, 1000, dtype="fp32").kv_cache_bytes == 1000 * 704 * 4
+
+
+def test_inkling_convolution_states_are_float32():
+    """An Inkling sliding layer (16 KV heads x 128, window 512) keeps four float32 conv states of 4 columns:
+    k and v over 16 x 128 channels, attention and MLP over hidden 6,144: (2 x 2,048 + 2 x 6,144) x 4 x 4 B."""
+    data = {"model_type": "inkling_text", "num_hidden_layers": 1, "layer_types": ["hybrid_sliding"],
+            "hidden_size": 6144, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+            "swa_num_key_value_heads": 16, "swa_head_dim": 128, "sliding_window_size": 512, "conv_kernel_size": 4,
+            "dtype": "bfloat16"}
+    est = kvplan.estimate(kvplan.parse_config(data), 1000)
+    conv = (2 * 2048 + 2 * 6144) * 4 * 4
+    assert est.prefill_peak_bytes == 1000 * 2 * 16 * 128 * 2 + conv + SCALAR
+    assert est.logical_bytes == 511 * 2 * 16 * 128 * 2 + conv + SCALAR
+
+
+def test_rwkv_state_by_hand():
+    """RWKV-4 defaults (hidden 4,096, 32 layers) in bf16: per layer and sequence two token-shift vectors in bf16 and
+    three WKV vectors in float32, 4,096 x (2 x 2 + 3 x 4) B, the same at 10 tokens and at 100,000."""
+    data = {"model_type": "rwkv", "hidden_size": 4096, "num_hidden_layers": 32, "dtype": "bfloat16"}
+    model = kvplan.parse_config(data)
+    for tokens in (10, 100_000):
+        assert kvplan.estimate(model, tokens, batch_size=2).kv_cache_bytes == 2 * 32 * 4096 * (2 * 2 + 3 * 4)

@@ -31,6 +31,7 @@ from truth import (SAME_ARCHITECTURE, bundled_configs, config_windows, hf_config
 import kvplan
 from kvplan.config.reader import text_config
 
+torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402
 from transformers.cache_utils import get_layer_types_and_kwargs  # noqa: E402
@@ -39,11 +40,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 BUNDLED = bundled_configs()
 # Bundled configs kvplan's cache rule is known not to match yet, each with what the meta run measures: the test is
 # expected to fail (strictly: once the rule lands and it passes, drop the entry), and the summary leaves them out.
-KNOWN_WRONG = {
-    m: "DeepSeek-V4's compressed attention has no kvplan cache rule yet (issue #23 item 1; the published files give it "
-       "per layer as compress_ratios [0, 0, 4, 128, ...]): V4-Flash at batch 3 and 131 tokens, kvplan 33,552,728 B "
-       "logical where transformers holds 1,560,592 B"
-    for m in ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro")}
+# bundled configs kvplan's cache rule is known to miss, each expected to fail strictly (none today: DeepSeek-V4's
+# compressed attention, listed here until its CompressedAttentionSpec landed, is exact)
+KNOWN_WRONG: dict[str, str] = {}
 IDS = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[m])) if m in KNOWN_WRONG else m
        for m, _ in BUNDLED]
 
@@ -196,3 +195,81 @@ def test_bundled_models_full_matrix():
     assert not problems, "\n".join(problems)
     assert not failed, f"meta runs failed: {failed}"
     assert checked >= 800
+
+
+# ---------------------------------------------------------------- zoo families no bundled config has yet
+
+CSA, HCA = "compressed_sparse_attention", "heavily_compressed_attention"
+# (model_type, config changes, prompts, decode steps): each family closed in issue #23 at its default cache geometry
+# (fewer layers and experts, which the cache does not depend on) and at a resized one, built from its config class.
+# The prompts sit below and above each window and compression rate, and the decode steps cross window closes.
+ZOO = {
+    # DeepSeek-V4 defaults: window 128, CSA every 4 tokens (+ indexer 128), HCA every 128; 254 + 3 closes both
+    "deepseek_v4": ("deepseek_v4", {"num_hidden_layers": 6, "n_routed_experts": 8}, (3, 254), 3),
+    "deepseek_v4-resized": ("deepseek_v4", {
+        "num_hidden_layers": 5, "n_routed_experts": 8, "head_dim": 256, "sliding_window": 32, "index_head_dim": 64,
+        "compress_rates": {CSA: 8, HCA: 16}, "layer_types": ["sliding_attention", HCA, CSA, "sliding_attention", CSA],
+    }, (5, 40), 10),
+    "inkling_text": ("inkling_text", {"num_hidden_layers": 7, "n_routed_experts": 8}, (5, 600), 2),
+    "inkling_text-resized": ("inkling_text", {
+        "num_hidden_layers": 4, "n_routed_experts": 8, "hidden_size": 512, "sliding_window_size": 16,
+        "swa_num_key_value_heads": 4, "swa_head_dim": 64, "conv_kernel_size": 3, "local_layer_ids": [0, 2],
+    }, (7, 30), 3),
+    "inkling2_text": ("inkling2_text", {"num_hidden_layers": 6, "n_routed_experts": 8}, (1100,), 2),
+    "inkling2_loop_text": ("inkling2_loop_text", {"num_hidden_layers": 12, "n_routed_experts": 8,
+                                                   "loop_layer_index_start": 6, "loop_layer_index_end": 12}, (40,), 2),
+    "dots3_note_text": ("dots3_note_text", {"num_hidden_layers": 4, "n_routed_experts": 8}, (600,), 2),
+    "dots3_note_text-resized": ("dots3_note_text", {"num_hidden_layers": 3, "n_routed_experts": 8,
+                                                    "index_head_dim": 64}, (9,), 2),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("label", list(ZOO))
+def test_zoo_family_on_meta(label, dtype):
+    """The families whose caches kvplan learnt in issue #23 (DeepSeek-V4's compressed attention, Inkling's
+    convolutions, Dots3-Note's float32 indexer keys): storage, logical bytes and scalars right after each prefill
+    (batch 1 and 2) and after every decode step, exactly, against transformers' own cache on meta."""
+    from truth import DTYPES, Tally, compare, decode, measure, meta_model, prefill
+
+    from validation.conformance import config_dict
+
+    model_type, changes, prompts, steps = ZOO[label]
+    cfg = CONFIG_MAPPING[model_type](**changes)
+    model = meta_model(cfg, DTYPES[dtype])
+    spec = kvplan.parse_config(config_dict(model_type, changes), name=label)
+    tally = Tally(label)
+    for batch, length in [(1, p) for p in prompts] + [(2, prompts[-1])]:
+        cache, token = prefill(model, batch, length)
+        est = kvplan.estimate(spec, length, batch, dtype=dtype, prompt_len=length)
+        compare(tally, f"{label} {dtype} batch {batch}, prefill {length}", measure(cache), est, after_prefill=True)
+        for step in range(1, steps + 1):
+            token = decode(model, cache, token, 1)
+            est = kvplan.estimate(spec, length + step, batch, dtype=dtype, prompt_len=length)
+            compare(tally, f"{label} {dtype} batch {batch}, {length} + {step}", measure(cache), est,
+                    after_prefill=False)
+    assert tally.checked == (len(prompts) + 1) * (1 + steps)
+    assert not tally.mismatches, "\n".join(tally.mismatches)
+
+
+@pytest.mark.parametrize("changes, dtype", [
+    ({}, "bf16"),                                                                  # RWKV-4 defaults: 4,096 x 32
+    ({"hidden_size": 512, "num_hidden_layers": 3, "attention_hidden_size": 512}, "fp32"),
+])
+def test_rwkv_state_on_meta(changes, dtype):
+    """RWKV's cache is `state` (RwkvCausalLMOutput), five [B, hidden, layers] tensors updated in place: kvplan's
+    constant state equals it right after a prefill (batch 2, 50 tokens) and after a decode step."""
+    from truth import DTYPES, meta_model, measure
+
+    from validation.conformance import config_dict
+
+    model = meta_model(CONFIG_MAPPING["rwkv"](**changes), DTYPES[dtype])
+    spec = kvplan.parse_config(config_dict("rwkv", changes), name="rwkv")
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((2, 50), dtype=torch.long, device="meta"), use_cache=True)
+        prefilled = measure(out.state)
+        out = model(input_ids=torch.zeros((2, 1), dtype=torch.long, device="meta"), state=out.state, use_cache=True)
+        decoded = measure(out.state)
+    est = kvplan.estimate(spec, 51, 2, dtype=dtype, prompt_len=50)
+    assert (prefilled.storage, prefilled.logical) == (est.prefill_peak_bytes, est.logical_bytes)
+    assert (decoded.storage, decoded.logical) == (est.kv_cache_bytes, est.logical_bytes)

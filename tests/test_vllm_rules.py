@@ -411,3 +411,22 @@ def test_dense_mla_keeps_the_standard_fp8_latent():
     """DeepSeek-V3 has no indexer: FLASHMLA (dense) on an H100 keeps 576 fp8 bytes a token a layer."""
     p = plan("deepseek-ai/DeepSeek-V3", gpu="H100", tp=8, max_model_len=8192, kv_dtype="fp8")
     assert p.kv_bytes_per_token == 61 * 576
+@pytest.mark.parametrize("model_type, engine", [
+    ("deepseek_v4", "vllm"), ("inkling_text", "vllm"), ("dots3_note_text", "vllm"),
+    ("deepseek_v4", "sglang"), ("inkling2_text", "sglang"), ("dots3_note_text", "sglang"),
+    ("rwkv", "vllm"), ("rwkv", "sglang"),   # neither engine has an RWKV model
+])
+def test_engines_refuse_the_caches_kvplan_has_not_read(model_type, engine):
+    """DeepSeek-V4, Inkling and Dots3-Note: transformers' cache is exact (test_truth_meta.test_zoo_family_on_meta), but
+    vLLM 0.33 and SGLang 0.5.23 keep each in a layout of their own (vllm/models/deepseek_v4/attention.py's
+    DeepseekV4SWACache and tokens_per_state pages, ...), so a plan from the generic rules would be a guess: one line
+    refuses it and names --engine hf, which plans."""
+    pytest.importorskip("transformers")
+    from validation.conformance import config_for
+
+    import kvplan
+
+    model = kvplan.parse_config(config_for(model_type, "default"), name=model_type)
+    with pytest.raises(WorkloadError, match="does not plan .*--engine hf") as info:
+        plan(model, engine=engine, gpu="H100-80GB", num_gpus=8, max_model_len=4096)
+    assert "\n" not in str(info.value)

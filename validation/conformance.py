@@ -109,6 +109,8 @@ def _prefill(model, cfg, length: int):
     cache = getattr(out, "past_key_values", None)
     if cache is None:
         cache = getattr(out, "cache", None)
+    if cache is None:  # RWKV (modeling_rwkv.py): RwkvOutput.state, the five [B, hidden, layers] tensors generate feeds back
+        cache = getattr(out, "state", None)
     return cache
 
 

@@ -47,9 +47,11 @@ class CacheBytes:
 
 
 def _is_cache_object(obj: Any) -> bool:
-    """Objects whose attributes the walk opens: transformers' cache and layer classes only (never modules,
-    configs, quantizers or anything else; the quantized data sits in the layers' own attributes)."""
-    return (type(obj).__module__ or "").startswith("transformers.cache_utils")
+    """Objects whose attributes the walk opens: transformers' cache and layer classes, and the subclasses a modeling
+    file derives from them (never modules, configs, quantizers or anything else; the quantized data sits in the
+    layers' own attributes). DeepSeek-V4's DeepseekV4CSACache (modeling_deepseek_v4.py, a DynamicSlidingWindowLayer)
+    holds its compressor state in its own dicts: walking cache_utils classes only measured its cache as 0 bytes."""
+    return any((cls.__module__ or "").startswith("transformers.cache_utils") for cls in type(obj).__mro__)
 
 
 def iter_tensors(obj: Any, seen: dict[int, Any] | None = None, depth: int = 0) -> Iterator[torch.Tensor]:

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ..dtypes import DType, resolve_dtype
 from ..errors import WorkloadError, shown
-from ..model.layers import MLASpec, NoCacheSpec, StateSpec
+from ..model.layers import (CompressedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
+                            StateSpec)
 from ..model.spec import ModelSpec
 from ..units import fmt_bytes, fmt_int
 from .hf import CACHE_CHOICES, QUANT_BACKENDS, CachePlan, LayerBytes, layer_bytes
@@ -128,6 +129,12 @@ def make_plan(model: ModelSpec, seq_len, batch_size=1, kv_dtype=None, cache="dyn
     if prompt_len > seq_len:
         raise WorkloadError(f"prompt_len {prompt_len:,} exceeds seq_len {seq_len:,}: the cache holds prompt + "
                             "generated tokens, so pass a seq_len of at least the prompt length")
+    if cache != "dynamic" and "compressed" in model.spec_kinds:
+        # transformers 5.24 modeling_deepseek_v4.py: the compressor state lives in DeepseekV4CSACache / HCACache,
+        # DynamicCache layers of their own; a static cache hands the compressor a layer without it and fails
+        raise WorkloadError(f"{model.name}'s compressed attention layers (DeepSeek-V4) keep their compressor state "
+                            f"in dynamic cache layers of their own, which the {cache} cache does not build: use "
+                            "--cache dynamic")
     act, kv = _dtypes(model, cache, kv_dtype, dtype)
     # a setting the cache does not take is an error, never ignored (--cache dynamic --max-cache-len 5 was)
     if max_cache_len is not None and cache not in STATIC_CACHES:
@@ -213,8 +220,11 @@ def build_estimate(model: ModelSpec, plan: CachePlan) -> Estimate:
         scalars += n * lb.scalars
         per_token = 0  # state / none: nothing per token
         if group.caches_tokens and tokens_per_row:
-            per_token = group.elems_per_token * kv_bytes
+            per_token = group.spec.bytes_per_token(kv_bytes)
             formula = f"{group.prefix}{lb.tokens:,} tokens x {plan.batch_size} seq x {kv_bytes} B"
+            if per_token != group.elems_per_token * kv_bytes:  # Dots3-Note: float32 indexer keys beside the latent
+                formula = (f"{n} {group.kind} layers x {lb.tokens:,} tokens x {plan.batch_size} seq x {per_token:,} B "
+                           f"({group.detail}, at {kv_bytes} B and 4 B)")
             unbounded += n * per_token if group.unbounded else 0  # growth per token: layers keeping every token
         else:
             formula = _formula(group, plan, total)
@@ -374,10 +384,12 @@ def _layout(model: ModelSpec) -> tuple[_Group, ...]:
 
 def _group(spec, items: list[tuple[int, int]]) -> _Group:
     count = len(items)
-    caches_tokens = not isinstance(spec, (StateSpec, NoCacheSpec))
+    caches_tokens = isinstance(spec, FullAttentionSpec)  # compressed layers (DeepSeek-V4) have their own formula
     prefix = ""
     if caches_tokens:
-        if isinstance(spec, MLASpec):
+        if isinstance(spec, IndexedMLASpec):
+            heads = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope + {spec.index_head_dim} indexer)"
+        elif isinstance(spec, MLASpec):
             heads = f"({spec.kv_lora_rank} latent + {spec.qk_rope_head_dim} rope)"
         elif spec.k_head_dim == spec.v_head_dim:
             heads = f"2 x {spec.kv_heads} KV heads x {spec.k_head_dim} head_dim"
@@ -394,11 +406,23 @@ def _formula(group: _Group, plan: CachePlan, total: int) -> str:
     spec, count = group.spec, group.count
     if isinstance(spec, NoCacheSpec):
         return f"{count} layers x 0 ({spec.reason})"
+    act = int(plan.act_dtype.bytes)
     if isinstance(spec, StateSpec):
         return (f"{count} {spec.mixer} layers x {plan.batch_size} seq x ({fmt_int(spec.conv_elems)} x "
-                f"{int(plan.act_dtype.bytes)} B + {fmt_int(spec.recurrent_elems)} x "
-                f"{4 if spec.recurrent_fp32 else int(plan.act_dtype.bytes)} B)")
+                f"{4 if spec.conv_fp32 else act} B + {fmt_int(spec.recurrent_elems)} x "
+                f"{4 if spec.recurrent_fp32 else act} B)")
+    if isinstance(spec, CompressedAttentionSpec):
+        T, m = plan.seq_len, spec.compress_rate
+        overlap = f" + overlap {m} x {spec.entry_elems} x ({act} + 4) B" if spec.overlap and T >= m else ""
+        return (f"{count} {spec.kind} layers x {plan.batch_size} seq x ((window {group_tokens(spec, T)} x "
+                f"{spec.head_dim} + {T // m:,} entries x {spec.entry_elems} + {(T - 1) % m + 1} buffered x "
+                f"{spec.buffer_elems}) x {act} B{overlap})")
     return f"{count} layers x quantized K and V ({plan.backend} {plan.kv_dtype.name}) = {fmt_int(total)} B"
+
+
+def group_tokens(spec: CompressedAttentionSpec, tokens: int) -> int:
+    """Tokens a compressed layer's window stores in steady decode."""
+    return tokens if spec.window <= 1 else min(tokens, spec.window)
 
 
 def _ranges(indices: list[int]) -> str:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..dtypes import DType
 from ..errors import WorkloadError
-from ..model.layers import FullAttentionSpec, NoCacheSpec, StateSpec
+from ..model.layers import CompressedAttentionSpec, FullAttentionSpec, NoCacheSpec, StateSpec
 
 CACHE_CHOICES = ("dynamic", "static", "quantized", "offloaded", "offloaded_static")
 QUANT_BACKENDS = ("quanto", "hqq", "fp8")
@@ -67,6 +67,8 @@ def layer_bytes(spec, plan: CachePlan) -> LayerBytes:
         return LayerBytes(0, 0, 0, 0, 0, 0, False)
     if isinstance(spec, StateSpec):
         return _state_bytes(spec, plan)
+    if isinstance(spec, CompressedAttentionSpec):
+        return compressed_bytes(spec, plan)
     prefix = getattr(spec, "prefix_tokens", 0)
     if prefix:  # CPM-Ant: its learned prompt tokens sit in the cache ahead of every sequence
         plan = plan._replace(seq_len=plan.seq_len + prefix, prompt_len=plan.prompt_len + prefix,
@@ -79,7 +81,7 @@ def layer_bytes(spec, plan: CachePlan) -> LayerBytes:
 
 
 def _per_token(spec: FullAttentionSpec, plan: CachePlan) -> int:
-    return plan.batch_size * spec.elems_per_token * int(plan.kv_dtype.bytes)
+    return plan.batch_size * spec.bytes_per_token(int(plan.kv_dtype.bytes))
 
 
 def _dynamic_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
@@ -106,8 +108,33 @@ def _static_bytes(spec: FullAttentionSpec, plan: CachePlan) -> LayerBytes:
 def _state_bytes(spec: StateSpec, plan: CachePlan) -> LayerBytes:
     # conv state in the activation dtype, recurrent state in float32 (transformers' torch path)
     act = int(plan.act_dtype.bytes)
-    size = plan.batch_size * (spec.conv_elems * act + spec.recurrent_bytes(act))
+    size = plan.batch_size * (spec.conv_bytes(act) + spec.recurrent_bytes(act))
     return LayerBytes(None, None, size, size, size, INT64_BYTES if spec.counter else 0, False)
+
+
+def compressed_bytes(spec: CompressedAttentionSpec, plan: CachePlan) -> LayerBytes:
+    """A DeepSeek-V4 CSA / HCA layer under a DynamicCache (see CompressedAttentionSpec for what it holds).
+
+    DeepSeek-V4 defaults, P = T = 1,000 in bf16, a CSA layer (m 4, window 128): window 127 x 512 x 2 B logical but
+    the prefill's 1,000-token K (= V) pinned; 250 entries x (512 + 128) x 2 B; buffers empty (1,000 mod 4 = 0) yet
+    pinning the prefill's projections, 1,000 x 2 x 2 x 640 x 2 B; overlap 4 x 640 x (2 + 4) B; 8 B scalar."""
+    B, T, P, m = plan.batch_size, plan.seq_len, plan.prompt_len, spec.compress_rate
+    act = int(plan.act_dtype.bytes)
+    stored, kept = window_tokens(spec.window, T)
+    window, entry, buffer = spec.head_dim * act, spec.entry_elems * act, spec.buffer_elems * act
+
+    def overlap(tokens: int) -> int:  # set the first time a window closes, a clone of m tokens
+        return m * spec.entry_elems * (act + FP32_BYTES) if spec.overlap and tokens >= m else 0
+
+    def held(tokens: int, window_tokens_: int, buffer_tokens: int) -> int:
+        return B * (window_tokens_ * window + (tokens // m) * entry + buffer_tokens * buffer + overlap(tokens))
+
+    # steady decode: each step concatenates the buffered tokens with the new one, so the buffer pins
+    # ((T - 1) mod m) + 1 tokens (m at the step that closes a window, whose leftover is an empty view)
+    storage = held(T, stored, (T - 1) % m + 1)
+    logical = held(T, kept, T % m)
+    after_prefill = held(P, P, P)  # the window and the buffers are views of the prefill's whole projections
+    return LayerBytes(stored, kept, storage, logical, after_prefill, INT64_BYTES, False)
 
 
 def quantized_tensor_bytes(elems_per_token: int, plan: CachePlan) -> tuple[int, int, int]:

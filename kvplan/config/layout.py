@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
                             PrefixedAttentionSpec, SlidingWindowSpec, StateSpec)
+from .families import build_deepseek_v4, build_inkling, build_rwkv
 from .per_layer import V_HEAD_DIM_FAMILIES, layer_overrides
 from .reader import HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, ConfigReader
 from .state import STATE_TYPES, mlstm_layers, pattern_types, state_spec
@@ -201,19 +202,17 @@ def _indexed(r: ConfigReader, kv: int, kd: int, vd: int, i: int) -> MLASpec:
     if r.used.get("kv_lora_rank") is None:
         raise UnsupportedArchitectureError("indexed_attention layers without an MLA latent (kv_lora_rank) are not "
                                            "supported yet: open an issue with the model id")
-    if r.family.startswith("dots3_note"):
-        # modeling_dots3_note.py computes indexed layers' RoPE from inputs_embeds.float(): their indexer keys are
-        # float32 (128 x 4 B, not 2 B, per token), a mixed-dtype layer kvplan's specs do not price yet
-        raise UnsupportedArchitectureError(f"model_type {r.model_type!r} keeps its indexer keys in float32 beside a "
-                                           "bf16 latent, which kvplan does not price yet: open an issue with the "
-                                           "model id")
+    # Dots3-Note (transformers 5.24 modeling_dots3_note.py, Dots3NoteTextModel.forward) computes its indexed layers'
+    # RoPE from `inputs_embeds.float()`, so the float32 cos / sin promote the indexer keys to float32 whatever the
+    # model dtype (no config field says so: it is the family's code); the latent stays in the model dtype
+    index_bytes = 4 if r.family.startswith("dots3_note") else 0
     shared = r.get("indexer_types")
     if isinstance(shared, list) and i < len(shared) and shared[i] == "shared":
         # HY-V4 (transformers 5.24 modeling_hy_v4.py): a "shared" layer reuses the indexer keys of the last
         # "full" one and caches only its latent; default config: 24 of 34 layers, 128 index values fewer each
         r.used["indexer_types"] = f"{len(shared)} entries"
         return MLASpec(kv, kd, vd)
-    return IndexedMLASpec(kv, kd, vd, index_head_dim=r.req_int("index_head_dim"))
+    return IndexedMLASpec(kv, kd, vd, index_head_dim=r.req_int("index_head_dim"), index_bytes=index_bytes)
 
 
 def _attention_spec(layer_type: str, kv: int, kd: int, vd: int, r: ConfigReader, window: int | None, mla=False):
@@ -402,6 +401,10 @@ _FAMILY_BUILDERS = {
     **dict.fromkeys(UNCACHED, _build_uncached),
     # caches kvplan's specs cannot state yet, refused rather than guessed (transformers 5.24 modeling files)
     "cpmant": _build_prefixed,
+    "deepseek_v4": build_deepseek_v4,
+    "rwkv": build_rwkv,
+    **dict.fromkeys(("inkling_text", "inkling2_text", "inkling2_loop_text"),
+                    lambda r, notes: build_inkling(r, notes, layer_kind)),
     "recurrent_gemma": _refuse("RecurrentGemma keeps its recurrent state in the model's modules and rebuilds its "
                                "attention cache on every forward call, which kvplan does not size yet"),
     "xlstm": lambda r, notes: mlstm_layers(r, r.num_layers()),

@@ -129,7 +129,10 @@ def _multimodal_types() -> dict[str, str]:
 STRUCTURAL = re.compile(r"layer|block|pattern|expert|moe|window|chunk|kv|lora|index|linear|mamba|ssm|conv|state|"
                         r"shared|sparse|dense|attn|attention|head|hybrid|nextn|mtp|group|rank|intermediate|ffn")
 IGNORED = frozenset({"num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk", "router_aux_loss_coef", "output_router_logits", "attention_dropout",
-                     "attn_implementation", "_attn_implementation", "head_dim", "norm_topk_prob"})
+                     "attn_implementation", "_attn_implementation", "head_dim", "norm_topk_prob",
+                     # a generation setting of PretrainedConfig's old signature (diverse beam search: beams per
+                     # group), written into some configs (Kimi-K2.5); no module reads it
+                     "num_beam_groups"})
 
 
 # `multiplier`: muP's scalars (Phi-3-small's mup_attn_multiplier 1.0 multiplies attention logits, no tensor)

@@ -38,6 +38,10 @@ class FullAttentionSpec:
         """Tokens the layer attends to (None: all of them)."""
         return None
 
+    def bytes_per_token(self, kv_bytes: int) -> int:
+        """Bytes one token of one sequence takes in this layer when the cache stores `kv_bytes` per element."""
+        return self.elems_per_token * kv_bytes
+
     def describe(self) -> str:
         if self.k_head_dim == self.v_head_dim:
             return f"2 x {self.kv_heads} KV heads x {self.k_head_dim}"
@@ -114,14 +118,70 @@ class IndexedMLASpec(MLASpec):
     elements per token per layer, 18 % more than V3's 576."""
 
     index_head_dim: int = 0
+    # bytes per indexer key element when the family fixes them whatever the cache dtype; 0: the cache dtype. Dots3-Note
+    # (transformers 5.24 modeling_dots3_note.py, Dots3NoteTextModel.forward) computes its indexed layers' RoPE from
+    # `inputs_embeds.float()`, so its indexer keys come out float32 beside the bf16 latent: 128 x 4 = 512 B per token
+    # per layer, not 256
+    index_bytes: int = 0
     kind = "mla"
 
     @property
     def elems_per_token(self) -> int:
         return self.k_elems_per_token + self.v_elems_per_token + self.index_head_dim
 
+    def bytes_per_token(self, kv_bytes: int) -> int:
+        # Dots3-Note in bf16: (512 + 64) x 2 + 128 x 4 = 1,664 B per token per layer
+        latent = self.k_elems_per_token + self.v_elems_per_token
+        return latent * kv_bytes + self.index_head_dim * (self.index_bytes or kv_bytes)
+
     def describe(self) -> str:
-        return f"{super().describe()} + indexer {self.index_head_dim}"
+        fp32 = " (float32)" if self.index_bytes == 4 else ""
+        return f"{super().describe()} + indexer {self.index_head_dim}{fp32}"
+
+
+@dataclass(frozen=True)
+class CompressedAttentionSpec:
+    """DeepSeek-V4's compressed attention layers (transformers 5.24 modeling_deepseek_v4.py, DeepseekV4HCACache and
+    DeepseekV4CSACache): a sliding window of one shared-KV head, K and V the same tensor `[B, 1, W-1, head_dim]`,
+    beside a compressor that pools every `compress_rate` tokens into one entry.
+
+    Per layer and sequence, at T tokens (m = compress_rate, d = head_dim + index_head_dim):
+    - the window: like a sliding layer's, but one tensor (K is V): W-1 tokens x head_dim, W stored in decode;
+    - the compressed entries, kept for ever: T // m x d (the compressor's head_dim, and the CSA indexer's keys);
+    - the tokens of the window not yet closed, as projected (kv and gate, each `2 x d` wide where windows overlap,
+      CSA, else `d`): T mod m tokens, a view of the prefill's whole projection until the first decode step;
+    - CSA only, once a window has closed: the last window's first half (`overlap_kv` in the model dtype and
+      `overlap_gate` in float32, the gate having had the float32 position_bias added), m x d each.
+    HCA (m 128): 512 x 2 B per 128 tokens, 8 B per token per layer in the long run; CSA (m 4): (512 + 128) x 2 B per
+    4 tokens, 320 B per token.
+    """
+
+    head_dim: int
+    sliding_window: int
+    compress_rate: int
+    index_head_dim: int = 0   # CSA: the lightning indexer's keys, compressed at the same rate (128)
+    overlap: bool = False     # CSA: windows of 2m tokens at stride m, so projections are 2 x d wide
+    kind = "compressed"
+
+    @property
+    def window(self) -> int:
+        return self.sliding_window
+
+    @property
+    def entry_elems(self) -> int:
+        """Elements one compressed entry holds (compressor + indexer)."""
+        return self.head_dim + self.index_head_dim
+
+    @property
+    def buffer_elems(self) -> int:
+        """Elements one not-yet-compressed token holds: kv and gate, each 2 x d wide where windows overlap."""
+        return 2 * self.entry_elems * (2 if self.overlap else 1)
+
+    def describe(self) -> str:
+        indexer = f" + indexer {self.index_head_dim}" if self.index_head_dim else ""
+        name = "CSA" if self.overlap else "HCA"
+        return (f"{name}: window {self.sliding_window} x 1 shared KV head x {self.head_dim}, 1 entry per "
+                f"{self.compress_rate} tokens of {self.head_dim}{indexer}")
 
 
 @dataclass(frozen=True)
@@ -136,12 +196,17 @@ class StateSpec:
     recurrent_shape: tuple[int, ...]
     mixer: str = "mamba"
     recurrent_fp32: bool = True  # False: the recurrent state is in the model dtype (MiniMax lightning attention)
+    conv_fp32: bool = False  # True: the conv state is float32 whatever the model dtype (Inkling's short convolutions)
     counter: bool = False  # the cache's int64 position counter sits with this layer (xLSTMCache.seqlen_offset)
     kind = "state"
 
     def recurrent_bytes(self, act_bytes: int) -> int:
         """Bytes of one sequence's recurrent state."""
         return self.recurrent_elems * (4 if self.recurrent_fp32 else act_bytes)
+
+    def conv_bytes(self, act_bytes: int) -> int:
+        """Bytes of one sequence's conv state."""
+        return self.conv_elems * (4 if self.conv_fp32 else act_bytes)
 
     @property
     def conv_elems(self) -> int:
@@ -158,6 +223,8 @@ class StateSpec:
     def describe(self) -> str:
         conv = "x".join(map(str, self.conv_shape))
         rec = "x".join(map(str, self.recurrent_shape))
+        if not self.recurrent_shape:  # short convolutions only (LFM2, Inkling)
+            return f"{self.mixer}: conv {conv} ({'float32' if self.conv_fp32 else 'model dtype'})"
         return f"{self.mixer}: conv {conv} + state {rec} ({'float32' if self.recurrent_fp32 else 'model dtype'})"
 
 
@@ -176,4 +243,4 @@ class NoCacheSpec:
         return self.reason
 
 
-LayerSpec = FullAttentionSpec | StateSpec | NoCacheSpec
+LayerSpec = FullAttentionSpec | CompressedAttentionSpec | StateSpec | NoCacheSpec

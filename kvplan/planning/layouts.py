@@ -52,7 +52,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
     if isinstance(model, str):
         model = load_cached(model)
     per_node = positive("gpus_per_node", gpus_per_node)
-    last_error = None
+    last_error, planned_any = None, False
     # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
     dp = (positive("data parallel size", kwargs.get("dp")) or 1) if kwargs.get("engine", "vllm") == "vllm" else 1
     card = _card_bytes(kwargs)
@@ -68,6 +68,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
             except WorkloadError as exc:
                 last_error = exc
                 continue
+            planned_any = True
             if candidate.pipeline_parallel_size == 1:
                 one_stage[tp] = candidate.weights_bytes
             if candidate.fits:
@@ -75,6 +76,8 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
         if fitting:
             best = max(fitting, key=lambda p: (p.max_concurrency, p.kv_cache_tokens, -p.pipeline_parallel_size))
             return best.model_copy(update={"notes": best.notes + _node_notes(best, per_node, fitting)})
+    if not planned_any and last_error is not None:
+        raise last_error    # no layout plans at all (an engine that refuses the model): its reason, not "does not fit"
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs with these settings"
                         + (f" ({last_error})" if last_error else "") + ": use a larger GPU or a smaller max_model_len")
 
@@ -237,7 +240,7 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
     moe = model.arch is not None and model.require_arch().has_experts
     free = {k: v for k, v in settings.items() if k not in ("tp", "pp", "num_gpus")}
     ep_variants = engine == "vllm" and moe and dp == 1 and settings.get("expert_parallel") is None
-    last_error, card = None, _card_bytes(settings)
+    last_error, card, planned_any = None, _card_bytes(settings), False
     one_stage: dict[int, int] = {}   # TP -> one GPU's weights at PP 1, which bounds the stages (_too_few_stages)
     for count, options, ep_options in candidate_layouts(model, per_node, max_gpus // dp, ep_variants=ep_variants):
         fitting, ep_fitting = [], []
@@ -249,12 +252,15 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
             except WorkloadError as exc:
                 last_error = exc
                 continue
+            planned_any = True
             if candidate.pipeline_parallel_size == 1 and candidate.data_parallel_size == 1:
                 one_stage[option["tp"]] = candidate.weights_bytes
             if candidate.fits:
                 (ep_fitting if "dp" in option else fitting).append(candidate)
         if fitting or ep_fitting:
             return _choice(fitting or ep_fitting, ep_fitting if fitting else [], fewest, per_node, count * dp)
+    if not planned_any and last_error is not None:
+        raise last_error
     raise WorkloadError(f"{model.name} does not fit on {max_gpus} GPUs in a deployable layout (TP a power of two "
                         f"inside a node of {per_node}, PP over whole nodes)"
                         + (f" ({last_error})" if last_error else "")

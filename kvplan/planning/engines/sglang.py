@@ -30,6 +30,7 @@ from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, Sgla
 from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, pp_layer_split,
                            prefill_graphs_reserved, release_text, swa_pool)
 from .spec_decode import Speculative
+from .unread import refuse_unread
 from .vllm_kv import bytes_per_token
 
 ALGORITHMS = {"mtp": "NEXTN", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
@@ -55,6 +56,7 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
     attention ranks inside the TP group (--attn-dp-size N): attention and its KV heads split over TP / N, each rank
     with its own pool; experts stay split over all TP ranks (--ep-size TP moves whole experts, the same bytes per
     rank). `kv_default`: --kv-cache-dtype auto (a DSA model's default is fp8 on Blackwell)."""
+    refuse_unread(model, "sglang")
     shape = with_online_quant(model.require_arch(), quantization)
     speculative = _check(model, shape, tp, pp, dp, expert_parallel, speculative, lora, image_limit, version)
     if is_dsa(model):

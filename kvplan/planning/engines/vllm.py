@@ -27,6 +27,7 @@ from . import spec_decode
 from . import vllm_cudagraph as cudagraph
 from .lora import LoraSettings
 from .spec_decode import Speculative
+from .unread import refuse_unread
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
@@ -51,6 +52,7 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
               auto_len: bool = False, nvls: bool | None = None, prefix_caching: bool | None = None) -> Plan:
     """vLLM's start-up for these settings (checked by kvplan.planning.inputs); None = vLLM's default. `auto_len`:
     --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
+    refuse_unread(model, "vllm")
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")

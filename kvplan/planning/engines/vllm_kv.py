@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 
-from ...model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, SlidingWindowSpec,
-                             StateSpec)
+from ...errors import WorkloadError
+from ...model.layers import (ChunkedAttentionSpec, CompressedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec,
+                             SlidingWindowSpec, StateSpec)
 from ...model.spec import ModelSpec
 
 
@@ -127,6 +128,9 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_byte
         recurrent = spec.recurrent_elems // tp
         return VllmLayerSpec("mamba", 0, state_bytes=conv * act_bytes + recurrent * (ssm_bytes or act_bytes),
                              conv_bytes_per_column=(channels // tp) * act_bytes)
+    if isinstance(spec, CompressedAttentionSpec):  # refused before planning (engines/unread.py): never "no cache"
+        raise WorkloadError("kvplan does not size vLLM's pages for DeepSeek-V4's compressed attention layers: plan "
+                            "them with --engine hf")
     if not isinstance(spec, FullAttentionSpec):
         return None  # no cache
     if isinstance(spec, MLASpec):  # the latent alone: an indexer's keys are a layer of their own (_indexer)

@@ -1,0 +1,154 @@
+"""Cache layouts of families whose layers no shared rule in `kvplan.config.layout` describes (part of the config
+boundary): DeepSeek-V4's compressed attention, Inkling's attention with short convolutions, RWKV's state. Each mirrors what
+transformers 5.24's config class derives and what its modeling file caches, with the file and the number beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigError, UnsupportedArchitectureError, shown
+from ..model.layers import CompressedAttentionSpec, FullAttentionSpec, SlidingWindowSpec, StateSpec
+from .reader import ConfigReader, check_int
+
+CSA, HCA = "compressed_sparse_attention", "heavily_compressed_attention"
+V4_TYPES = ("sliding_attention", CSA, HCA)
+# DeepseekV4Config `_COMPRESS_RATIO_TO_LAYER_TYPE`: a legacy config's per-layer `compress_ratios`
+V4_RATIOS = {0: "sliding_attention", 4: CSA, 128: HCA}
+V4_RATES = {CSA: 4, HCA: 128}  # DeepseekV4Config.default_compress_rates
+
+
+def _types(r: ConfigReader, n: int, allowed: tuple[str, ...], derive) -> list[str]:
+    """The config's `layer_types`, checked against what the family's class accepts, else `derive(r, n)`: the pattern
+    its __post_init__ derives (which then ignores the fields `derive` reads)."""
+    value = r.get("layer_types")
+    if value is None:
+        return derive(r, n)
+    if not isinstance(value, list) or len(value) != n or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"config field 'layer_types' must list one string per layer ({n}): fix the config.json",
+                          field="layer_types")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise UnsupportedArchitectureError(f"model_type {r.model_type!r}: layer type(s) {', '.join(unknown)} are not "
+                                           f"ones its transformers class builds ({', '.join(allowed)}): fix the "
+                                           "config.json or open an issue with the model id")
+    r.used["layer_types"] = f"{n} entries"
+    return value
+
+
+def _v4_derived(r: ConfigReader, n: int) -> list[str]:
+    """DeepseekV4Config.__post_init__: legacy `compress_ratios` (0 / 4 / 128 per layer), else 2 HCA layers, then
+    CSA and HCA in turn (the default 43 layers: 23 HCA, 20 CSA)."""
+    ratios = r.get("compress_ratios")
+    if ratios is None:
+        return [HCA] * min(n, 2) + [CSA if i % 2 else HCA for i in range(max(n - 2, 0))]
+    if not isinstance(ratios, list) or len(ratios) < n or any(v not in V4_RATIOS for v in ratios[:n]):
+        raise ConfigError(f"config field 'compress_ratios' must give 0, 4 or 128 for each of the {n} layers: fix the "
+                          "config.json", field="compress_ratios")
+    r.used["compress_ratios"] = f"{len(ratios)} entries"
+    return [V4_RATIOS[v] for v in ratios[:n]]
+
+
+def _v4_rates(r: ConfigReader) -> dict[str, int]:
+    """`compress_rates` per layer type; a legacy config's `compress_rate_csa` / `compress_rate_hca` fold in."""
+    given = r.get("compress_rates")
+    if given is not None and not isinstance(given, dict):
+        raise ConfigError("config field 'compress_rates' must map layer types to rates: fix the config.json",
+                          field="compress_rates")
+    rates: dict[str, Any] = {**V4_RATES, **(given or {})}
+    for kind, legacy in ((CSA, "compress_rate_csa"), (HCA, "compress_rate_hca")):
+        if r.get(legacy) is not None:
+            rates[kind] = r.get(legacy)
+    out = {kind: check_int(f"compress_rates.{kind}", rates[kind]) for kind in (CSA, HCA)}
+    r.used["compress_rates"] = f"CSA {out[CSA]}, HCA {out[HCA]}"
+    return out
+
+
+def build_deepseek_v4(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    """DeepSeek-V4 (transformers 5.24 modeling_deepseek_v4.py). Every layer attends over a sliding window of one
+    shared KV head (`kv_proj` to head_dim, whatever num_key_value_heads says); CSA and HCA layers add a compressor
+    (CompressedAttentionSpec). A plain sliding layer is DynamicSlidingWindowLayer fed `update(kv, kv)`, which
+    concatenates K and V apart: 2 x 512 per token, where the compressed layers' own cache keeps K = V once."""
+    n = r.num_layers()
+    types = _types(r, n, V4_TYPES, _v4_derived)
+    head_dim, window = r.req_int("head_dim"), r.req_int("sliding_window")
+    rates = _v4_rates(r)
+    index = r.req_int("index_head_dim")
+    specs = {"sliding_attention": SlidingWindowSpec(1, head_dim, head_dim, sliding_window=window),
+             CSA: CompressedAttentionSpec(head_dim, window, rates[CSA], index_head_dim=index, overlap=True),
+             HCA: CompressedAttentionSpec(head_dim, window, rates[HCA])}
+    counts = {kind: types.count(kind) for kind in V4_TYPES if kind in types}
+    notes.append("DeepSeek-V4: " + ", ".join(f"{count} {kind}" for kind, count in counts.items()) + f" layers, a "
+                 f"{window}-token window of 1 shared KV head x {head_dim} in each; CSA layers keep one entry of "
+                 f"{head_dim} + {index} indexer per {rates[CSA]} tokens, HCA one of {head_dim} per {rates[HCA]}")
+    return [(specs[kind],) for kind in types]
+
+
+INKLING_TYPES = ("hybrid", "hybrid_sliding")
+
+
+def build_inkling(r: ConfigReader, notes: list[str], layer_kind) -> list[tuple]:
+    """Inkling, Inkling 2 and Inkling 2 Loop (transformers 5.24 modeling_inkling*.py). Each layer is attention
+    (full: num_key_value_heads x head_dim; "hybrid_sliding": swa_num_key_value_heads x swa_head_dim over
+    sliding_window_size tokens) plus four short convolutions, cached by LinearAttentionAnd{Full,SlidingWindow}
+    AttentionLayer as conv states [B, channels, kernel] in float32 (InklingShortConvolution computes in
+    `hidden_states.float()`): k_sconv and v_sconv over the KV width, attn_sconv and mlp_sconv over hidden_size.
+    Inkling defaults, a sliding layer: (2 x 16 x 128 + 2 x 6,144) x 4 x 4 B = 262,144 B per sequence."""
+    n = r.num_layers()
+    types = _types(r, n, INKLING_TYPES, _inkling_derived)
+    hidden = r.hidden_size()
+    # attribute_map: checkpoints' `sconv_kernel_size` and `sliding_window` are these fields under other names
+    kernel = r.int_(*(r.first(("conv_kernel_size", "sconv_kernel_size")) or ("conv_kernel_size", 4)))
+    found = r.first(("sliding_window_size", "sliding_window"))
+    window = r.int_(*found) if found else r.req_int("sliding_window_size")
+    full_kv, full_dim = r.req_int("num_key_value_heads"), r.req_int("head_dim")
+    swa_kv, swa_dim = r.req_int("swa_num_key_value_heads"), r.req_int("swa_head_dim")
+
+    def conv(kv_width: int) -> StateSpec:
+        return StateSpec(conv_shape=(2 * kv_width + 2 * hidden, kernel), recurrent_shape=(), mixer="short_conv",
+                         conv_fp32=True)
+
+    full = (FullAttentionSpec(full_kv, full_dim, full_dim), conv(full_kv * full_dim))
+    sliding = (SlidingWindowSpec(swa_kv, swa_dim, swa_dim, sliding_window=window), conv(swa_kv * swa_dim))
+    layers = [sliding if t == "hybrid_sliding" else full for t in types]
+    notes.append(f"each layer also keeps 4 short-convolution states of {kernel} columns in float32 "
+                 f"(k, v: {full_kv * full_dim:,} / {swa_kv * swa_dim:,} channels; attention and MLP: {hidden:,})")
+    return _inkling_loop(r, layers, notes, layer_kind)
+
+
+def _inkling_derived(r: ConfigReader, n: int) -> list[str]:
+    """InklingTextConfig.__post_init__: `local_layer_ids` slide, else every layer but each 6th (5, 11, ...)."""
+    local = r.get("local_layer_ids")
+    if local is None:
+        return ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(n)]
+    if not isinstance(local, list):
+        raise ConfigError("config field 'local_layer_ids' must list layer indices: fix the config.json",
+                          field="local_layer_ids")
+    ids = {check_int("local_layer_ids", i, minimum=0) for i in local}
+    r.used["local_layer_ids"] = f"{len(ids)} entries"
+    return ["hybrid_sliding" if i in ids else "hybrid" for i in range(n)]
+
+
+def _inkling_loop(r: ConfigReader, layers: list[tuple], notes: list[str], layer_kind) -> list[tuple]:
+    """Inkling 2 Loop (modeling_inkling2_loop.py) runs layers loop_layer_index_start .. end - 1 loop_num_passes times,
+    each pass caching its own K, V and conv states: the default 24 layers, 6-17 looped 3 times, cache 48."""
+    passes = r.opt_int("loop_num_passes")
+    if passes is None or passes == 1:
+        return layers
+    start, end = r.req_int("loop_layer_index_start"), r.req_int("loop_layer_index_end")
+    if not start < end <= len(layers):
+        raise ConfigError(f"loop_layer_index_start {shown(start)} .. loop_layer_index_end {shown(end)} must lie within "
+                          f"the {len(layers)} layers: fix the config.json", field="loop_layer_index_end")
+    notes.append(f"layers {start}-{end - 1} run {passes} times and cache K, V and conv states on every pass")
+    r.layer_kinds = tuple(layer_kind(layer) for layer in layers)  # the weights: the built layers, not the visits
+    return layers[:start] + layers[start:end] * passes + layers[end:]
+
+
+def build_rwkv(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    """RWKV-4 (transformers 5.24 modeling_rwkv.py, RwkvModel.forward): `state`, five [B, hidden_size, layers] tensors
+    (hidden_size even where attention_hidden_size differs), generate's cache: the last token's attention and FFN
+    inputs (token shift) in the model dtype, and the WKV numerator, denominator and running max in float32. Per layer
+    and sequence, the default 4,096 wide in bf16: 4,096 x (2 x 2 + 3 x 4) = 65,536 B, whatever the length."""
+    n, hidden = r.num_layers(), r.hidden_size()
+    notes.append("RWKV: a constant state per sequence (token shift in the model dtype, WKV sums in float32), no K or V")
+    return [(StateSpec(conv_shape=(2, hidden), recurrent_shape=(3, hidden), mixer="rwkv"),)] * n

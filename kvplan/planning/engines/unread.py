@@ -1,0 +1,38 @@
+"""Families whose serving-engine cache kvplan has not read yet, or that the engine does not run. Their transformers cache is exact (kvplan.cache),
+but each engine keeps them in layouts of its own, so a vLLM or SGLang plan from the generic rules would be a guess:
+kvplan refuses it in one line that names what the engine does and what to plan instead."""
+
+from __future__ import annotations
+
+from ...errors import WorkloadError
+from ...model.spec import ModelSpec
+
+# model_type prefix -> (what vLLM 0.33 does, what SGLang 0.5.23 has), each read from the engine's source
+UNREAD = {
+    "deepseek_v4": (
+        "vLLM 0.33 keeps DeepSeek-V4's window in a DeepseekV4SWACache of its own, its compressed entries in "
+        "MLAAttentionSpec pages of tokens_per_state 4 / 128 aligned to 576 B (fp8_ds_mla: 584 B per entry), and its "
+        "compressor state in SlidingWindowMLASpec pages of 4 / 8 tokens (vllm/models/deepseek_v4/attention.py, "
+        "compressor.py)",
+        "SGLang 0.5.23 sizes DeepSeek-V4's compressed pools in sglang/srt/models/deepseek_v4.py"),
+    "inkling": (
+        "vLLM 0.33 keeps Inkling's four short-convolution states per layer beside its KV pages "
+        "(vllm/models/inkling)",
+        "SGLang 0.5.23 keeps Inkling's convolution states in sglang/srt/models/inkling.py"),
+    "dots3_note": (
+        "vLLM 0.33 pads Dots3-Note's MLA rows to its sliding layers' width (vllm/models/dots3_note/nvidia/model.py, "
+        "Dots3NotePaddedMLAAttention) and keeps its indexer keys beside them",
+        "SGLang 0.5.23 sizes Dots3-Note's pools in sglang/srt/models/dots3.py"),
+    "rwkv": ("vLLM 0.33 has no RWKV model (model_executor/models/registry.py)",
+             "SGLang 0.5.23 has no RWKV model (sglang/srt/models)"),
+}
+
+
+def refuse_unread(model: ModelSpec, engine: str) -> None:
+    """Raise the one-line refusal for a family whose `engine` ("vllm" / "sglang") cache kvplan has not read."""
+    found = next((why for prefix, why in UNREAD.items() if model.model_type.startswith(prefix)), None)
+    if found is None:
+        return
+    what = found[0] if engine == "vllm" else found[1]
+    raise WorkloadError(f"kvplan does not plan {'vLLM' if engine == 'vllm' else 'SGLang'} for {model.name} ({what}): "
+                        "plan it with --engine hf, whose cache kvplan sizes exactly")
