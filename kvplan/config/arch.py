@@ -521,6 +521,23 @@ def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
 
 
+def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """XLM (modeling_xlm.py XLMWithLMHeadModel): learned positions, layer_norm_emb [H] (+ bias) after the
+    embeddings and no final norm, language embeddings [n_langs, H] where use_lang_emb and n_langs > 1; post-norm
+    blocks of biased MHA q/k/v/out and a biased un-gated FFN of 4 x H, two LayerNorms; pred_layer.proj biased
+    (its weight tied unless tie_word_embeddings is false). XLM's default: 12 blocks of 2,048 -> 667,119,041."""
+    if f.flag("asm"):
+        raise ConfigError("XLM with asm (an adaptive-softmax head) is not counted by kvplan's rule: open an issue "
+                          "with the model id", field="asm")
+    heads = _heads(c)
+    attn = _attention(f, c, bias=True, head_dim=c.hidden // heads, kv_heads=heads)
+    langs = f.req_int("n_langs") if f.flag("use_lang_emb", True) else 0
+    extra = (("norms", 2 * c.hidden, None),) + ((("embeddings", langs * c.hidden, None),) if langs > 1 else ())
+    return _Body(_uniform(c.layers, LayerDims(attn, MLPDims(4 * c.hidden, gated=False, bias=True), 2)),
+                 norm_bias=True, lm_head_bias=True, positions=f.req_int("max_position_embeddings"),
+                 final_norm=False, extra=extra)
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -529,5 +546,5 @@ _BUILDERS = {
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
-    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text,
+    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
 }
