@@ -4,7 +4,8 @@
 the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from
 the same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which
 projections carry biases). Families without a hand-written builder here get their structure from their traits
-(`traits`); towers come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
+(`traits`); Gemma 3n / 4 are built by `gemma`, Dory and HRM-Text (blocks run more than once) by `looped`; towers
+come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
 Nothing here imports transformers.
 """
 
@@ -20,9 +21,9 @@ from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mam
                           QuantDims, interned)
 from . import gemma, looped
 from .quant import parse_quant
-from .state import nas_attention
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
+from .state import nas_attention
 from .towers import Towers, read_towers, vit_size
 from .traits import body as traited_body
 from .traits import layers as traited_layers
