@@ -539,6 +539,47 @@ def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
                  final_norm=False, extra=extra)
 
 
+def _zamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Zamba2 (modeling_zamba2.py): every layer a Mamba-2 block (conv always biased, in/out_proj by add_bias_linear,
+    one RMSNorm); a "hybrid" layer adds a bias-free linear [H, H] and runs a shared transformer block, one of
+    min(num_mem_blocks, hybrid layers) tied copies (Zamba2Model.get_layers), counted once at the top: q/k/v
+    [heads x 2H / heads, 2H], o [H, heads x head_dim], an input RMSNorm [2H] and a pre-FF one [H], a fused gate_up
+    [2I, H] and down [H, I] (add_bias_linear), and per hybrid layer a rank-r adapter pair on gate_up ([r, H],
+    [2I, r]) and, with use_shared_attention_adapter, on q, k and v ([r, 2H], [2H, r] each). The hybrid layers carry
+    the attention and MLP dims (for activations and TP), their own tensors as extras."""
+    types = f.get("layers_block_type")
+    if not isinstance(types, list) or len(types) != c.layers or not f.state_shape:
+        raise ConfigError(f"config field 'layers_block_type' must list one type per layer ({c.layers}): fix the "
+                          "config.json", field="layers_block_type")
+    h, bias = c.hidden, f.flag("add_bias_linear")
+    (conv_dim, kernel), (heads_m, head_dim_m, _) = f.state_shape
+    mamba = Mamba2Dims(heads_m * head_dim_m, heads_m, conv_dim, kernel, conv_bias=True, proj_bias=bias)
+    heads = _heads(c)
+    kv, wide = _kv_heads(f, heads), 2 * h
+    # Zamba2Config.__post_init__: intermediate_size or 4 x hidden
+    head_dim, inter, rank = wide // heads, f.opt_int("intermediate_size") or 4 * h, f.req_int("adapter_rank")
+    hybrid = sum(1 for t in types if t == "hybrid")
+    blocks = min(f.req_int("num_mem_blocks"), hybrid)
+    lin = lambda rows, cols, b=False: [("other", rows * cols, (rows, cols))] + ([("other", rows, None)] if b else [])  # noqa: E731
+    own = [("mixer", (mamba.inner + conv_dim + heads_m) * h, (mamba.inner + conv_dim + heads_m, h))]
+    own += [("mixer", mamba.inner + conv_dim + heads_m, None)] if bias else []
+    own += [("mixer", conv_dim * kernel + conv_dim + 3 * heads_m + mamba.inner, None),
+            ("mixer", h * mamba.inner, (h, mamba.inner))] + ([("mixer", h, None)] if bias else [])
+    own += lin(h, h)
+    block = ([("attention", heads * head_dim * wide, (heads * head_dim, wide))]
+             + [("attention", kv * head_dim * wide, (kv * head_dim, wide))] * 2
+             + [("attention", h * heads * head_dim, (h, heads * head_dim)), ("norms", wide + h, None)])
+    block += [("mlp", 2 * inter * h, (2 * inter, h))] + ([("mlp", 2 * inter, None)] if bias else [])
+    block += [("mlp", h * inter, (h, inter))] + ([("mlp", h, None)] if bias else [])
+    adapters = lin(rank, h) + lin(2 * inter, rank)
+    if f.flag("use_shared_attention_adapter"):
+        adapters += (lin(rank, wide) + lin(wide, rank)) * 3
+    top = tuple(block * blocks + adapters * hybrid)
+    shared = LayerDims(AttentionDims(heads, kv, head_dim, head_dim), MLPDims(inter, fused_gate_up=True), 1,
+                       tuple(own), mixer_weights=False, ffn_weights=False)
+    return _Body([shared if t == "hybrid" else LayerDims(mamba, None, 1) for t in types], extra=top)
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -548,4 +589,5 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
+    "zamba2": _zamba2,
 }
