@@ -580,6 +580,36 @@ def _zamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body([shared if t == "hybrid" else LayerDims(mamba, None, 1) for t in types], extra=top)
 
 
+def _zamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Zamba (modeling_zamba.py): Mamba-1 layers whose mixer is split into n_mamba_heads (x_proj / dt_proj / A_log / D
+    per head: the same elements as one mixer of the whole width) with one RMSNorm; "hybrid" layers add a bias-free
+    linear [H, H] and run the one shared transformer block, tied across them and counted once at the top: q/k/v
+    [heads x head_dim, 2H], o [H, heads x head_dim], an input RMSNorm [2H] and a pre-FF one [H], a gated MLP
+    without biases. Zamba-7B defaults: 76 layers, 13 hybrid."""
+    types = f.get("layers_block_type")
+    if types is None:   # ZambaConfig.__post_init__
+        period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
+        types = ["linear_attention"] * 2 + ["hybrid"] + ["hybrid" if i % period == offset else "linear_attention"
+                                                         for i in range(c.layers - 3)]
+    if not isinstance(types, list) or len(types) != c.layers:
+        raise ConfigError(f"config field 'layers_block_type' must list one type per layer ({c.layers}): fix the "
+                          "config.json", field="layers_block_type")
+    h = c.hidden
+    mamba = MambaDims(f.req_int("mamba_expand") * h, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
+                      _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias", True),
+                      proj_bias=f.flag("mamba_proj_bias"), a_log_fp32=True)
+    heads, wide, inter = _heads(c), 2 * h, f.req_int("intermediate_size")
+    kv = _kv_heads(f, heads)
+    head_dim = f.opt_int("attention_head_dim") or wide // heads
+    block = ((("attention", heads * head_dim * wide, (heads * head_dim, wide)),)
+             + (("attention", kv * head_dim * wide, (kv * head_dim, wide)),) * 2
+             + (("attention", h * heads * head_dim, (h, heads * head_dim)), ("norms", wide + h, None))
+             + (("mlp", inter * h, (inter, h)),) * 2 + (("mlp", h * inter, (h, inter)),))
+    hybrid = LayerDims(mamba, None, 1, (("other", h * h, (h, h)),))
+    layers = [hybrid if t == "hybrid" else LayerDims(mamba, None, 1) for t in types]
+    return _Body(layers, extra=block if "hybrid" in types else ())
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -589,5 +619,5 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
-    "zamba2": _zamba2,
+    "zamba2": _zamba2, "zamba": _zamba,
 }
