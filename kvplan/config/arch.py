@@ -447,8 +447,11 @@ def _nemotron_h(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
             out.append(LayerDims(None, moe, 1))
         elif kind == "none":
             out.append(LayerDims(None, dense, 1))
-        else:
+        elif kind.split(":")[0].split("_")[0] in mixers and "+" not in kind:
             out.append(LayerDims(mixers[kind.split(":")[0].split("_")[0]], None, 1))
+        else:   # NemotronHConfig has no "hybrid" block (Falcon-H1's attention beside Mamba in one layer)
+            raise ConfigError(f"Nemotron-H block kind {kind!r} is not one NemotronHBlock builds (mamba, attention, "
+                              "mlp, moe): fix layers_block_type / hybrid_override_pattern", field="layers_block_type")
     return _Body(out)
 
 
