@@ -93,7 +93,8 @@ def test_hy_v4_shared_indexer_layers_cache_only_the_latent():
 def test_a_looped_decoder_caches_its_recurrent_layers_on_every_pass():
     model = kvplan.parse_config(_default("dory"), name="dory")
     assert model.num_layers == 16 + 2 * 40 + 16
-    assert model.arch is None or model.arch.num_layers == 72
+    # the weights: DoryConfig's 36 DoryDecoderLayers (to_dict lists each as an attention and an "mlp" entry: 72)
+    assert model.arch.num_layers == 36
     # 56 attention layers over the passes x 4 KV heads x 256 x 2 x 1,000 x 2 B, plus 42 sliding layers' 8 B counters
     assert _bytes(_default("dory")) == 56 * 4 * 256 * 2 * 1000 * 2 + 42 * 8
 

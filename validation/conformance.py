@@ -457,7 +457,8 @@ def sweep(only: list[str] | None = None, workers: int = 2, scratch: Path | None 
 
     types = only or architectures()
     scratch = scratch or Path(tempfile.mkdtemp(prefix="kvplan-conformance-"))
-    shares = [types[i::workers] for i in range(workers)]
+    # no empty share: `--worker ""` is no worker at all, and ran the whole sweep behind a one-family --only
+    shares = [share for share in (types[i::workers] for i in range(workers)) if share]
     crashed: list[dict] = []
     procs = {}
     for k, share in enumerate(shares):

@@ -4,7 +4,8 @@
 the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from
 the same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which
 projections carry biases). Families without a hand-written builder here get their structure from their traits
-(`traits`); towers come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
+(`traits`); Gemma 3n / 4 are built by `gemma`, Dory and HRM-Text (blocks run more than once) by `looped`; towers
+come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
 Nothing here imports transformers.
 """
 
@@ -20,9 +21,9 @@ from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mam
                           QuantDims, interned)
 from . import gemma, looped
 from .quant import parse_quant
-from .state import nas_attention
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
+from .state import nas_attention
 from .towers import Towers, read_towers, vit_size
 from .traits import body as traited_body
 from .traits import layers as traited_layers
@@ -465,8 +466,11 @@ def _nemotron_h(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
             out.append(LayerDims(None, moe, 1))
         elif kind == "none":
             out.append(LayerDims(None, dense, 1))
-        else:
+        elif kind.split(":")[0].split("_")[0] in mixers and "+" not in kind:
             out.append(LayerDims(mixers[kind.split(":")[0].split("_")[0]], None, 1))
+        else:   # NemotronHConfig has no "hybrid" block (Falcon-H1's attention beside Mamba in one layer)
+            raise ConfigError(f"Nemotron-H block kind {kind!r} is not one NemotronHBlock builds (mamba, attention, "
+                              "mlp, moe): fix layers_block_type / hybrid_override_pattern", field="layers_block_type")
     return _Body(out)
 
 
@@ -540,6 +544,94 @@ def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
 
 
+def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """XLM (modeling_xlm.py XLMWithLMHeadModel): learned positions, layer_norm_emb [H] (+ bias) after the
+    embeddings and no final norm, language embeddings [n_langs, H] where use_lang_emb and n_langs > 1; post-norm
+    blocks of biased MHA q/k/v/out and a biased un-gated FFN of 4 x H, two LayerNorms; pred_layer.proj biased
+    (its weight tied unless tie_word_embeddings is false). XLM's default: 12 blocks of 2,048 -> 667,119,041."""
+    if f.flag("asm"):
+        raise ConfigError("XLM with asm (an adaptive-softmax head) is not counted by kvplan's rule: open an issue "
+                          "with the model id", field="asm")
+    heads = _heads(c)
+    attn = _attention(f, c, bias=True, head_dim=c.hidden // heads, kv_heads=heads)
+    langs = f.req_int("n_langs") if f.flag("use_lang_emb", True) else 0
+    extra = (("norms", 2 * c.hidden, None),) + ((("embeddings", langs * c.hidden, None),) if langs > 1 else ())
+    return _Body(_uniform(c.layers, LayerDims(attn, MLPDims(4 * c.hidden, gated=False, bias=True), 2)),
+                 norm_bias=True, lm_head_bias=True, positions=f.req_int("max_position_embeddings"),
+                 final_norm=False, extra=extra)
+
+
+def _zamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Zamba2 (modeling_zamba2.py): every layer a Mamba-2 block (conv always biased, in/out_proj by add_bias_linear,
+    one RMSNorm); a "hybrid" layer adds a bias-free linear [H, H] and runs a shared transformer block, one of
+    min(num_mem_blocks, hybrid layers) tied copies (Zamba2Model.get_layers), counted once at the top: q/k/v
+    [heads x 2H / heads, 2H], o [H, heads x head_dim], an input RMSNorm [2H] and a pre-FF one [H], a fused gate_up
+    [2I, H] and down [H, I] (add_bias_linear), and per hybrid layer a rank-r adapter pair on gate_up ([r, H],
+    [2I, r]) and, with use_shared_attention_adapter, on q, k and v ([r, 2H], [2H, r] each). The hybrid layers carry
+    the attention and MLP dims (for activations and TP), their own tensors as extras."""
+    types = f.get("layers_block_type")
+    if not isinstance(types, list) or len(types) != c.layers or not f.state_shape:
+        raise ConfigError(f"config field 'layers_block_type' must list one type per layer ({c.layers}): fix the "
+                          "config.json", field="layers_block_type")
+    h, bias = c.hidden, f.flag("add_bias_linear")
+    (conv_dim, kernel), (heads_m, head_dim_m, _) = f.state_shape
+    mamba = Mamba2Dims(heads_m * head_dim_m, heads_m, conv_dim, kernel, conv_bias=True, proj_bias=bias)
+    heads = _heads(c)
+    kv, wide = _kv_heads(f, heads), 2 * h
+    # Zamba2Config.__post_init__: intermediate_size or 4 x hidden
+    head_dim, inter, rank = wide // heads, f.opt_int("intermediate_size") or 4 * h, f.req_int("adapter_rank")
+    hybrid = sum(1 for t in types if t == "hybrid")
+    blocks = min(f.req_int("num_mem_blocks"), hybrid)
+    lin = lambda rows, cols, b=False: [("other", rows * cols, (rows, cols))] + ([("other", rows, None)] if b else [])  # noqa: E731
+    own = [("mixer", (mamba.inner + conv_dim + heads_m) * h, (mamba.inner + conv_dim + heads_m, h))]
+    own += [("mixer", mamba.inner + conv_dim + heads_m, None)] if bias else []
+    own += [("mixer", conv_dim * kernel + conv_dim + 3 * heads_m + mamba.inner, None),
+            ("mixer", h * mamba.inner, (h, mamba.inner))] + ([("mixer", h, None)] if bias else [])
+    own += lin(h, h)
+    block = ([("attention", heads * head_dim * wide, (heads * head_dim, wide))]
+             + [("attention", kv * head_dim * wide, (kv * head_dim, wide))] * 2
+             + [("attention", h * heads * head_dim, (h, heads * head_dim)), ("norms", wide + h, None)])
+    block += [("mlp", 2 * inter * h, (2 * inter, h))] + ([("mlp", 2 * inter, None)] if bias else [])
+    block += [("mlp", h * inter, (h, inter))] + ([("mlp", h, None)] if bias else [])
+    adapters = lin(rank, h) + lin(2 * inter, rank)
+    if f.flag("use_shared_attention_adapter"):
+        adapters += (lin(rank, wide) + lin(wide, rank)) * 3
+    top = tuple(block * blocks + adapters * hybrid)
+    shared = LayerDims(AttentionDims(heads, kv, head_dim, head_dim), MLPDims(inter, fused_gate_up=True), 1,
+                       tuple(own), mixer_weights=False, ffn_weights=False)
+    return _Body([shared if t == "hybrid" else LayerDims(mamba, None, 1) for t in types], extra=top)
+
+
+def _zamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Zamba (modeling_zamba.py): Mamba-1 layers whose mixer is split into n_mamba_heads (x_proj / dt_proj / A_log / D
+    per head: the same elements as one mixer of the whole width) with one RMSNorm; "hybrid" layers add a bias-free
+    linear [H, H] and run the one shared transformer block, tied across them and counted once at the top: q/k/v
+    [heads x head_dim, 2H], o [H, heads x head_dim], an input RMSNorm [2H] and a pre-FF one [H], a gated MLP
+    without biases. Zamba-7B defaults: 76 layers, 13 hybrid."""
+    types = f.get("layers_block_type")
+    if types is None:   # ZambaConfig.__post_init__
+        period, offset = f.req_int("attn_layer_period"), f.req_int("attn_layer_offset", minimum=0)
+        types = ["linear_attention"] * 2 + ["hybrid"] + ["hybrid" if i % period == offset else "linear_attention"
+                                                         for i in range(c.layers - 3)]
+    if not isinstance(types, list) or len(types) != c.layers:
+        raise ConfigError(f"config field 'layers_block_type' must list one type per layer ({c.layers}): fix the "
+                          "config.json", field="layers_block_type")
+    h = c.hidden
+    mamba = MambaDims(f.req_int("mamba_expand") * h, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
+                      _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias", True),
+                      proj_bias=f.flag("mamba_proj_bias"), a_log_fp32=True)
+    heads, wide, inter = _heads(c), 2 * h, f.req_int("intermediate_size")
+    kv = _kv_heads(f, heads)
+    head_dim = f.opt_int("attention_head_dim") or wide // heads
+    block = ((("attention", heads * head_dim * wide, (heads * head_dim, wide)),)
+             + (("attention", kv * head_dim * wide, (kv * head_dim, wide)),) * 2
+             + (("attention", h * heads * head_dim, (h, heads * head_dim)), ("norms", wide + h, None))
+             + (("mlp", inter * h, (inter, h)),) * 2 + (("mlp", h * inter, (h, inter)),))
+    hybrid = LayerDims(mamba, None, 1, (("other", h * h, (h, h)),))
+    layers = [hybrid if t == "hybrid" else LayerDims(mamba, None, 1) for t in types]
+    return _Body(layers, extra=block if "hybrid" in types else ())
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -548,5 +640,6 @@ _BUILDERS = {
     "phi": _phi, "phi3": _phi3, "gpt2": _gpt2, "gpt_bigcode": _gpt2, "gptj": _gptj, "gpt_neox": _gpt_neox,
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
-    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text,
+    "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
+    "zamba2": _zamba2, "zamba": _zamba,
 }

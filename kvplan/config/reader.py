@@ -133,6 +133,11 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     # DoryConfig, HrmTextConfig (configuration_dory.py, configuration_hrm_text.py)
     "dory": {"head_dim": 256, "num_key_value_heads": 4, "intermediate_size": 7168, "vocab_size": 131_072,
              "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
+    "zamba": {"mamba_conv_bias": True, "mamba_proj_bias": False, "tie_word_embeddings": True},
+    "zamba2": {"add_bias_linear": False, "num_mem_blocks": 1, "adapter_rank": 128,
+               "use_shared_attention_adapter": False, "tie_word_embeddings": True},
+    "xlm": {"asm": False, "n_langs": 1, "use_lang_emb": True, "max_position_embeddings": 512,
+            "tie_word_embeddings": True},
     "hrm_text": {"head_dim": 128, "intermediate_size": 4096, "attention_bias": False, "mlp_bias": False,
                  "tie_word_embeddings": False},
 }

@@ -48,6 +48,7 @@ class MambaDims:
     conv_bias: bool = True
     proj_bias: bool = False
     inner_norms: bool = False  # Jamba: RMSNorm weights on dt [dt_rank], B and C [state]
+    a_log_fp32: bool = False  # Zamba: A_log built from a float32 arange, float32 in a bf16 model
 
 
 @dataclass(frozen=True)

@@ -269,7 +269,10 @@ def _mamba(m: MambaDims, h: int, i: int) -> list[Tensor]:
     out = _linear("mixer", 2 * n, h, m.proj_bias, i)
     out.append(Tensor("mixer", n * m.conv_kernel + (n if m.conv_bias else 0), layer=i))  # depthwise conv1d
     out += _linear("mixer", m.dt_rank + 2 * s, n, False, i) + _linear("mixer", n, m.dt_rank, True, i)
-    out.append(Tensor("mixer", n * s + n + ((m.dt_rank + 2 * s) if m.inner_norms else 0), layer=i))  # A_log, D
+    if m.a_log_fp32:  # Zamba's A_log [I, S] stays float32 (torch.arange(..., dtype=torch.float32)), D follows the model
+        out += [Tensor("mixer", n * s, layer=i, fp32=True), Tensor("mixer", n, layer=i)]
+    else:
+        out.append(Tensor("mixer", n * s + n + ((m.dt_rank + 2 * s) if m.inner_norms else 0), layer=i))  # A_log, D
     return out + _linear("mixer", h, n, m.proj_bias, i)
 
 
