@@ -137,6 +137,9 @@ class StateSpec:
     mixer: str = "mamba"
     recurrent_fp32: bool = True  # False: the recurrent state is in the model dtype (MiniMax lightning attention)
     counter: bool = False  # the cache's int64 position counter sits with this layer (xLSTMCache.seqlen_offset)
+    # Mamba-2: the conv state's n_groups and SSM state size, which the engines' TP sharding reads (0: not Mamba-2)
+    groups: int = 0
+    group_state: int = 0
     kind = "state"
 
     def recurrent_bytes(self, act_bytes: int) -> int:
