@@ -119,9 +119,10 @@ def with_ds_mla_layout(specs: list[VllmLayerSpec], model: ModelSpec, kv_bits: in
 def conv_channels(spec: StateSpec, tp: int) -> int:
     """The conv state's channels on one TP rank. A Mamba-2 mixer whose n_groups TP does not divide has its groups
     replicated so that each rank holds the groups its heads read: n_groups + (tp - n_groups), then split (vLLM
-    0.33 model_executor/layers/mamba/mamba_utils.py `mamba2_state_shape` / `extra_groups_for_head_shards`
-    :186-269, the same in 0.19; SGLang 0.5.23 configs/mamba_utils.py `Mamba2StateShape.create` :216-225). A
-    Granite-4.0-H-style mixer with 1 group of state 128 and 8,192 inner channels at TP 4: (8,192 + 2 x 4 x 128) / 4
+    model_executor/layers/mamba/mamba_utils.py `mamba2_state_shape` / `extra_groups_for_head_shards`, 0.19
+    :140-165, 0.27.1, 0.33 :186-269; SGLang configs/mamba_utils.py `Mamba2StateShape.create`, 0.5.23 :216-225, in
+    every release with a Mamba-2 hybrid: 0.5.3's falcon_h1.py, mamba_utils.py from 0.5.4). A Granite-4.0-H-style
+    mixer with 1 group of state 128 and 8,192 inner channels at TP 4: (8,192 + 2 x 4 x 128) / 4
     = 2,304 channels a rank, not (8,192 + 256) // 4 = 2,112."""
     channels = spec.conv_shape[0] if spec.conv_shape else 0   # MiniMax lightning attention: no conv state
     if spec.groups and spec.groups % tp:

@@ -83,7 +83,8 @@ def unsized_profile(shape: ArchShape, text_only: bool) -> str | None:
     return (f"{UNSIZED} for {shape.model_type}: vLLM first runs the vision encoder on dummy items of the "
             "largest size and kvplan knows neither their token count nor the encoder's activation peak, so the KV "
             "pool and tokens leave that memory out and may be GiBs high (Qwen2.5-VL-7B on vLLM 0.27.1 with one "
-            "image per prompt: 1.82 GiB, +62.6 % tokens); a text-only server (images_per_prompt 0) skips this profile")
+            "image per prompt: 1.82 GiB, +62.6 % tokens); a text-only server (0 images per prompt, or "
+            "language-model-only serving) skips this profile")
 
 
 def limit_flags(version: tuple[int, int, int], limit: int) -> str:
