@@ -333,6 +333,11 @@ LEARNED = [
 SUSPECTED = [
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "
     "and token; kvplan has no int8 KV for vLLM (one row, club3090-446, planned with a 1-byte fp8 stand-in).",
+    "The profile run's encoder pass for towers without a fixed image token count (Qwen2.5-VL, Llama 4, Qwen3.5): "
+    "vLLM runs dummy items of the largest size through the vision encoder before the language model "
+    "(gpu/mm/encoder_runner.py profile_encoder_cache, 0.27.1); kvplan's plans warn and predict no pool for them "
+    "(kvplan/planning/engines/vllm_mm.py `unsized_profile`): 2.49 GiB of non-KV memory for Qwen2.5-VL-7B with one "
+    "image on 0.27.1 against kvplan's 0.67, and one video drove a 0.23.0 start-up's pool to -14.28 GiB.",
 ]
 
 
