@@ -22,6 +22,11 @@ ALLOWED = {
     # families that exist only as remote code (ChatGLM, Phi-3-small): nothing in transformers to verify against
     "remote code": re.compile(r"model_type '(chatglm|phi3small|nemotron-nas)' is not one transformers [\d.]+ "
                               r"ships: .+"),
+    # vLLM's encoder profile run for towers without a fixed image token count (Qwen2.5-VL's dynamic resolution,
+    # Llama 4's tiles, Qwen3.5 / 3.6, Qwen3-VL, GLM-4.6V, Gemma 4): the warning says which way the pool errs, by how
+    # much a published log erred (1.82 GiB), and what to do (a text-only server skips the profile)
+    "encoder profile": re.compile(r"vLLM's multimodal profile run is not sized for \w+: .+ may be GiBs high .+ a "
+                                  r"text-only server .+ skips this profile"),
     # a tower only remote code builds (Kimi-K2.5's MoonViT): the warning says which way the pool errs and what to
     # pass (the checkpoint folder, whose safetensors headers hold the tower's real bytes)
     "remote-code tower": re.compile(r".+: its vision tower \(no model_type in kimi_k25\) is not counted by kvplan's "

@@ -363,7 +363,7 @@ def _build_mamba2(r: ConfigReader, notes: list[str]) -> list[tuple]:
     heads, head_dim = r.int_("num_heads", r.get("num_heads")), r.int_("head_dim", r.get("head_dim"))
     kernel = r.int_("conv_kernel", r.get("conv_kernel"))
     spec = StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
-                     mixer="mamba2")
+                     mixer="mamba2", groups=groups, group_state=state)
     return [(spec,)] * n
 
 

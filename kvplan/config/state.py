@@ -179,7 +179,7 @@ def _mamba2(r: ConfigReader) -> StateSpec:
     head_dim = inner // heads if head_dim in (None, "auto") else r.int_(*_found(r, MAMBA_HEAD_DIM))
     state, groups, kernel = _need(r, MAMBA_STATE), _need(r, MAMBA_GROUPS), _need(r, MAMBA_KERNEL)
     return StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
-                     mixer="mamba2")
+                     mixer="mamba2", groups=groups, group_state=state)
 
 
 def _mamba1(r: ConfigReader) -> StateSpec:

@@ -198,6 +198,9 @@ class StateSpec:
     recurrent_fp32: bool = True  # False: the recurrent state is in the model dtype (MiniMax lightning attention)
     conv_fp32: bool = False  # True: the conv state is float32 whatever the model dtype (Inkling's short convolutions)
     counter: bool = False  # the cache's int64 position counter sits with this layer (xLSTMCache.seqlen_offset)
+    # Mamba-2: the conv state's n_groups and SSM state size, which the engines' TP sharding reads (0: not Mamba-2)
+    groups: int = 0
+    group_state: int = 0
     kind = "state"
 
     def recurrent_bytes(self, act_bytes: int) -> int:

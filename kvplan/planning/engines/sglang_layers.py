@@ -10,7 +10,7 @@ from ...dtypes import DType, resolve_dtype
 from ...gpus import GPU
 from ...model.layers import IndexedMLASpec, MLASpec, StateSpec
 from ...model.spec import ModelSpec
-from .vllm_kv import VllmLayerSpec, rank_layer_specs
+from .vllm_kv import VllmLayerSpec, conv_channels, rank_layer_specs
 
 # mem_cache/memory_pool.py DSATokenToKVPool (NSATokenToKVPool before 0.5.13): fp8 index keys with one fp32 scale per
 # 128, stored as uint8
@@ -96,6 +96,7 @@ def state_bytes_per_request(model: ModelSpec, layers: range, attn_tp: int, versi
     for index in layers:
         for spec in model.layers[index]:
             if isinstance(spec, StateSpec):
-                channels, kernel = spec.conv_shape or (0, 1)
-                total += channels // attn_tp * (kernel - 1) * CONV_BYTES + spec.recurrent_elems // attn_tp * ssm
+                kernel = spec.conv_shape[1] if spec.conv_shape else 1
+                conv = conv_channels(spec, attn_tp) * (kernel - 1)   # Mamba-2 groups replicated over TP
+                total += conv * CONV_BYTES + spec.recurrent_elems // attn_tp * ssm
     return total

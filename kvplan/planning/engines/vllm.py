@@ -33,7 +33,8 @@ from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
                       kv_groups, max_usage_bytes, pool_capacity, rank_layer_specs)
 from .vllm_runner import max_concurrent_batches, sampler_entry_bytes
-from .vllm_mm import TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags
+from .vllm_mm import (TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags,
+                      unsized_profile)
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
                            batch_defaults, non_torch_bytes, pp_layer_split)
@@ -204,6 +205,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
+        warnings=[w for w in (unsized_profile(shape, text_only),) if w],
     )
 
 

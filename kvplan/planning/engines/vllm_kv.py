@@ -117,17 +117,31 @@ def with_ds_mla_layout(specs: list[VllmLayerSpec], model: ModelSpec, kv_bits: in
     return [packed if x.kind == "mla" and x.bytes_per_token in latent else x for x in specs]
 
 
+def conv_channels(spec: StateSpec, tp: int) -> int:
+    """The conv state's channels on one TP rank. A Mamba-2 mixer whose n_groups TP does not divide has its groups
+    replicated so that each rank holds the groups its heads read: n_groups + (tp - n_groups), then split (vLLM
+    model_executor/layers/mamba/mamba_utils.py `mamba2_state_shape` / `extra_groups_for_head_shards`, 0.19
+    :140-165, 0.27.1, 0.33 :186-269; SGLang configs/mamba_utils.py `Mamba2StateShape.create`, 0.5.23 :216-225, in
+    every release with a Mamba-2 hybrid: 0.5.3's falcon_h1.py, mamba_utils.py from 0.5.4). A Granite-4.0-H-style
+    mixer with 1 group of state 128 and 8,192 inner channels at TP 4: (8,192 + 2 x 4 x 128) / 4
+    = 2,304 channels a rank, not (8,192 + 256) // 4 = 2,112."""
+    channels = spec.conv_shape[0] if spec.conv_shape else 0   # MiniMax lightning attention: no conv state
+    if spec.groups and spec.groups % tp:
+        channels += 2 * (tp - spec.groups) * spec.group_state
+    return channels // tp
+
+
 @lru_cache(maxsize=4096)  # layers repeat a handful of distinct specs: 10,000 layers convert one or two
 def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_bytes: int | None = None) -> VllmLayerSpec | None:
     if isinstance(spec, StateSpec):
         # vLLM keeps kernel-1 conv columns (transformers keeps the full kernel) in the model dtype and the SSM
         # state in mamba_ssm_cache_dtype (the model dtype, or a Qwen3.5 config's float32); both sharded over TP.
         # Qwen3.6-27B on a GB10 (vLLM 0.23): the float32 state is what makes its attention block 1,568 tokens.
-        channels, kernel = spec.conv_shape or (0, 1)  # MiniMax lightning attention: no conv state
-        conv = (channels // tp) * (kernel - 1)
+        kernel = spec.conv_shape[1] if spec.conv_shape else 1
+        conv = conv_channels(spec, tp) * (kernel - 1)
         recurrent = spec.recurrent_elems // tp
         return VllmLayerSpec("mamba", 0, state_bytes=conv * act_bytes + recurrent * (ssm_bytes or act_bytes),
-                             conv_bytes_per_column=(channels // tp) * act_bytes)
+                             conv_bytes_per_column=conv_channels(spec, tp) * act_bytes)
     if isinstance(spec, CompressedAttentionSpec):  # refused before planning (engines/unread.py): never "no cache"
         raise WorkloadError("kvplan does not size vLLM's pages for DeepSeek-V4's compressed attention layers: plan "
                             "them with --engine hf")
