@@ -334,8 +334,10 @@ def test_a_plan_without_drafting_says_what_mtp_would_add(model_id, kv_per_token)
     qwen3_5.py maps `mtp.` to nothing): the plan holds none and its note says what --speculative mtp adds."""
     from kvplan.units import fmt_bytes
 
-    plain = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096)
-    drafted = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096,
+    # a text-only server: Qwen3.5's vision tower would add vLLM's unsized encoder-profile warning (vllm_mm.py)
+    text_only = {"images_per_prompt": 0} if kvplan.load_model(model_id).require_arch().towers else {}
+    plain = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096, **text_only)
+    drafted = kvplan.plan(model_id, gpu="H200", tp=8, max_model_len=4096, **text_only,
                           speculative={"method": "mtp", "num_speculative_tokens": 1})
     (note,) = [n for n in plain.notes if n.startswith("MTP:")]
     assert drafted.kv_bytes_per_token - plain.kv_bytes_per_token == kv_per_token

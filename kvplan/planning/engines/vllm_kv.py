@@ -229,6 +229,12 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
     page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
     Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page."""
+    if not specs:
+        # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
+        # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
+        # holds (get_kv_cache_spec), so the sharing would cross stages, which kvplan has no rule for
+        raise WorkloadError("a pipeline stage would hold only layers that reuse other stages' KV caches (KV "
+                            "sharing), which kvplan does not plan: use fewer pipeline stages")
     attention = max((x.page_bytes(block_size) for x in specs if x.kind != "mamba"), default=0)
     if attention:
         specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
