@@ -195,8 +195,8 @@ def compare(model: ModelSpec, seq_len: int, batch_size: int = 1, *, window: int 
     rows = [_or_not_applicable("MHA baseline", mha_baseline, model, seq_len, batch_size), base,
             sliding_window(model, seq_len, batch_size, window),
             sinks_window(model, seq_len, batch_size, sinks, window),
-            *(_or_not_applicable(f"quantized {d}", quantized, model, seq_len, batch_size, d) for d in quant_dtypes),
-            _or_not_applicable("offloaded", offloaded, model, seq_len, batch_size),   # DeepSeek-V4: dynamic only
+            *(_or_not_applicable(f"{d} KV", quantized, model, seq_len, batch_size, d) for d in quant_dtypes),
+            _or_not_applicable("offload to host memory", offloaded, model, seq_len, batch_size),   # V4: dynamic only
             keep_fraction(model, seq_len, batch_size, fraction)]
     return [with_saving(r, base.device_bytes) for r in rows]
 
