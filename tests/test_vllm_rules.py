@@ -438,7 +438,9 @@ def test_engines_refuse_the_caches_kvplan_has_not_read(model_type, engine):
 def test_unequal_attention_pages_give_the_smaller_longer_blocks():
     """`unify_kv_cache_spec_page_size` (0.25.1 v1/core/kv_cache_utils.py): gemma-4-E4B-it's 24 KV-owning layers
     (18 of 42 share a target's cache) are 4 full layers of 2 KV heads x 512 x 2 x 2 B = 4,096 B/token and 20
-    sliding of 2,048: the sliding blocks hold 32 tokens so every page is 16 x 4,096 = 65,536 B."""
+    sliding of 2,048: the sliding blocks hold 32 tokens so every page is 16 x 4,096 = 65,536 B. The shared layers
+    have no spec at all (0.25.1 gemma4.py :457-480 names their kv_sharing_target_layer_name; gpu_model_runner.py
+    `get_kv_cache_spec` :7575 skips such a layer: 'doesn't allocate KV cache for the layer')."""
     specs, groups = _groups_for("google/gemma-4-E4B-it")
     assert sorted((s.kind, s.bytes_per_token) for s in set(specs)) == [("full", 4096), ("sliding", 2048)]
     assert len(specs) == 24 and len(groups.groups) == 6 and groups.padding_layers == 0   # 5 sliding + 1 full of 4

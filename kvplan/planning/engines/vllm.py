@@ -126,7 +126,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         if line:
             padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
         weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
-                   + rope_cache_bytes(model, act) + padding)
+                   + rope_cache_bytes(model, act, per_layer_type=True) + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,
                                      entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2)

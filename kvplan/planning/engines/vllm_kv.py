@@ -243,7 +243,8 @@ def hybrid_alignment(version: tuple[int, int, int], is_mla: bool, gdn_checkpoint
 
 
 def unify_page_sizes(specs: list[VllmLayerSpec], block_size: int) -> list[VllmLayerSpec]:
-    """`unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py, 0.20.1 :995, 0.25.1 :1049): when attention
+    """`unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py 0.19.0 :914, 0.20.1 :1007, 0.25.1 :1049; 0.33.0
+    v1/core/kv_cache_planning.py :346; 0.11.0 has none and asserts equal pages; 0.12-0.18 not read): when attention
     pages differ, a layer whose page divides the largest gets a block that many times longer, so all pages are
     equal. gemma-4-E4B-it: full layers 2 KV heads x 512 x 2 x 2 B = 4,096 B/token, sliding 2,048: a sliding
     block holds 32 tokens, and a request's 2,559-token window span (511 + 2,048 batched) takes cdiv(2,559, 32) + 1
