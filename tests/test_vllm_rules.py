@@ -494,3 +494,11 @@ def test_nemotron3_nano_block_and_concurrency_hand_derived():
     assert groups.bytes_per_block == 6 * 2_096 * 1_024
     assert max_concurrency_at(p, 262_144, load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")) == pytest.approx(
         (p.kv_pool_bytes // (6 * 2_096 * 1_024)) / (cdiv(262_144, 2_096) + 4))
+
+
+def test_plan_notes_say_which_layers_have_longer_blocks_and_how_tokens_are_counted():
+    new = plan("google/gemma-4-E4B-it", engine="vllm", gpu="L40S", max_model_len=16_384, engine_version="0.25.1")
+    assert "sliding layers' blocks hold 32 tokens, the others 16" in " ".join(new.notes)
+    assert "'GPU KV cache size' is max concurrency x max_model_len" in " ".join(new.notes)   # 0.20.1+
+    old = plan("google/gemma-4-E4B-it", engine="vllm", gpu="L40S", max_model_len=16_384, engine_version="0.20.0")
+    assert "'GPU KV cache size' is per group" in " ".join(old.notes)   # 0.20.0: num_blocks // groups x block
