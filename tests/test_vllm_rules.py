@@ -467,15 +467,17 @@ def test_unequal_pages_where_the_full_layers_are_smaller():
 @pytest.mark.parametrize("name, version, ssm_bytes", [
     # NVIDIA-Nemotron-3-Nano-30B-A3B sets mamba_ssm_cache_dtype float32: 64 heads x 64 x 128 x 4 B
     ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 20, 1), 64 * 64 * 128 * 4),
-    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 11, 0), 64 * 64 * 128 * 2),   # no NemotronH class yet
-    # Nemotron-H-56B sets none: float32 from 0.20 (DEFAULT_MAMBA_SSM_CACHE_DTYPE), float16 at 0.19
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 12, 0), 64 * 64 * 128 * 2),   # no NemotronH class yet
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 13, 0), 64 * 64 * 128 * 4),   # the config's, from 0.13
+    # Nemotron-H-56B sets none: float32 from 0.20 (DEFAULT_MAMBA_SSM_CACHE_DTYPE), float16 0.13-0.19
     ("nvidia/Nemotron-H-56B-Base-8K", (0, 20, 0), 256 * 64 * 256 * 4),
     ("nvidia/Nemotron-H-56B-Base-8K", (0, 19, 0), 256 * 64 * 256 * 2),
     ("nvidia/Nemotron-H-56B-Base-8K", (0, 33, 0), 256 * 64 * 256 * 4),
 ])
 def test_nemotron_h_ssm_state_dtype_by_version(name, version, ssm_bytes):
     """model_executor/models/config.py `NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype`: the config's
-    mamba_ssm_cache_dtype, else float16 (0.19.0) / float32 (0.20.0-0.33.0); the conv state stays bf16."""
+    mamba_ssm_cache_dtype, else float16 (0.13.0-0.19.0) / float32 (0.20.0-0.33.0); none in 0.12.0 (the model
+    dtype); the conv state stays bf16."""
     model = load_model(name)
     (spec,) = {x for x in rank_layer_specs(model, range(model.num_layers), 1, 2, 2, version) if x.kind == "mamba"}
     state = model.fields["mamba_num_heads"] * 64 * model.fields["ssm_state_size"]

@@ -74,10 +74,13 @@ def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
 
 
 SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-# model_executor/models/config.py `NemotronHForCausalLMConfig` (0.19.0 :483, 0.20.1 :409, 0.33.0 :812), for these
-# architectures (`MODELS_CONFIG_MAP`): the config's mamba_ssm_cache_dtype, else float16 (0.19) / float32 (0.20+)
-NEMOTRON_H = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2")
-NEMOTRON_H_FROM = (0, 19)   # 0.11.0 has no such class (the model dtype); 0.12-0.18 not read: the model dtype
+# model_executor/models/config.py `NemotronHForCausalLMConfig` (0.13.0 :493, 0.19.0 :483, 0.20.1 :409, 0.33.0
+# :812), for the architectures `MODELS_CONFIG_MAP` gives it: the config's mamba_ssm_cache_dtype, else float16
+# (0.13-0.19) / float32 (0.20+). 0.11.0 and 0.12.0 have no such class (the model dtype). The release each
+# architecture joined, as read: NemotronHForCausalLM 0.13.0; NemotronHPuzzleForCausalLM in 0.16.0, not 0.14.0;
+# NemotronH_Nano_VL_V2 in 0.19.0, not 0.16.0 (the releases between not read: planned from the later one).
+NEMOTRON_H = {"NemotronHForCausalLM": (0, 13), "NemotronHPuzzleForCausalLM": (0, 16), "NemotronH_Nano_VL_V2": (0, 19)}
+FLOAT16_DEFAULT_UNTIL = (0, 19)
 
 
 def vllm_ssm_dtype(model: ModelSpec, version: tuple[int, int, int] | None) -> str | None:
@@ -85,9 +88,11 @@ def vllm_ssm_dtype(model: ModelSpec, version: tuple[int, int, int] | None) -> st
     NVIDIA-Nemotron-3-Nano-30B-A3B on 0.20.1: float32, 64 heads x 64 x 128 x 4 B = 2 MiB a layer, which makes
     the hybrid block 2,096 tokens and the printed 22.01x concurrency (bf16 would give 1,072 tokens and 22.47x)."""
     configured = model.fields.get("engine_ssm_dtype")   # Qwen3.5's mamba_ssm_dtype (config/state.py)
-    if configured or version is None or model.architecture not in NEMOTRON_H or version[:2] < NEMOTRON_H_FROM:
+    since = NEMOTRON_H.get(model.architecture)
+    if configured or version is None or since is None or version[:2] < since:
         return configured
-    return model.fields.get("mamba_ssm_cache_dtype") or ("float16" if version[:2] == (0, 19) else "float32")
+    return model.fields.get("mamba_ssm_cache_dtype") or (
+        "float16" if version[:2] <= FLOAT16_DEFAULT_UNTIL else "float32")
 
 # DeepSeek's packed fp8 layout of a sparse-MLA latent ("fp8_ds_mla"): 512 fp8 NoPE values + 512 / 128 x 4 B of
 # fp32 scales + 64 x 2 B of bf16 RoPE = 656 B a token a layer, against the standard fp8 latent's 576
