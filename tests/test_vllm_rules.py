@@ -430,3 +430,77 @@ def test_engines_refuse_the_caches_kvplan_has_not_read(model_type, engine):
     with pytest.raises(WorkloadError, match="does not plan .*--engine hf") as info:
         plan(model, engine=engine, gpu="H100-80GB", num_gpus=8, max_model_len=4096)
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------- unequal pages, Nemotron-H's SSM dtype
+
+
+def test_unequal_attention_pages_give_the_smaller_longer_blocks():
+    """`unify_kv_cache_spec_page_size` (0.25.1 v1/core/kv_cache_utils.py): gemma-4-E4B-it's 24 KV-owning layers
+    (18 of 42 share a target's cache) are 4 full layers of 2 KV heads x 512 x 2 x 2 B = 4,096 B/token and 20
+    sliding of 2,048: the sliding blocks hold 32 tokens so every page is 16 x 4,096 = 65,536 B. The shared layers
+    have no spec at all (0.25.1 gemma4.py :457-480 names their kv_sharing_target_layer_name; gpu_model_runner.py
+    `get_kv_cache_spec` :7575 skips such a layer: 'doesn't allocate KV cache for the layer')."""
+    specs, groups = _groups_for("google/gemma-4-E4B-it")
+    assert sorted((s.kind, s.bytes_per_token) for s in set(specs)) == [("full", 4096), ("sliding", 2048)]
+    assert len(specs) == 24 and len(groups.groups) == 6 and groups.padding_layers == 0   # 5 sliding + 1 full of 4
+    assert {s.page_bytes(16) for g in groups.groups for s in g} == {65_536}
+    assert groups.bytes_per_block == 4 * 65_536
+    # the L40S's 2,048 batched tokens at 16,384: a sliding group cdiv(511 + 2,048, 32) + 1 = 81 blocks, the full
+    # group 16,384 / 16 = 1,024; one rounding over the groups (before 0.27): 5 x 81 + 1,024 = 1,429
+    pool = int(22.01 * GiB)
+    cap = pool_capacity(groups, pool, 16_384, 2_048, tokens_from_concurrency=True)
+    assert cap.blocks_per_request == 5 * 81 + 1_024
+    assert cap.num_blocks == pool // 262_144 == 90_152   # 23,633,057,546 B / 262,144 = 90,152.96
+    assert round(cap.max_concurrency, 2) == round(90_152 / 1_429, 2) == 63.09   # vLLM 0.25.1 printed 63.10x
+
+
+def test_unequal_pages_where_the_full_layers_are_smaller():
+    # gemma-4-31B-it: sliding 16 KV heads x 256 x 2 x 2 B = 16,384 B/token, full 4 x 512 x 2 x 2 = 8,192 (keys
+    # are values, attention_k_eq_v, but vLLM still allocates both): the full layers' blocks hold 32 tokens
+    specs, groups = _groups_for("google/gemma-4-31B-it")
+    full = next(s for g in groups.groups for s in g if s.kind == "full")
+    assert (full.bytes_per_token, full.block_scale) == (8_192, 2)
+    assert max_usage_bytes(full, 16, 32_768, 8_192) == 32_768 // 32 * 32 * 8_192
+
+
+@pytest.mark.parametrize("name, version, ssm_bytes", [
+    # NVIDIA-Nemotron-3-Nano-30B-A3B sets mamba_ssm_cache_dtype float32: 64 heads x 64 x 128 x 4 B
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 20, 1), 64 * 64 * 128 * 4),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 12, 0), 64 * 64 * 128 * 2),   # no NemotronH class yet
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", (0, 13, 0), 64 * 64 * 128 * 4),   # the config's, from 0.13
+    # Nemotron-H-56B sets none: float32 from 0.20 (DEFAULT_MAMBA_SSM_CACHE_DTYPE), float16 0.13-0.19
+    ("nvidia/Nemotron-H-56B-Base-8K", (0, 20, 0), 256 * 64 * 256 * 4),
+    ("nvidia/Nemotron-H-56B-Base-8K", (0, 19, 0), 256 * 64 * 256 * 2),
+    ("nvidia/Nemotron-H-56B-Base-8K", (0, 33, 0), 256 * 64 * 256 * 4),
+])
+def test_nemotron_h_ssm_state_dtype_by_version(name, version, ssm_bytes):
+    """model_executor/models/config.py `NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype`: the config's
+    mamba_ssm_cache_dtype, else float16 (0.13.0-0.19.0) / float32 (0.20.0-0.33.0); none in 0.12.0 (the model
+    dtype); the conv state stays bf16."""
+    model = load_model(name)
+    (spec,) = {x for x in rank_layer_specs(model, range(model.num_layers), 1, 2, 2, version) if x.kind == "mamba"}
+    state = model.fields["mamba_num_heads"] * 64 * model.fields["ssm_state_size"]
+    conv = (model.fields["mamba_num_heads"] * 64 + 2 * 8 * model.fields["ssm_state_size"]) * 3 * 2
+    assert spec.state_bytes == conv + ssm_bytes and ssm_bytes in (state * 2, state * 4)
+
+
+def test_nemotron3_nano_block_and_concurrency_hand_derived():
+    # float32 state 36,864 + 2,097,152 = 2,134,016 B; block 16 x cdiv(2,134,016, 16 x 1,024) = 2,096 tokens;
+    # 23 Mamba layers in groups of 6 (1 padding layer: vLLM 'Add 1 padding layers, may waste at most 4.35%' = 1/23)
+    p = plan("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", engine="vllm", gpu="H100", max_model_len=262_144,
+             engine_version="0.20.1", max_num_seqs=8)
+    assert p.block_size == 2_096
+    groups = kv_groups(list(p.kv_layers), p.block_size)
+    assert groups.padding_layers == 1 and len(groups.groups) == 5 and len(groups.groups[0]) == 6
+    assert groups.bytes_per_block == 6 * 2_096 * 1_024
+    assert max_concurrency_at(p, 262_144, load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")) == pytest.approx(
+        (p.kv_pool_bytes // (6 * 2_096 * 1_024)) / (cdiv(262_144, 2_096) + 4))
+
+
+def test_plan_notes_say_which_layers_have_longer_blocks_and_how_tokens_are_counted():
+    new = plan("google/gemma-4-E4B-it", engine="vllm", gpu="L40S", max_model_len=16_384, engine_version="0.25.1")
+    assert "sliding layers' blocks hold 32 tokens, the others 16" in " ".join(new.notes)
+    assert "'GPU KV cache size' is max concurrency x max_model_len" in " ".join(new.notes)   # 0.20.1+
+    old = plan("google/gemma-4-E4B-it", engine="vllm", gpu="L40S", max_model_len=16_384, engine_version="0.20.0")
+    assert "'GPU KV cache size' is per group" in " ".join(old.notes)   # 0.20.0: num_blocks // groups x block

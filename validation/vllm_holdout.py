@@ -135,6 +135,11 @@ MODELS = {
                                                  "the base config with --quantization fp8 standing in for the "
                                                  "checkpoint's per-channel fp8 linear layers (embeddings and lm_head "
                                                  "stay bf16 in both; the per-channel scales add 0.4 MB)"),
+    # the Gemma 4 and Nemotron 3 Nano start-ups (bundled 2026-12-02)
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None, ""),
+    "google/gemma-4-31b-it (Kaggle model path .../gemma-4-31b-it/1)": ("google/gemma-4-31B-it", None,
+                                                                       "the log's Kaggle copy of the Hub model"),
+    "google/gemma-4-E4B-it": ("google/gemma-4-E4B-it", None, ""),
     "Qwen/Qwen3-8B": ("Qwen/Qwen3-8B", None, ""),
     "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", "fp8", "the bf16 config with --quantization fp8 standing in for the "
                           "checkpoint's 128 x 128 block fp8 (its scales add ~5 MB)"),
@@ -186,6 +191,9 @@ GPUS = {
         "planned as the L40S, the farthest of the three from the log here (the A40 +0.56 %, the L40 +0.73 %)"),
     "orbit-ai-mi300x": ("MI300X", "the card the row names (AMD Instinct MI300X, from the README and rocm-smi): the "
                         "catalog's runtime total, 206,141,652,992 B = 191.98 GiB"),
+    "gemma-4-e4b-it-bf16-l40s": ("L40S", "the card the article names for both its Gemma 4 runs ('NVIDIA L40S (46 "
+                                 "GB)'; the catalog's runtime total, 44.52 GiB = 47.8 GB): below vLLM's 70 GiB line, "
+                                 "so the API server's default max_num_batched_tokens is 2,048, not an H100's 8,192"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
 }
@@ -198,6 +206,13 @@ PLATFORMS = {
 # Source builds print setuptools-scm's placeholder version; the era they were built in, from their source.
 SOURCE_BUILDS = {
     "pr-vllm-20665/deepseek-v2-lite-l4-tp2pp2": "0.10.0",   # PR #20665, July 2025, printed 0.1.dev7548+gbaba038
+}
+# Logs whose version is read from the source lines they print: the release whose files hold those calls there.
+LINE_DATED = {
+    "fs55685126685/nemotron-3-nano-30b-a3b-bf16-gb10-tp1-262144-util0.80-v0.20.x-inferred": (
+        "0.20.1", "read from the printed source lines: kv_cache_utils.py:1152 ('Add %d padding layers'), :1708 ('GPU "
+        "KV cache size'), :1709, gpu_worker.py:440 and :455 are where 0.20.1 and 0.20.2 make those calls (0.20.0: "
+        ":1140, :1711; 0.21.0: gpu_worker.py:462); the two agree on every rule planned here"),
 }
 # Logs that print no version at all: the PyPI release current on the day they were posted (issue #22: never the
 # default silently), with the date it is read from.
@@ -352,6 +367,8 @@ def engine_version(row: dict) -> tuple[str, str]:
     '0.28.0 (inferred ...)' by their number; a lower bound ('>=0.21', 'newer than 0.27.1') at the bound."""
     if row["run_id"] in SOURCE_BUILDS:
         return SOURCE_BUILDS[row["run_id"]], f"source build printing {row['vllm_version']}: its era"
+    if row["run_id"] in LINE_DATED:
+        return LINE_DATED[row["run_id"]]
     if row["run_id"] in UNDATED and not (row["vllm_version"] or "").strip():
         return UNDATED[row["run_id"]]
     text = (row["vllm_version"] or "").strip()

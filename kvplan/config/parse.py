@@ -140,10 +140,34 @@ def _dims(r: ConfigReader) -> ArchDims:
         rotary_dim=soft(("rotary_dim",)),
         rotary_fraction=_fraction(r, ("partial_rotary_factor", "rotary_pct")),
         rope_tables=2 if r.model_type in TWO_ROPE_TABLES else 1, rope_linear_factor=linear_rope_factor(r.get),
+        rope_widths=_gemma4_rope_widths(r),
         vllm_limit=vllm_limit(r.get, r.model_type), sglang_limit=sglang_limit(r.get),
         invalid=tuple(invalid),
         invalid_positions=next((f for f in invalid if f.split()[0] in POSITION_KEYS), None),
     )
+
+
+def _gemma4_rope_widths(r: ConfigReader) -> tuple[int, ...]:
+    """The widths of the cos/sin tables vLLM builds for Gemma 4, one per layer type's rope_parameters (vllm
+    0.20.0-0.33.0 models/gemma4.py `Gemma4Attention`: `get_rope(self.head_dim, ...)` with that type's parameters).
+    A "proportional" RoPE (the full layers) is a `Gemma4RotaryEmbedding` (layers/rotary_embedding/gemma4_rope.py
+    :48-50), whose table spans the whole head, zero-padded past partial_rotary_factor: gemma-4-31B-it's full layers
+    cache 512 wide, not 512 x 0.25 = 128; its sliding layers (default RoPE) 256. () for other families, or when the
+    config does not set its RoPE per layer type (then the one-table rule)."""
+    params = r.get("rope_parameters")
+    if r.model_type not in ("gemma4_text", "gemma4") or not isinstance(params, dict):
+        return ()
+    heads = {"sliding_attention": r.get("head_dim"), "full_attention": r.get("global_head_dim", 512)}
+    widths = []
+    for layer_type in sorted(set(r.get("layer_types") or ()) & set(heads)):
+        rope, head = params.get(layer_type), heads[layer_type]
+        if not isinstance(rope, dict) or not isinstance(head, int) or isinstance(head, bool) or head <= 0:
+            return ()
+        fraction = rope.get("partial_rotary_factor", 1.0)
+        if rope.get("rope_type") != "proportional" and not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+            return ()
+        widths.append(head if rope.get("rope_type") == "proportional" else int(head * fraction))
+    return tuple(widths)
 
 
 # Families with a sliding-window RoPE base of their own (rope_local_base_freq) beside the global one.

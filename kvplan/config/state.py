@@ -178,6 +178,10 @@ def _mamba2(r: ConfigReader) -> StateSpec:
     head_dim = _first(r, MAMBA_HEAD_DIM)
     head_dim = inner // heads if head_dim in (None, "auto") else r.int_(*_found(r, MAMBA_HEAD_DIM))
     state, groups, kernel = _need(r, MAMBA_STATE), _need(r, MAMBA_GROUPS), _need(r, MAMBA_KERNEL)
+    # the SSM cache dtype a Nemotron-H config asks of vLLM (NVIDIA-Nemotron-3-Nano-30B-A3B: "float32"); vLLM's
+    # planner applies its own default when it is absent (planning/engines/vllm_kv.py `vllm_ssm_dtype`)
+    if r.get("mamba_ssm_cache_dtype") in ("float32", "float16", "bfloat16"):
+        r.used["mamba_ssm_cache_dtype"] = r.get("mamba_ssm_cache_dtype")
     return StateSpec(conv_shape=(inner + 2 * groups * state, kernel), recurrent_shape=(heads, head_dim, state),
                      mixer="mamba2", groups=groups, group_state=state)
 

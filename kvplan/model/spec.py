@@ -36,6 +36,7 @@ class ArchDims:
     rotary_fraction: float = 1.0    # partial_rotary_factor / rotary_pct (Qwen3-Next 0.25, Phi-2 0.4)
     rope_tables: int = 1            # distinct RoPE tables (Gemma 3: local and global bases)
     rope_linear_factor: float = 1.0  # rope_scaling {"rope_type": "linear", "factor": 8} of the (global) RoPE
+    rope_widths: tuple[int, ...] = ()  # vLLM's table widths when RoPE is set per layer type (Gemma 4: 256, 512)
     vllm_limit: ContextLimit | None = None    # the longest max_model_len vLLM accepts (kvplan.config.context)
     sglang_limit: ContextLimit | None = None  # ... and SGLang
     invalid: tuple[str, ...] = ()   # "max_position_embeddings 'abc'": set but unusable, so None above

@@ -177,17 +177,21 @@ def _priced(shape: ArchShape, dtype: DType):
 LEARNED_POSITIONS = {"gpt2", "gpt_bigcode", "opt", "bloom", "mamba", "falcon_mamba", "mamba2"}
 
 
-def rope_cache_bytes(model, act: DType) -> int:
+def rope_cache_bytes(model, act: DType, per_layer_type: bool = False) -> int:
     """vLLM builds one rotary cos/sin table per distinct RoPE on each GPU: max_position x rotary width in the
     model dtype (Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, the gap between 14.96 GiB of parameters and the
     14.99 GiB vLLM reports). The width is the rotating part of a head (Qwen3-Next: 256 x 0.25 = 64; MLA: the
     64-wide RoPE key); Gemma 3 keeps two tables (local and global bases). A linear-scaled RoPE caches
     max_position x factor positions (vllm 0.11-0.19 rotary_embedding/linear_scaling_rope.py: "the maximum length
     after applying the rope scaling is self.max_position_embeddings * self.scaling_factor"): gemma-3-4b-it's
-    global table is 131,072 x 8 x 256 x 2 B = 512 MiB, its local one 64 MiB."""
+    global table is 131,072 x 8 x 256 x 2 B = 512 MiB, its local one 64 MiB. `per_layer_type` (vLLM): a table per
+    layer type's RoPE where the config sets them so (`ArchDims.rope_widths`): gemma-4-31B-it 262,144 x (256 + 512)
+    x 2 B = 384 MiB; SGLang's Gemma 4 tables are not read (one table)."""
     dims = model.dims
     if model.model_type in LEARNED_POSITIONS or dims is None or not dims.max_position_embeddings:
         return 0
+    if per_layer_type and dims.rope_widths:
+        return dims.max_position_embeddings * sum(dims.rope_widths) * int(act.bytes)
     if model.is_mla:
         spec = next(s for _, s in model.specs() if isinstance(s, MLASpec))
         width = spec.qk_rope_head_dim

@@ -126,7 +126,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         if line:
             padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
         weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
-                   + rope_cache_bytes(model, act) + padding)
+                   + rope_cache_bytes(model, act, per_layer_type=True) + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,
                                      entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2)
@@ -160,7 +160,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     # one max_model_len request (Qwen3.5-27B over 2 RTX 5090s, auto length: 55 blocks of the 56 a request needs)
     short_blocks = max(0, cap.blocks_per_request - cap.num_blocks) * groups.bytes_per_block if pool >= need else 0
     fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight)
-    notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs) + padding_lines
+    notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs, version) + padding_lines
              + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
     if short_blocks:
         notes.append(f"vLLM starts (its check is in bytes) with a max concurrency of {cap.max_concurrency:.2f}: one "
@@ -331,7 +331,8 @@ def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: 
     return lo
 
 
-def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=()) -> list[str]:
+def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=(),
+                version: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
     notes = []
     kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
     if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
@@ -341,7 +342,14 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=()) 
     if not groups.uniform:
         notes.append(f"hybrid KV groups ({len(groups.groups)} groups of {len(groups.groups[0])} layers"
                      + (f", {groups.padding_layers} padding layers" if groups.padding_layers else "")
-                     + "): 'GPU KV cache size' is per group, concurrency counts sliding layers' capped blocks")
+                     + "): 'GPU KV cache size' is " + ("max concurrency x max_model_len" if KVRules.of(
+                         version, 1).tokens_from_concurrency else "per group")
+                     + ", concurrency counts sliding layers' capped blocks")
+        longer = sorted({(x.kind, x.block_scale) for g in groups.groups for x in g if x.block_scale > 1})
+        if longer:   # gemma-4-E4B-it: sliding blocks of 32 tokens beside the full layers' 16
+            notes.append("unequal attention pages made equal (unify_kv_cache_spec_page_size): "
+                         + ", ".join(f"{kind} layers' blocks hold {groups.block_size * k} tokens" for kind, k in longer)
+                         + f", the others {groups.block_size}")
     state = next((x for x in specs if x.kind == "mamba"), None)
     if state is not None:
         held = (f"one state per {groups.block_size}-token block of a request" + (f" + {state.states}" if state.states

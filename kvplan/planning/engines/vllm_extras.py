@@ -235,7 +235,7 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     """The KV layers one rank of the stage owning `layers` holds, as vLLM sizes them: the drafter's layers too,
     and Mamba layers with the state pages a request holds (`mamba_states`) and k more conv columns with k
     speculative tokens (model_executor/layers/mamba/mamba_utils.py: kernel - 1 + k)."""
-    specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes))
+    specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes), version)
     if speculative is not None:
         specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))
     if ds_mla_layout(model, kv.bits, version, device.compute_capability if device is not None else None):

@@ -33,21 +33,24 @@ class VllmLayerSpec:
     states_per_block: bool = False  # mamba 'all' mode (<= 0.31): a state per block of max_model_len, plus `states`
     conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
     padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
+    block_scale: int = 1      # attention: its block is this many times the model's (`unify_page_sizes`)
 
     def page_bytes(self, block_size: int) -> int:
         if self.kind == "mamba":
             return max(self.state_bytes, self.padded_bytes)
-        return block_size * self.bytes_per_token
+        return block_size * self.block_scale * self.bytes_per_token
 
 
-def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
-    """Per-rank specs of the layers a pipeline stage holds.
+def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int,
+                     version: tuple[int, int, int] | None = None) -> list[VllmLayerSpec]:
+    """Per-rank specs of the layers a pipeline stage holds (`version`: the vLLM release, for its SSM cache dtype;
+    None: the model dtype unless the config sets the engine's).
 
     KV heads per rank are max(1, kv // tp): Qwen3-Coder-30B's 4 KV heads on TP8 keep 1 head per rank
     (replicated), 24,576 B/token per rank, not 12,288. The MLA latent is one head on every rank, unsharded.
     """
     engine_kv = model.fields.get("engine_kv_heads")
-    ssm_bytes = SSM_BYTES.get(model.fields.get("engine_ssm_dtype"), act_bytes)
+    ssm_bytes = SSM_BYTES.get(vllm_ssm_dtype(model, version), act_bytes)
     specs = []
     for index in layer_ids:
         for spec in model.layers[index]:
@@ -71,6 +74,25 @@ def _indexer(spec: IndexedMLASpec) -> VllmLayerSpec:
 
 
 SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# model_executor/models/config.py `NemotronHForCausalLMConfig` (0.13.0 :493, 0.19.0 :483, 0.20.1 :409, 0.33.0
+# :812), for the architectures `MODELS_CONFIG_MAP` gives it: the config's mamba_ssm_cache_dtype, else float16
+# (0.13-0.19) / float32 (0.20+). 0.11.0 and 0.12.0 have no such class (the model dtype). The release each
+# architecture joined, as read: NemotronHForCausalLM 0.13.0; NemotronHPuzzleForCausalLM in 0.16.0, not 0.14.0;
+# NemotronH_Nano_VL_V2 in 0.19.0, not 0.16.0 (the releases between not read: planned from the later one).
+NEMOTRON_H = {"NemotronHForCausalLM": (0, 13), "NemotronHPuzzleForCausalLM": (0, 16), "NemotronH_Nano_VL_V2": (0, 19)}
+FLOAT16_DEFAULT_UNTIL = (0, 19)
+
+
+def vllm_ssm_dtype(model: ModelSpec, version: tuple[int, int, int] | None) -> str | None:
+    """The dtype vLLM keeps a Mamba layer's SSM state in; None: the model dtype (`mamba_ssm_cache_dtype` 'auto').
+    NVIDIA-Nemotron-3-Nano-30B-A3B on 0.20.1: float32, 64 heads x 64 x 128 x 4 B = 2 MiB a layer, which makes
+    the hybrid block 2,096 tokens and the printed 22.01x concurrency (bf16 would give 1,072 tokens and 22.47x)."""
+    configured = model.fields.get("engine_ssm_dtype")   # Qwen3.5's mamba_ssm_dtype (config/state.py)
+    since = NEMOTRON_H.get(model.architecture)
+    if configured or version is None or since is None or version[:2] < since:
+        return configured
+    return model.fields.get("mamba_ssm_cache_dtype") or (
+        "float16" if version[:2] <= FLOAT16_DEFAULT_UNTIL else "float32")
 
 # DeepSeek's packed fp8 layout of a sparse-MLA latent ("fp8_ds_mla"): 512 fp8 NoPE values + 512 / 128 x 4 B of
 # fp32 scales + 64 x 2 B of bf16 RoPE = 656 B a token a layer, against the standard fp8 latent's 576
@@ -167,6 +189,7 @@ def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, ba
     tokens for a window, chunk + in-flight tokens for a chunk; Llama 4's 8,192-token chunks at 8,192 batched tokens
     and 2 batches in flight: cdiv(24,576, 16) = 1,536 blocks, 1,024 before 0.26)."""
     page = spec.page_bytes(block_size)
+    block_size *= spec.block_scale   # a unified layer counts its tokens in its own, larger blocks
     if spec.kind == "mamba":
         # MambaSpec.max_memory_usage_bytes (0.26 :709-718): 'all' cdiv(L, block) + k, 'align' 2 + k, 'none' 1 + k
         return page * (spec.states + (cdiv(max_model_len, block_size) if spec.states_per_block else 0))
@@ -224,6 +247,22 @@ def hybrid_alignment(version: tuple[int, int, int], is_mla: bool, gdn_checkpoint
     return alignment
 
 
+def unify_page_sizes(specs: list[VllmLayerSpec], block_size: int) -> list[VllmLayerSpec]:
+    """`unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py 0.19.0 :914, 0.20.1 :1007, 0.25.1 :1049; 0.33.0
+    v1/core/kv_cache_planning.py :346; 0.11.0 has none and asserts equal pages; 0.12-0.18 not read): when attention
+    pages differ, a layer whose page divides the largest gets a block that many times longer, so all pages are
+    equal. gemma-4-E4B-it: full layers 2 KV heads x 512 x 2 x 2 B = 4,096 B/token, sliding 2,048: a sliding
+    block holds 32 tokens, and a request's 2,559-token window span (511 + 2,048 batched) takes cdiv(2,559, 32) + 1
+    = 81 of those 64 KiB pages, not 161 half-pages (80.5 pages): vLLM 0.25.1 prints 63.10x concurrency, not 63.20x.
+    A page that does not divide the largest is left as is (vLLM pads or refuses it)."""
+    pages = {x.page_bytes(block_size) for x in specs if x.kind != "mamba" and x.bytes_per_token}
+    if len(pages) <= 1:
+        return specs
+    top = max(pages)
+    return [dataclasses.replace(x, block_scale=top // x.page_bytes(block_size))
+            if x.kind != "mamba" and x.bytes_per_token and top % x.page_bytes(block_size) == 0 else x for x in specs]
+
+
 def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
     """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size. A Mamba
     page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
@@ -244,6 +283,10 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
         kinds.setdefault(spec.kind, []).append(spec)
     if len(kinds) == 1:
         return KVGroups(block_size, (tuple(specs),), uniform=True, padding_layers=0)
+    specs = unify_page_sizes(specs, block_size)   # one group per kind would not need equal pages: hybrids do
+    kinds = {}
+    for spec in specs:
+        kinds.setdefault(spec.kind, []).append(spec)
     counts = [len(v) for v in kinds.values()]
     low, high = min(counts), max(counts)
     group_size = high if high < 1.5 * low else low
