@@ -1,0 +1,126 @@
+"""Tests that kill the mutants tools/mutation.py found surviving in the engines and the planner (#26 item 5).
+
+Each pins a figure from an independent source: hand arithmetic whose inputs are written here, the engine's source,
+or the generate peak model (kvplan.planning.engines.hf_peak, measured against torch in validation/) taken as the
+input of the transformers plan, whose own arithmetic (the budget, the searches, the pool) is what is checked."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from kvplan import estimate, load_model
+from kvplan.errors import WorkloadError
+from kvplan.gpus import resolve_gpu
+from kvplan.planning.engines.hf import _largest
+from kvplan.planning.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
+from kvplan.planning.planner import plan
+
+GiB = 2**30
+
+
+def _exact(message: str) -> str:
+    return "^" + re.escape(message) + "$"
+
+
+# ----------------------------------------------------------------------------- hf.py: the transformers plan
+
+@pytest.mark.parametrize("upper", [1, 2, 3, 7, 16, 33])
+def test_largest_finds_every_boundary(upper):
+    # a monotone predicate true up to k: the search must return k for each k in [0, upper]
+    for k in range(upper + 1):
+        assert _largest(lambda n: n <= k, upper) == k, (k, upper)
+
+
+def _llama_1b():
+    # Llama-3.2-1B: 16 layers, hidden 2,048, 32 heads / 8 KV heads of 64, MLP 8,192, vocabulary 128,256, tied head
+    return load_model("meta-llama/Llama-3.2-1B")
+
+
+def _card(budget: int, util: float = 1.0):
+    """An L4 whose util x memory - the 0.5 GiB CUDA context is exactly `budget` (util 1.0 keeps int() exact)."""
+    return dataclasses.replace(resolve_gpu("L4"), name="test card", memory_bytes=budget + CUDA_CONTEXT_BYTES)
+
+
+def _peak(model, length: int, batch: int) -> int:
+    return hf_peak_for(model, estimate(model, length, batch)).peak_allocated_bytes
+
+
+def test_a_peak_equal_to_the_budget_fits_with_batch_one():
+    model = _llama_1b()
+    budget = _peak(model, 4096, 1)                   # the budget is exactly the batch-1 peak: it fits, batch 1 only
+    p = plan(model, engine="hf", gpu=_card(budget), max_model_len=4096, gpu_memory_utilization=1.0)
+    assert p.fits and p.max_concurrency == 1.0 and p.max_num_seqs == 1
+    assert p.shortfall_bytes == 0 and p.max_model_len_that_fits == 4096
+
+
+def test_the_longest_prompt_may_end_exactly_on_the_budget():
+    model = _llama_1b()
+    budget = _peak(model, 1000, 1)                   # 4,096 tokens cannot fit; 1,000 fit to the byte
+    assert _peak(model, 1001, 1) > budget
+    p = plan(model, engine="hf", gpu=_card(budget), max_model_len=4096, gpu_memory_utilization=1.0)
+    assert not p.fits and p.max_concurrency == 0 and p.max_model_len_that_fits == 1000
+    assert p.shortfall_bytes == _peak(model, 4096, 1) - budget
+
+
+def test_batch_search_stops_at_4096_sequences():
+    model = _llama_1b()
+    # a 10 TiB card holds far more than 4,096 prompts of 16 tokens: the search's upper bound is what comes back
+    p = plan(model, engine="hf", gpu=_card(10 * 1024 * GiB), max_model_len=16, gpu_memory_utilization=1.0)
+    assert p.max_concurrency == 4096.0 and p.max_num_seqs == 4096
+
+
+def test_an_explicit_dtype_is_the_one_planned():
+    # 1,235,814,400 parameters: embed 128,256 x 2,048 = 262,668,288 (tied head), per layer q / o 2 x 2,048^2 +
+    # k / v 2 x 2,048 x 512 + MLP 3 x 2,048 x 8,192 + 2 norms x 2,048 = 60,821,504, x 16 = 973,144,064, final norm 2,048
+    model = _llama_1b()
+    p = plan(model, engine="hf", gpu="L4", max_model_len=4096, dtype="float32")
+    assert p.dtype == "float32" and p.kv_cache_dtype == "float32"
+    assert p.weights_bytes == 1_235_814_400 * 4
+    assert p.kv_bytes_per_token == 16 * 2 * 8 * 64 * 4     # 16 layers x K and V x 8 heads x 64 x 4 B = 65,536
+
+
+def test_the_plan_fields_of_generate_on_llama_8b():
+    model = load_model("meta-llama/Llama-3.1-8B")
+    p = plan(model, engine="hf", gpu="L4", max_model_len=8192)
+    weights, per_token = 16_060_522_496, 131_072       # 8,030,261,248 params x 2 B; 32 x 2 x 8 x 128 x 2 B
+    cache = per_token * 8192                           # the DynamicCache right after an 8,192-token prefill
+    peak = _peak(model, 8192, 1)
+    budget = int(0.9 * resolve_gpu("L4").memory_bytes) - CUDA_CONTEXT_BYTES
+    transient = peak - weights - cache                 # what the peak holds beyond the weights and the cache
+    assert p.activation_bytes == transient > 0
+    assert p.kv_pool_bytes == budget - weights - transient
+    assert p.kv_cache_tokens == (budget - weights - transient) // per_token
+    assert p.engine_version == "transformers 5.24" and p.block_size == 1 and p.num_blocks == 0
+    assert p.max_num_batched_tokens == 8192 and p.non_torch_bytes == CUDA_CONTEXT_BYTES
+    (stage,) = p.stages
+    assert (stage.stage, stage.layers, stage.num_blocks) == (0, "0-31", 0)
+    assert (stage.weights_bytes, stage.activation_bytes, stage.kv_pool_bytes) == (weights, transient, p.kv_pool_bytes)
+    assert p.vllm_command == ("AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', dtype=torch.bfloat16, "
+                              "device_map='cuda').generate(input_ids, max_new_tokens=N)  # prompt + N <= 8192")
+    assert p.notes[:2] == ["transformers generate, DynamicCache, prompt of max_model_len tokens (worst-case prefill)",
+                           "max concurrency = the largest batch whose peak fits (all sequences prefilled together)"]
+
+
+def test_a_model_too_big_for_the_card_has_no_pool():
+    # Llama-3.1-70B: 70,553,706,496 params x 2 B = 141 GB of weights on a 22 GiB L4: nothing left for a cache
+    p = plan("meta-llama/Llama-3.1-70B", engine="hf", gpu="L4", max_model_len=4096)
+    assert p.kv_pool_bytes == 0 and p.kv_cache_tokens == 0 and p.stages[0].kv_pool_bytes == 0
+
+
+def test_a_cache_without_per_token_bytes_has_no_token_count():
+    # Mamba-2.8B caches a fixed state per sequence (0 bytes per token): the pool holds no token count
+    p = plan("state-spaces/mamba-2.8b-hf", engine="hf", gpu="L4", max_model_len=1024)
+    assert p.fits and p.kv_bytes_per_token == 0 and p.kv_cache_tokens == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tp": 2}, "the transformers plan covers one GPU (generate has no tensor parallelism): "
+                "use --engine vllm or sglang for TP / PP"),
+    ({"kv_dtype": "fp8"}, "transformers' dynamic cache stores the model dtype: use --kv-dtype auto "
+                          "(kvplan estimate --cache quantized sizes int4 / fp8 caches)"),
+])
+def test_hf_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, **kwargs)
