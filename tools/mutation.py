@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{module}: {c['killed']}/{c['killed'] + c['survived']} killed ({score(c):.1f} %), "
                   f"{shard['seconds']} s", file=sys.stderr)
             results[module] = shard
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+            RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")   # each shard kept as it ends
     reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
     REPORT.write_text(write_report(results, reasons))
     return 0
