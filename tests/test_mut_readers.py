@@ -334,3 +334,91 @@ def test_more_tensors_than_the_cap_over_the_shards_are_refused(tmp_path, monkeyp
     with pytest.raises(ConfigError, match=_exact(f"{tmp_path} holds more than 1 tensors, more than any checkpoint: "
                                                  "pass the config.json alone")):
         st.read_folder(tmp_path, 2)
+
+
+# ----------------------------------------------------------------------------- kvplan.model.checkpoint
+
+from kvplan.dtypes import BFLOAT16, FLOAT32  # noqa: E402
+
+
+def _row(component, layer, nbytes, *, dtype="BF16", castable=True, replicated=False, expert=False, attention=False):
+    return WeightRow(component, layer, replicated, dtype, castable, tensors=1, bytes=nbytes, expert=expert,
+                     attention=attention)
+
+
+# A two-layer checkpoint in bf16, by hand: layer 0 holds attention (400 B), one routed expert (800 B) and a norm
+# (10 B, whole on every rank); layer 1 a 602-byte MLP; embeddings 1,002 B, a vision tower 300 B, the final norm
+# 10 B, the head 1,000 B, an MTP block 5,000 B (not loaded without speculative decoding).
+ROWS = (_row("language_model", 0, 400, attention=True), _row("language_model", 0, 800, expert=True),
+        _row("language_model", 0, 10, replicated=True), _row("language_model", 1, 602),
+        _row("embeddings", -1, 1002), _row("vision", -1, 300), _row("language_model", -1, 10, replicated=True),
+        _row("lm_head", -1, 1000), _row("mtp", -1, 5000))
+
+
+def _ckpt(rows=ROWS):
+    return CheckpointWeights("hand", rows, 1)
+
+
+def test_stage_bytes_by_hand():
+    w = _ckpt()
+    # TP 2, experts over 4 ranks, attention over 1 (SGLang's DP attention): layer 0 = 400 + 800 / 4 + 10 = 610,
+    # layer 1 = 602 / 2 = 301, first = 1,002 / 2 + 300 / 2 = 651, last = 10, head = 1,000 / 2 = 500
+    kw = dict(tp=2, tied=False, moe_ranks=4, attn_ranks=1)
+    assert w.stage_bytes(BFLOAT16, layers=range(0, 2), first=True, last=True, **kw) == 610 + 301 + 651 + 10 + 500
+    assert w.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, **kw) == 610 + 651
+    assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 500
+    assert w.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, head_everywhere=True, **kw) == \
+        610 + 651 + 500
+    assert w.stage_bytes(BFLOAT16, layers=range(0, 9), first=False, last=False, **kw) == 610 + 301   # past the end
+    assert w.stage_bytes(BFLOAT16, layers=range(1, 5, 2), first=False, last=False, **kw) == 301     # 3 is past it
+    assert w.stage_bytes(BFLOAT16, layers=range(0, 2, 2), first=False, last=False, **kw) == 610
+    # MTP loaded (speculative decoding) sits with the final norm on the last stage: + ceil(5,000 / 2)
+    assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, skip=frozenset(), **kw) == \
+        301 + 10 + 500 + 2500
+    # defaults: experts and attention over the TP ranks; TP 4: 400 / 4 + 800 / 4 + 10, layer 1 ceil(602 / 4) = 151
+    assert w.stage_bytes(BFLOAT16, 4, range(0, 2), first=False, last=False, tied=False) == 100 + 200 + 10 + 151
+
+
+def test_a_tied_head_is_copied_to_the_last_stage_once_the_checkpoint_has_none():
+    untied = _ckpt(tuple(r for r in ROWS if r.component != "lm_head"))
+    kw = dict(tp=2, tied=True)
+    # the last of two stages materialises the embeddings again as its head: 1,002 / 2 = 501
+    assert untied.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 501
+    # one stage (first and last) shares the embeddings: nothing copied
+    assert untied.stage_bytes(BFLOAT16, layers=range(0, 2), first=True, last=True, **kw) == 610 + 301 + 651 + 10
+    assert untied.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, **kw) == 610 + 651
+    # a checkpoint that stores its head does not get a second one
+    assert _ckpt().stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 500
+
+
+def test_resident_bytes_cast_floats_and_keep_the_rest():
+    assert _row("lm_head", -1, 1000).resident(FLOAT32) == 2000          # 500 bf16 elements x 4 B
+    assert _row("lm_head", -1, 1000, dtype="F32").resident(BFLOAT16) == 500   # 250 elements x 2 B
+    assert _row("lm_head", -1, 1000, dtype="F32").resident(BFLOAT16, keep_f32=True) == 1000
+    assert _row("lm_head", -1, 1000, castable=False).resident(FLOAT32) == 1000    # scales stay as stored
+    assert _row("lm_head", -1, 3, dtype="F16").resident(FLOAT32) == 4   # 3 B of F16 hold 1 whole element: 4 B
+    w = _ckpt()
+    assert w.stored_bytes == 400 + 800 + 10 + 602 + 1002 + 300 + 10 + 1000 + 5000 and w.tensors == 9
+    assert w.resident_bytes(BFLOAT16) == w.stored_bytes - 5000
+    assert w.resident_bytes(BFLOAT16, skip=frozenset()) == w.stored_bytes
+    assert w.resident_bytes(FLOAT32) == 2 * (w.stored_bytes - 5000)
+
+
+def test_float32_among_16_bit_floats_is_kept():
+    # MiniMax-M2 keeps its router in float32 beside bf16 weights; an all-float32 copy is served in the model dtype
+    mixed = _ckpt((_row("language_model", 0, 1000), _row("language_model", 0, 400, dtype="F32")))
+    assert mixed.keeps_f32 and mixed.resident_bytes(BFLOAT16) == 1000 + 400
+    f16 = _ckpt((_row("language_model", 0, 1000, dtype="F16"), _row("language_model", 0, 400, dtype="F32")))
+    assert f16.keeps_f32
+    all32 = _ckpt((_row("language_model", 0, 400, dtype="F32"),))
+    assert not all32.keeps_f32 and all32.resident_bytes(BFLOAT16) == 200
+    scales = _ckpt((_row("language_model", 0, 1000, castable=False), _row("language_model", 0, 400, dtype="F32")))
+    assert not scales.keeps_f32 and scales.resident_bytes(BFLOAT16) == 1000 + 200
+
+
+def test_breakdowns_by_component_and_dtype():
+    w = _ckpt(ROWS + (_row("projector", -1, 7, dtype="F32"),))
+    assert list(w.by_component().items()) == [("language_model", 400 + 800 + 10 + 602 + 10), ("embeddings", 1002),
+                                              ("lm_head", 1000), ("vision", 300), ("projector", 7), ("mtp", 5000)]
+    assert list(w.by_dtype().items()) == [("BF16", w.stored_bytes - 7), ("F32", 7)]
+    assert w.has("vision") and w.has("mtp") and not w.has("audio")
