@@ -422,3 +422,68 @@ def test_breakdowns_by_component_and_dtype():
                                               ("lm_head", 1000), ("vision", 300), ("projector", 7), ("mtp", 5000)]
     assert list(w.by_dtype().items()) == [("BF16", w.stored_bytes - 7), ("F32", 7)]
     assert w.has("vision") and w.has("mtp") and not w.has("audio")
+
+
+# ----------------------------------------------------------------------------- kvplan.config.parse
+
+from kvplan.config.parse import parse_config, parse_dims  # noqa: E402
+from kvplan.errors import UnsupportedArchitectureError  # noqa: E402
+from kvplan.weights.rule import param_count  # noqa: E402
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+         "max_position_embeddings": 2048, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_parse_config_reads_the_dims():
+    m = parse_config(LLAMA, name="tiny", source="here")
+    assert (m.name, m.model_type, m.source, m.architecture) == ("tiny", "llama", "here", "LlamaForCausalLM")
+    d = m.dims
+    assert (d.hidden_size, d.num_heads, d.intermediate_size, d.vocab_size, d.max_position_embeddings) == \
+        (64, 4, 160, 1000, 2048)
+    assert d.tie_word_embeddings is False and d.rotary_fraction == 1.0 and d.rope_tables == 1
+    assert d.invalid == () and d.invalid_positions is None and m.dtype_named and m.warnings == ()
+    # 2 layers x K and V x 2 KV heads x 16 (64 / 4) = 128 values per token
+    assert sum(s.k_elems_per_token + s.v_elems_per_token for layer in m.layers for s in layer) == 128
+    # parameters by hand: embed 64,000 + head 64,000 + 2 x (q 4,096 + k 2,048 + v 2,048 + o 4,096 + MLP 3 x 64 x 160
+    # + 2 norms x 64) + final norm 64 = 214,336 (tests/test_checkpoint_hostile.py's TINY: 428,672 B in bf16)
+    assert param_count(parse_dims(LLAMA)).total == 214_336
+
+
+def test_unusable_soft_sizes_are_named_and_absent_ones_are_none():
+    m = parse_config({**LLAMA, "max_position_embeddings": "long", "rotary_dim": -3, "tie_word_embeddings": "yes"})
+    assert m.dims.invalid == ("max_position_embeddings 'long'", "rotary_dim -3")
+    assert m.dims.invalid_positions == "max_position_embeddings 'long'"
+    assert m.dims.max_position_embeddings is None and m.dims.rotary_dim is None
+    assert m.dims.tie_word_embeddings is True       # not a bool: transformers' default (tied) stands
+    no_tie = dict(LLAMA)
+    del no_tie["tie_word_embeddings"]
+    assert parse_config(no_tie).dims.tie_word_embeddings is False   # LlamaConfig's default: untied
+    assert parse_config({**LLAMA, "rotary_dim": 8}).dims.invalid_positions is None
+    assert not parse_config({k: v for k, v in LLAMA.items() if k != "torch_dtype"}).dtype_named
+
+
+def test_partial_rotary_fraction_is_read_and_bounded():
+    assert parse_config({**LLAMA, "partial_rotary_factor": 0.5}).dims.rotary_fraction == 0.5
+    assert parse_config({**LLAMA, "partial_rotary_factor": 1e-3}).dims.rotary_fraction == 1e-3
+    with pytest.raises(ConfigError):
+        parse_config({**LLAMA, "partial_rotary_factor": 1.5})
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["LlamaForCausalLM", "Other"], "LlamaForCausalLM"), ([], ""), ("LlamaForCausalLM", ""), ([7], ""),
+    (["A" * 150], "A" * 100),
+])
+def test_the_architecture_named_first(names, expected):
+    assert parse_config({**LLAMA, "architectures": names}).architecture == expected
+
+
+def test_encoders_are_refused_word_for_word():
+    with pytest.raises(UnsupportedArchitectureError, match=_exact(
+            "m: model_type 'bert' is an encoder unless its config says is_decoder: true, and as an encoder it keeps "
+            "no KV cache: set is_decoder to true in the config.json to size it as a decoder")):
+        parse_config({"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+                     name="m")
+    with pytest.raises(UnsupportedArchitectureError, match=_exact(
+            "m: model_type 'llama' is an encoder-decoder model: kvplan sizes decoder-only KV caches")):
+        parse_config({**LLAMA, "is_encoder_decoder": True}, name="m")
