@@ -124,3 +124,67 @@ def test_a_cache_without_per_token_bytes_has_no_token_count():
 def test_hf_refusals_word_for_word(kwargs, message):
     with pytest.raises(WorkloadError, match=_exact(message)):
         plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, **kwargs)
+
+
+# ----------------------------------------------------------------------------- vllm_mm.py: the profile run's images
+
+from kvplan.planning.engines.vllm_mm import encoder_cache_bytes, limit_flags  # noqa: E402
+
+
+def _gemma3():
+    # gemma-3-27b-it: 256 embeddings per image, a 260-token placeholder span (boi, 256 soft tokens, eoi, newlines),
+    # hidden 5,376 (model_configs/google__gemma-3-27b-it.json)
+    return load_model("google/gemma-3-27b-it").require_arch()
+
+
+def test_gemma3_encoder_cache_formula_word_for_word():
+    # 999 per prompt: vLLM's default limit (config/multimodal.py) under an unbounded max_model_len
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 19, 0), 8192, 2, text_only=False)
+    assert kept == 32 * 256 * 5376 * 2 == 88_080_384
+    assert how == ("encoder cache of the profile run: 32 dummy images (budget 8,192 // 256 tokens, at most 1,024 "
+                   "sequences x 999 per prompt) x 256 x 5,376 x 2 B = 88,080,384 B, unpadded (vLLM >= 0.13)")
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 12, 9), 8192, 2, text_only=False)   # the last padded version
+    assert kept == 31 * 8192 * 5376 * 2 == 2_730_491_904
+    assert how == ("encoder cache of the profile run: 31 dummy images (budget 8,192 // 260 tokens, at most 1,024 "
+                   "sequences x 999 per prompt) x 8,192 x 5,376 x 2 B = 2,730,491,904 B, padded to the encoder budget "
+                   "(vLLM < 0.13)")
+    assert encoder_cache_bytes(_gemma3(), (0, 13, 0), 8192, 2, text_only=False)[0] == 88_080_384
+
+
+@pytest.mark.parametrize("kwargs, images", [
+    ({"max_num_seqs": 4, "limit": 1}, 4),          # min(8,192 // 256 = 32, 4 sequences x 1 image) = 4
+    ({"max_num_seqs": 2, "limit": 3}, 6),          # 2 x 3
+    ({"max_num_seqs": 1, "limit": 0}, 1),          # a zero limit still profiles one item: max(1, 0)
+    ({"max_num_seqs": 1, "max_model_len": 600}, 2),  # 600 // 256 = 2 images fit one prompt
+    ({"max_num_seqs": 1, "max_model_len": 100}, 1),  # not one image fits: max(1, 0)
+    ({"max_num_seqs": 1}, 32),                     # the default limit, 999, binds nothing: 8,192 // 256
+])
+def test_the_profiled_batch_is_bounded_by_sequences_and_limits(kwargs, images):
+    assert encoder_cache_bytes(_gemma3(), (0, 19, 0), 8192, 2, text_only=False, **kwargs)[0] == \
+        images * 256 * 5376 * 2
+
+
+def test_a_budget_smaller_than_one_image_profiles_one():
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 19, 0), 100, 2, text_only=False)
+    assert kept == 1 * 256 * 5376 * 2 and "(budget 256 // 256 tokens" in how
+    kept, _ = encoder_cache_bytes(_gemma3(), (0, 11, 0), 100, 2, text_only=False)   # padded to the 260-token budget
+    assert kept == 1 * 260 * 5376 * 2
+
+
+def test_models_without_towers_or_image_tokens():
+    assert encoder_cache_bytes(load_model("meta-llama/Llama-3.1-8B").require_arch(), (0, 19, 0), 8192, 2,
+                               text_only=False) == (0, "")
+    blind = dataclasses.replace(_gemma3(), image_tokens=(0, 0))
+    assert encoder_cache_bytes(blind, (0, 19, 0), 8192, 2, text_only=False) == (0, (
+        "vLLM's multimodal profiling is not modelled for gemma3_text: the dummy images' encoder outputs it keeps during "
+        "the profile run are not subtracted (tens of MiB from vLLM 0.13; up to GiBs before), so the KV pool may be "
+        "that much high"))
+
+
+@pytest.mark.parametrize("version, limit, flag", [
+    ((0, 17, 0), 0, "--language-model-only"),              # the flag exists from vLLM 0.17
+    ((0, 16, 5), 0, "--limit-mm-per-prompt '{\"image\": 0}'"),
+    ((0, 19, 0), 2, "--limit-mm-per-prompt '{\"image\": 2}'"),
+])
+def test_limit_flags(version, limit, flag):
+    assert limit_flags(version, limit) == flag
