@@ -188,3 +188,84 @@ def test_models_without_towers_or_image_tokens():
 ])
 def test_limit_flags(version, limit, flag):
     assert limit_flags(version, limit) == flag
+
+
+# ----------------------------------------------------------------------------- sglang_layers.py: SGLang's cell
+
+from kvplan.dtypes import resolve_dtype  # noqa: E402
+from kvplan.planning.engines import sglang_layers as sl  # noqa: E402
+from kvplan.planning.engines.vllm_kv import VllmLayerSpec  # noqa: E402
+
+BF16, FP8 = resolve_dtype("bf16"), resolve_dtype("fp8_e4m3")
+
+
+def _dsa_spec():
+    from kvplan.model.layers import IndexedMLASpec
+    # DeepSeek-V3.2: kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128 (its config.json)
+    return next(s for _, s in load_model("deepseek-ai/DeepSeek-V3.2").specs() if isinstance(s, IndexedMLASpec))
+
+
+@pytest.mark.parametrize("kv, gpu, version, architecture, expected", [
+    (BF16, "H100", (0, 5, 23), "", (512 + 64) * 2),                   # 16 bits: the raw row, 1,152 B
+    (FP8, "H100", (0, 5, 17), "", 512 + 512 // 128 * 4 + 64 * 2),     # flashmla_kv's scaled row: 656 B
+    (FP8, "A100", (0, 5, 17), "", 656),                               # SM 8.0: below 10, the scaled row
+    (FP8, "H100", (0, 5, 16), "", 576),                               # the cell counted the raw row until 0.5.17
+    (FP8, "B200", (0, 5, 23), "", 576),                               # SM 10.0: trtllm keeps the raw 576
+    (FP8, "MI300X", (0, 5, 23), "", 576),                             # ROCm: raw
+    (FP8, "RTX-PRO-6000", (0, 5, 23), "DeepseekV32ForCausalLM", 576),  # SM 12.x, not GLM-5: trtllm
+    (FP8, "RTX-PRO-6000", (0, 5, 23), "GlmMoeDsaForCausalLM", 656),    # GLM-5 on SM 12.x: flashinfer_sparse_mla
+])
+def test_dsa_latent_bytes(kv, gpu, version, architecture, expected):
+    assert sl.dsa_latent_bytes(_dsa_spec(), kv, resolve_gpu(gpu), version, architecture) == expected
+
+
+@pytest.mark.parametrize("default, gpu, version, expected", [
+    (True, "B200", (0, 5, 5), "float8_e4m3"),     # SM 10 and 0.5.5+: auto is fp8_e4m3
+    (True, "RTX-PRO-6000", (0, 5, 23), "float8_e4m3"),
+    (True, "B200", (0, 5, 4), "bfloat16"),        # before 0.5.5: the dtype given
+    (True, "H100", (0, 5, 23), "bfloat16"),       # SM 9: bfloat16
+    (True, "MI300X", (0, 5, 23), "bfloat16"),     # AMD: no SM, major 0
+    (False, "B200", (0, 5, 23), "bfloat16"),      # an explicit --kv-cache-dtype stands
+])
+def test_dsa_kv_dtype(default, gpu, version, expected):
+    assert sl.dsa_kv_dtype(BF16, default, resolve_gpu(gpu), version).name == expected
+
+
+def test_dsa_cells_and_index_keys():
+    assert sl.dsa_index_bytes(_dsa_spec()) == 128 + 128 // 128 * 4 == 132
+    v32 = load_model("deepseek-ai/DeepSeek-V3.2")
+    assert sl.is_dsa(v32) and not sl.is_dsa(load_model("deepseek-ai/DeepSeek-V3"))
+    cells = sl.cell_specs(v32, range(0, 2), 8, FP8, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    assert cells == [VllmLayerSpec("mla", 656), VllmLayerSpec("mla", 132)] * 2   # latent + index keys per layer
+
+
+def test_sliding_layers_are_sliding_only_in_the_swa_pool():
+    # gemma-3-27b-it: 5 sliding (window 1,024) then 1 full layer; 16 KV heads of 128 over attention TP 2:
+    # 8 x 128 x (K + V) x 2 B = 4,096 B per token per layer
+    g = load_model("google/gemma-3-27b-it")
+    swa = sl.cell_specs(g, range(0, 6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=True)
+    assert [(c.kind, c.bytes_per_token, c.window) for c in swa] == [("sliding", 4096, 1024)] * 5 + [("full", 4096, 0)]
+    full = sl.cell_specs(g, range(0, 6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    assert [c.kind for c in full] == ["full"] * 6
+    # Qwen3-Next's first 4 layers: 3 Gated DeltaNet layers (a per-request state, no cell) and 1 full-attention layer
+    # of 2 KV heads x 256 x 2 x 2 B = 2,048 B
+    nxt = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    assert sl.cell_specs(nxt, range(0, 4), 1, BF16, 2, resolve_gpu("H100"), (0, 5, 23), False) == \
+        [VllmLayerSpec("full", 2048)]
+
+
+# Qwen3-Next per DeltaNet layer (its config.json: conv channels 2 x 16 x 128 + 32 x 128 = 8,192, kernel 4; state
+# 32 value heads x 128 x 128): conv 8,192 x 3 x 2 B = 49,152, SSM 524,288 elements x 4 B (float32) = 2,097,152
+@pytest.mark.parametrize("layers, tp, version, ssm_dtype, expected", [
+    (range(0, 48), 1, (0, 5, 23), None, 36 * (49_152 + 2_097_152)),               # 77,266,944
+    (range(0, 48), 2, (0, 5, 23), None, 36 * (24_576 + 1_048_576)),               # halves over 2 ranks
+    (range(0, 4), 1, (0, 5, 23), None, 3 * (49_152 + 2_097_152)),                 # 3 state layers of 4
+    (range(0, 48), 1, (0, 5, 9), "bfloat16", 36 * (49_152 + 524_288 * 2)),         # the config's dtype, from 0.5.9
+    (range(0, 48), 1, (0, 5, 8), "bfloat16", 36 * (49_152 + 2_097_152)),          # not read before 0.5.9
+    (range(0, 48), 1, (0, 5, 23), "int8", 36 * (49_152 + 2_097_152)),             # unknown: float32
+])
+def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
+    model = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    if ssm_dtype:
+        model = dataclasses.replace(model, fields={**model.fields, "engine_ssm_dtype": ssm_dtype})
+    assert sl.state_bytes_per_request(model, layers, tp, version) == expected
