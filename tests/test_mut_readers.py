@@ -217,6 +217,9 @@ def test_an_index_over_the_caps_is_refused(monkeypatch):
                                                  "or pass the config.json alone")):
         st.index_shards(two, "i")
     assert st.index_shards({"weight_map": {"a": "x.safetensors"}}, "i") == ["x.safetensors"]   # 1 is allowed
+    monkeypatch.setattr(st, "MAX_SHARDS", 10)
+    monkeypatch.setattr(st, "MAX_TENSORS", 2)
+    assert st.index_shards(two, "i") == ["x.safetensors", "y.safetensors"]    # as many tensors as the cap: read
     monkeypatch.setattr(st, "MAX_TENSORS", 1)
     with pytest.raises(ConfigError, match="^i is not a valid safetensors index"):
         st.index_shards(two, "i")
@@ -236,6 +239,14 @@ def test_a_shard_name_of_255_bytes_and_a_subfolder_are_taken():
     long = "n" * 243 + ".safetensors"                          # 243 + 12 = 255 bytes, the file-system limit
     assert st.shard_name(long, "i") == long
     assert st.shard_name("sub/x.safetensors", "i") == "sub/x.safetensors"
+    assert st.shard_name("model-XX.safetensors", "i") == "model-XX.safetensors"   # only a backslash, a colon and NUL are refused
+    with pytest.raises(ConfigError, match="^i names the shard"):
+        st.shard_name("n" * 244 + ".safetensors", "i")          # 256 bytes: one past the limit
+    # 1,000 characters in all (3 folders of 250 + 3 slashes + 235 + 12) is the cap; 1,001 is past it
+    name = ("n" * 250 + "/") * 3 + "n" * 235 + ".safetensors"
+    assert len(name) == 1000 and st.shard_name(name, "i") == name
+    with pytest.raises(ConfigError, match="^i names the shard"):
+        st.shard_name(("n" * 250 + "/") * 3 + "n" * 236 + ".safetensors", "i")
 
 
 def test_a_link_out_of_the_folder_is_refused(tmp_path):
