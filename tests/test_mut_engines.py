@@ -30,7 +30,7 @@ def _exact(message: str) -> str:
 def test_largest_finds_every_boundary(upper):
     # a monotone predicate true up to k: the search must return k for each k in [0, upper]
     for k in range(upper + 1):
-        assert _largest(lambda n: n <= k, upper) == k, (k, upper)
+        assert _largest(lambda n, k=k: n <= k, upper) == k, (k, upper)
 
 
 def _llama_1b():
@@ -116,10 +116,10 @@ def test_a_cache_without_per_token_bytes_has_no_token_count():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"tp": 2}, "the transformers plan covers one GPU (generate has no tensor parallelism): "
-                "use --engine vllm or sglang for TP / PP"),
-    ({"kv_dtype": "fp8"}, "transformers' dynamic cache stores the model dtype: use --kv-dtype auto "
-                          "(kvplan estimate --cache quantized sizes int4 / fp8 caches)"),
+    ({"tp": 2}, ("the transformers plan covers one GPU (generate has no tensor parallelism): "
+                 "use --engine vllm or sglang for TP / PP")),
+    ({"kv_dtype": "fp8"}, ("transformers' dynamic cache stores the model dtype: use --kv-dtype auto "
+                           "(kvplan estimate --cache quantized sizes int4 / fp8 caches)")),
 ])
 def test_hf_refusals_word_for_word(kwargs, message):
     with pytest.raises(WorkloadError, match=_exact(message)):
@@ -128,7 +128,7 @@ def test_hf_refusals_word_for_word(kwargs, message):
 
 # ----------------------------------------------------------------------------- vllm_mm.py: the profile run's images
 
-from kvplan.planning.engines.vllm_mm import encoder_cache_bytes, limit_flags  # noqa: E402
+from kvplan.planning.engines.vllm_mm import encoder_cache_bytes, limit_flags
 
 
 def _gemma3():
@@ -176,9 +176,9 @@ def test_models_without_towers_or_image_tokens():
                                text_only=False) == (0, "")
     blind = dataclasses.replace(_gemma3(), image_tokens=(0, 0))
     assert encoder_cache_bytes(blind, (0, 19, 0), 8192, 2, text_only=False) == (0, (
-        "vLLM's multimodal profiling is not modelled for gemma3_text: the dummy images' encoder outputs it keeps during "
-        "the profile run are not subtracted (tens of MiB from vLLM 0.13; up to GiBs before), so the KV pool may be "
-        "that much high"))
+        "vLLM's multimodal profiling is not modelled for gemma3_text: the dummy images' encoder outputs it keeps "
+        "during the profile run are not subtracted (tens of MiB from vLLM 0.13; up to GiBs before), so the KV pool "
+        "may be that much high"))
 
 
 @pytest.mark.parametrize("version, limit, flag", [
@@ -192,9 +192,9 @@ def test_limit_flags(version, limit, flag):
 
 # ----------------------------------------------------------------------------- sglang_layers.py: SGLang's cell
 
-from kvplan.dtypes import resolve_dtype  # noqa: E402
-from kvplan.planning.engines import sglang_layers as sl  # noqa: E402
-from kvplan.planning.engines.vllm_kv import VllmLayerSpec  # noqa: E402
+from kvplan.dtypes import resolve_dtype
+from kvplan.planning.engines import sglang_layers as sl
+from kvplan.planning.engines.vllm_kv import VllmLayerSpec
 
 BF16, FP8 = resolve_dtype("bf16"), resolve_dtype("fp8_e4m3")
 
@@ -235,7 +235,7 @@ def test_dsa_cells_and_index_keys():
     assert sl.dsa_index_bytes(_dsa_spec()) == 128 + 128 // 128 * 4 == 132
     v32 = load_model("deepseek-ai/DeepSeek-V3.2")
     assert sl.is_dsa(v32) and not sl.is_dsa(load_model("deepseek-ai/DeepSeek-V3"))
-    cells = sl.cell_specs(v32, range(0, 2), 8, FP8, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    cells = sl.cell_specs(v32, range(2), 8, FP8, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
     assert cells == [VllmLayerSpec("mla", 656), VllmLayerSpec("mla", 132)] * 2   # latent + index keys per layer
 
 
@@ -243,26 +243,26 @@ def test_sliding_layers_are_sliding_only_in_the_swa_pool():
     # gemma-3-27b-it: 5 sliding (window 1,024) then 1 full layer; 16 KV heads of 128 over attention TP 2:
     # 8 x 128 x (K + V) x 2 B = 4,096 B per token per layer
     g = load_model("google/gemma-3-27b-it")
-    swa = sl.cell_specs(g, range(0, 6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=True)
+    swa = sl.cell_specs(g, range(6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=True)
     assert [(c.kind, c.bytes_per_token, c.window) for c in swa] == [("sliding", 4096, 1024)] * 5 + [("full", 4096, 0)]
-    full = sl.cell_specs(g, range(0, 6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    full = sl.cell_specs(g, range(6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
     assert [c.kind for c in full] == ["full"] * 6
     # Qwen3-Next's first 4 layers: 3 Gated DeltaNet layers (a per-request state, no cell) and 1 full-attention layer
     # of 2 KV heads x 256 x 2 x 2 B = 2,048 B
     nxt = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
-    assert sl.cell_specs(nxt, range(0, 4), 1, BF16, 2, resolve_gpu("H100"), (0, 5, 23), False) == \
+    assert sl.cell_specs(nxt, range(4), 1, BF16, 2, resolve_gpu("H100"), (0, 5, 23), False) == \
         [VllmLayerSpec("full", 2048)]
 
 
 # Qwen3-Next per DeltaNet layer (its config.json: conv channels 2 x 16 x 128 + 32 x 128 = 8,192, kernel 4; state
 # 32 value heads x 128 x 128): conv 8,192 x 3 x 2 B = 49,152, SSM 524,288 elements x 4 B (float32) = 2,097,152
 @pytest.mark.parametrize("layers, tp, version, ssm_dtype, expected", [
-    (range(0, 48), 1, (0, 5, 23), None, 36 * (49_152 + 2_097_152)),               # 77,266,944
-    (range(0, 48), 2, (0, 5, 23), None, 36 * (24_576 + 1_048_576)),               # halves over 2 ranks
-    (range(0, 4), 1, (0, 5, 23), None, 3 * (49_152 + 2_097_152)),                 # 3 state layers of 4
-    (range(0, 48), 1, (0, 5, 9), "bfloat16", 36 * (49_152 + 524_288 * 2)),         # the config's dtype, from 0.5.9
-    (range(0, 48), 1, (0, 5, 8), "bfloat16", 36 * (49_152 + 2_097_152)),          # not read before 0.5.9
-    (range(0, 48), 1, (0, 5, 23), "int8", 36 * (49_152 + 2_097_152)),             # unknown: float32
+    (range(48), 1, (0, 5, 23), None, 36 * (49_152 + 2_097_152)),               # 77,266,944
+    (range(48), 2, (0, 5, 23), None, 36 * (24_576 + 1_048_576)),               # halves over 2 ranks
+    (range(4), 1, (0, 5, 23), None, 3 * (49_152 + 2_097_152)),                 # 3 state layers of 4
+    (range(48), 1, (0, 5, 9), "bfloat16", 36 * (49_152 + 524_288 * 2)),         # the config's dtype, from 0.5.9
+    (range(48), 1, (0, 5, 8), "bfloat16", 36 * (49_152 + 2_097_152)),          # not read before 0.5.9
+    (range(48), 1, (0, 5, 23), "int8", 36 * (49_152 + 2_097_152)),             # unknown: float32
 ])
 def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
     model = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")

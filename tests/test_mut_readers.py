@@ -104,19 +104,19 @@ _CORRUPT = "the header is corrupt (re-download the file)"
     ({"a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 10]}}, 10,
      f"f: tensor 'a' is 10 bytes for shape [2, 3] in BF16: {_CORRUPT}"),
     ({"a": _bf16((2,), 4)}, 8,
-     f"f: tensor 'a' starts at byte 4 where the tensors before it end at 0 (safetensors keeps them contiguous): "
-     f"{_CORRUPT}"),
+     (f"f: tensor 'a' starts at byte 4 where the tensors before it end at 0 (safetensors keeps them contiguous): "
+     f"{_CORRUPT}")),
     ({"a": _bf16((2,), 0)}, 8,
-     "f: its tensors end at byte 4 of the 8 the file holds past its header: the file is cut short or not the one "
-     "its header describes (re-download it)"),
+     ("f: its tensors end at byte 4 of the 8 the file holds past its header: the file is cut short or not the one "
+     "its header describes (re-download it)")),
     ({"a": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 1]}}, 1,
      "f: tensor 'a' has dtype 'Q7', which safetensors does not know: re-download the file"),
     ({"a": "not an entry"}, 0, "f: tensor 'a' has dtype None, which safetensors does not know: re-download the file"),
     ({"a": {"dtype": "BF16", "shape": [1.5], "data_offsets": [0, 2]}}, 2,
      f"f: tensor 'a' has shape [1.5], not a list of at most 16 whole numbers from 0 to 2**64 - 1: {_CORRUPT}"),
     ({"a": {"dtype": "BF16", "shape": [1] * 17, "data_offsets": [0, 2]}}, 2,
-     f"f: tensor 'a' has shape {shown([1] * 17)}, not a list of at most 16 whole numbers from 0 to 2**64 - 1: "
-     f"{_CORRUPT}"),
+     (f"f: tensor 'a' has shape {shown([1] * 17)}, not a list of at most 16 whole numbers from 0 to 2**64 - 1: "
+     f"{_CORRUPT}")),
     ({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [2, 0]}}, 2,
      f"f: tensor 'a' has data_offsets [2, 0], not [start, end] with 0 <= start <= end: {_CORRUPT}"),
     ({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2, 4]}}, 2,
@@ -124,8 +124,8 @@ _CORRUPT = "the header is corrupt (re-download the file)"
     ({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, "2"]}}, 2,
      f"f: tensor 'a' has data_offsets [0, '2'], not [start, end] with 0 <= start <= end: {_CORRUPT}"),
     ({"n" * 1001: _bf16((1,), 0)}, 2,
-     f"f names a tensor {shown('n' * 1001)}, longer than 1,000 characters: the file is not a checkpoint "
-     "(re-download it)"),
+     (f"f names a tensor {shown('n' * 1001)}, longer than 1,000 characters: the file is not a checkpoint "
+     "(re-download it)")),
 ])
 def test_header_refusals_word_for_word(header, data, message):
     with pytest.raises(ConfigError, match=_exact(message)):
@@ -239,7 +239,7 @@ def test_a_shard_name_of_255_bytes_and_a_subfolder_are_taken():
     long = "n" * 243 + ".safetensors"                          # 243 + 12 = 255 bytes, the file-system limit
     assert st.shard_name(long, "i") == long
     assert st.shard_name("sub/x.safetensors", "i") == "sub/x.safetensors"
-    assert st.shard_name("model-XX.safetensors", "i") == "model-XX.safetensors"   # only a backslash, a colon and NUL are refused
+    assert st.shard_name("model-XX.safetensors", "i") == "model-XX.safetensors"   # X is no backslash, colon or NUL
     with pytest.raises(ConfigError, match="^i names the shard"):
         st.shard_name("n" * 244 + ".safetensors", "i")          # 256 bytes: one past the limit
     # 1,000 characters in all (3 folders of 250 + 3 slashes + 235 + 12) is the cap; 1,001 is past it
@@ -349,7 +349,7 @@ def test_more_tensors_than_the_cap_over_the_shards_are_refused(tmp_path, monkeyp
 
 # ----------------------------------------------------------------------------- kvplan.model.checkpoint
 
-from kvplan.dtypes import BFLOAT16, FLOAT32  # noqa: E402
+from kvplan.dtypes import BFLOAT16, FLOAT32
 
 
 def _row(component, layer, nbytes, *, dtype="BF16", castable=True, replicated=False, expert=False, attention=False):
@@ -374,30 +374,30 @@ def test_stage_bytes_by_hand():
     w = _ckpt()
     # TP 2, experts over 4 ranks, attention over 1 (SGLang's DP attention): layer 0 = 400 + 800 / 4 + 10 = 610,
     # layer 1 = 602 / 2 = 301, first = 1,002 / 2 + 300 / 2 = 651, last = 10, head = 1,000 / 2 = 500
-    kw = dict(tp=2, tied=False, moe_ranks=4, attn_ranks=1)
-    assert w.stage_bytes(BFLOAT16, layers=range(0, 2), first=True, last=True, **kw) == 610 + 301 + 651 + 10 + 500
-    assert w.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, **kw) == 610 + 651
+    kw = {"tp": 2, "tied": False, "moe_ranks": 4, "attn_ranks": 1}
+    assert w.stage_bytes(BFLOAT16, layers=range(2), first=True, last=True, **kw) == 610 + 301 + 651 + 10 + 500
+    assert w.stage_bytes(BFLOAT16, layers=range(1), first=True, last=False, **kw) == 610 + 651
     assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 500
-    assert w.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, head_everywhere=True, **kw) == \
+    assert w.stage_bytes(BFLOAT16, layers=range(1), first=True, last=False, head_everywhere=True, **kw) == \
         610 + 651 + 500
-    assert w.stage_bytes(BFLOAT16, layers=range(0, 9), first=False, last=False, **kw) == 610 + 301   # past the end
+    assert w.stage_bytes(BFLOAT16, layers=range(9), first=False, last=False, **kw) == 610 + 301   # past the end
     assert w.stage_bytes(BFLOAT16, layers=range(1, 5, 2), first=False, last=False, **kw) == 301     # 3 is past it
     assert w.stage_bytes(BFLOAT16, layers=range(0, 2, 2), first=False, last=False, **kw) == 610
     # MTP loaded (speculative decoding) sits with the final norm on the last stage: + ceil(5,000 / 2)
     assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, skip=frozenset(), **kw) == \
         301 + 10 + 500 + 2500
     # defaults: experts and attention over the TP ranks; TP 4: 400 / 4 + 800 / 4 + 10, layer 1 ceil(602 / 4) = 151
-    assert w.stage_bytes(BFLOAT16, 4, range(0, 2), first=False, last=False, tied=False) == 100 + 200 + 10 + 151
+    assert w.stage_bytes(BFLOAT16, 4, range(2), first=False, last=False, tied=False) == 100 + 200 + 10 + 151
 
 
 def test_a_tied_head_is_copied_to_the_last_stage_once_the_checkpoint_has_none():
     untied = _ckpt(tuple(r for r in ROWS if r.component != "lm_head"))
-    kw = dict(tp=2, tied=True)
+    kw = {"tp": 2, "tied": True}
     # the last of two stages materialises the embeddings again as its head: 1,002 / 2 = 501
     assert untied.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 501
     # one stage (first and last) shares the embeddings: nothing copied
-    assert untied.stage_bytes(BFLOAT16, layers=range(0, 2), first=True, last=True, **kw) == 610 + 301 + 651 + 10
-    assert untied.stage_bytes(BFLOAT16, layers=range(0, 1), first=True, last=False, **kw) == 610 + 651
+    assert untied.stage_bytes(BFLOAT16, layers=range(2), first=True, last=True, **kw) == 610 + 301 + 651 + 10
+    assert untied.stage_bytes(BFLOAT16, layers=range(1), first=True, last=False, **kw) == 610 + 651
     # a checkpoint that stores its head does not get a second one
     assert _ckpt().stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 500
 
@@ -437,9 +437,9 @@ def test_breakdowns_by_component_and_dtype():
 
 # ----------------------------------------------------------------------------- kvplan.config.parse
 
-from kvplan.config.parse import parse_config, parse_dims  # noqa: E402
-from kvplan.errors import UnsupportedArchitectureError  # noqa: E402
-from kvplan.weights.rule import param_count  # noqa: E402
+from kvplan.config.parse import parse_config, parse_dims
+from kvplan.errors import UnsupportedArchitectureError
+from kvplan.weights.rule import param_count
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
