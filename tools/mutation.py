@@ -127,7 +127,7 @@ def counts(shard: dict) -> dict[str, int]:
     killed = sum(v in KILLED for v in values)
     survived = sum(v in SURVIVED for v in values)
     return {"mutants": len(values), "killed": killed, "survived": survived,
-            "other": len(values) - killed - survived}
+            "other": len(values) - killed - survived, "timeouts": sum(v == "timeout" for v in values)}
 
 
 def score(c: dict[str, int]) -> float:
@@ -141,18 +141,21 @@ def reason_key(module: str, diff: list[str]) -> str:
 
 def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
     intro = ("Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
-             "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed. Every "
+             "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed (a mutant "
+             "that used more than (its tests' time + 1 s) x 10 of CPU; their number in brackets); other = a segfault or a mutant mutmut "
+             "could not check, left out of the score. Every "
              "survivor is listed with the reason it stands (docs/mutation_reasons.json), or marked **no reason: a "
              "missing test**.")
     lines = ["# Mutation testing", "", intro, "",
-             "| module | mutants | killed | survived | other | score % | seconds | tests |", "|---|---|---|---|---|---|---|---|"]
-    total = {"mutants": 0, "killed": 0, "survived": 0, "other": 0}
+             "| module | mutants | killed (of them timeouts) | survived | other | score % | seconds | tests |",
+             "|---|---|---|---|---|---|---|---|"]
+    total = {"mutants": 0, "killed": 0, "survived": 0, "other": 0, "timeouts": 0}
     for module, shard in sorted(results.items()):
         c = counts(shard)
         total = {k: total[k] + c[k] for k in total}
-        lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} | {c['survived']} | {c['other']} | "
+        lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | {c['other']} | "
                      f"{score(c):.1f} | {shard['seconds']} | {', '.join(f'`{t}`' for t in shard['tests'])} |")
-    lines += [(f"| all | {total['mutants']} | {total['killed']} | {total['survived']} | {total['other']} | "
+    lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | {total['other']} | "
                f"{score(total):.1f} | | |"), "", "## Survivors", ""]
     for module, shard in sorted(results.items()):
         for name, diff in sorted(shard["survivors"].items(), key=lambda kv: _number(kv[0])):
