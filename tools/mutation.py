@@ -141,11 +141,10 @@ def reason_key(module: str, diff: list[str]) -> str:
 
 def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
     intro = ("Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
-             "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed (a mutant "
-             "that used more than (its tests' time + 1 s) x 10 of CPU; their number in brackets); other = a segfault or a mutant mutmut "
-             "could not check, left out of the score. Every "
-             "survivor is listed with the reason it stands (docs/mutation_reasons.json), or marked **no reason: a "
-             "missing test**.")
+             "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed (a "
+             "mutant that used more than (its tests' time + 1 s) x 10 of CPU; their number in brackets); other = a "
+             "segfault or a mutant mutmut could not check, left out of the score. Every survivor is listed with the "
+             "reason it stands (docs/mutation_reasons.json), or marked **no reason: a missing test**.")
     lines = ["# Mutation testing", "", intro, "",
              "| module | mutants | killed (of them timeouts) | survived | other | score % | seconds | tests |",
              "|---|---|---|---|---|---|---|---|"]
@@ -153,10 +152,11 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
     for module, shard in sorted(results.items()):
         c = counts(shard)
         total = {k: total[k] + c[k] for k in total}
-        lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | {c['other']} | "
-                     f"{score(c):.1f} | {shard['seconds']} | {', '.join(f'`{t}`' for t in shard['tests'])} |")
-    lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | {total['other']} | "
-               f"{score(total):.1f} | | |"), "", "## Survivors", ""]
+        lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | "
+                     f"{c['other']} | {score(c):.1f} | {shard['seconds']} | "
+                     f"{', '.join(f'`{t}`' for t in shard['tests'])} |")
+    lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
+               f"{total['other']} | {score(total):.1f} | | |"), "", "## Survivors", ""]
     for module, shard in sorted(results.items()):
         for name, diff in sorted(shard["survivors"].items(), key=lambda kv: _number(kv[0])):
             why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
