@@ -154,7 +154,7 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
         total = {k: total[k] + c[k] for k in total}
         lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | "
                      f"{c['other']} | {score(c):.1f} | {shard['seconds']} | "
-                     f"{', '.join(f'`{t}`' for t in shard['tests'])} |")
+                     f"{_tests(shard['tests'])} |")
     lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
                f"{total['other']} | {score(total):.1f} | | |"), "", "## Survivors", ""]
     for module, shard in sorted(results.items()):
@@ -162,6 +162,12 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
             why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
             lines.append(f"- `{name.split('.')[-1]}` ({module}): " + " ".join(f"`{d}`" for d in diff) + f" — {why}")
     return "\n".join(lines) + "\n"
+
+
+def _tests(tests: list[str]) -> str:
+    files = ", ".join(f"`{t}`" for t in tests if not t.startswith("--"))
+    left_out = sum(t.startswith("--deselect") for t in tests)
+    return files + (f" ({left_out} tests left out: tools/mutation.py `_FIXTURE_BUILT`)" if left_out else "")
 
 
 def _number(name: str) -> tuple[str, int]:
