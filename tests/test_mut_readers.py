@@ -498,3 +498,12 @@ def test_encoders_are_refused_word_for_word():
     with pytest.raises(UnsupportedArchitectureError, match=_exact(
             "m: model_type 'llama' is an encoder-decoder model: kvplan sizes decoder-only KV caches")):
         parse_config({**LLAMA, "is_encoder_decoder": True}, name="m")
+
+
+def test_parse_dims_takes_the_overrides():
+    from kvplan.config.reader import Overrides
+    # a config without num_hidden_layers, sized with --num-layers 3: 3 x 43,136 per layer + 128,064 outside them
+    # (per layer q / o 2 x 4,096 + k / v 2 x 2,048 + MLP 30,720 + 2 norms x 64; embed + head 128,000 + final norm 64)
+    bare = {k: v for k, v in LLAMA.items() if k != "num_hidden_layers"}
+    shape = parse_dims(bare, overrides=Overrides(num_layers=3))
+    assert shape.num_layers == 3 and param_count(shape).total == 3 * 43_136 + 128_064
