@@ -108,12 +108,17 @@ def run_shard(module: str, tests: list[str], jobs: int) -> dict:
         start = time.monotonic()
         subprocess.run(["mutmut", "run", "--max-children", str(jobs)], cwd=work, env=env, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # exits 1 when a mutant survives
-        listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True,
-                                 text=True, check=True).stdout
-        statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
-        diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
-        return {"module": module, "tests": tests, "seconds": round(time.monotonic() - start, 1),
-                "statuses": statuses, "survivors": diffs}
+        return collect(work, module, tests, round(time.monotonic() - start, 1))
+
+
+def collect(work: Path, module: str, tests: list[str], seconds: float | None) -> dict:
+    """The statuses mutmut recorded in `work`; a run stopped midway leaves its unrun mutants "not checked" (other)."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True,
+                             text=True, check=True).stdout
+    statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
+    diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
+    return {"module": module, "tests": tests, "seconds": seconds, "statuses": statuses, "survivors": diffs}
 
 
 def _diff(work: Path, env: dict, name: str) -> list[str]:
@@ -153,7 +158,7 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
         c = counts(shard)
         total = {k: total[k] + c[k] for k in total}
         lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | "
-                     f"{c['other']} | {score(c):.1f} | {shard['seconds']} | "
+                     f"{c['other']} | {score(c):.1f} | {shard['seconds'] or 'stopped midway'} | "
                      f"{_tests(shard['tests'])} |")
     lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
                f"{total['other']} | {score(total):.1f} | | |"), "", "## Survivors", ""]
@@ -180,9 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="shards whose module path ends with one of these")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/mutation.md from docs/mutation.json")
+    parser.add_argument("--collect", nargs=2, metavar=("DIR", "MODULE"),
+                        help="record what an interrupted shard's copy (DIR, kept under /tmp) measured of MODULE")
     args = parser.parse_args(argv)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    if not args.report_only:
+    if args.collect:
+        work, module = Path(args.collect[0]), args.collect[1]
+        selection = (work / "setup.cfg").read_text().split("pytest_add_cli_args_test_selection=")[1]
+        tests = [t.strip() for t in selection.split("timeout_multiplier")[0].split()]
+        results[module] = collect(work, module, tests, None)
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if not args.report_only and not args.collect:
         chosen = [m for m in SHARDS if args.only is None or any(m.endswith(o) for o in args.only)]
         if not chosen:
             print(f"mutation: no shard ends with {args.only}: pick from {', '.join(SHARDS)}", file=sys.stderr)
