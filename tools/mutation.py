@@ -161,7 +161,12 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
                      f"{c['other']} | {score(c):.1f} | {shard['seconds'] or 'stopped midway'} | "
                      f"{_tests(shard['tests'])} |")
     lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
-               f"{total['other']} | {score(total):.1f} | | |"), "", "## Survivors", ""]
+               f"{total['other']} | {score(total):.1f} | | |"), ""]
+    waiting = [m for m in SHARDS if m not in results]
+    if waiting:
+        lines += ["Shards not measured yet (`python tools/mutation.py --only NAME`): "
+                  + ", ".join(f"`{m}`" for m in waiting) + ".", ""]
+    lines += ["## Survivors", ""]
     for module, shard in sorted(results.items()):
         for name, diff in sorted(shard["survivors"].items(), key=lambda kv: _number(kv[0])):
             why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
