@@ -5,6 +5,7 @@ Opt-in (never in CI): `pip install mutmut==3.8.1`, then
     python tools/mutation.py                      # every shard below, then docs/mutation.md
     python tools/mutation.py --only lora.py       # shards whose module path ends with a name
     python tools/mutation.py --report-only        # rewrite docs/mutation.md from docs/mutation.json
+    python tools/mutation.py --collect /tmp/kvplan-mutation-XXXX kvplan/config/parse.py   # a shard stopped midway
 
 Each shard mutates one module against the test files that exercise it (mutmut's own run over the whole suite
 takes hours on 2 cores; a shard takes seconds to minutes). It runs in a temporary copy of the committed tree
