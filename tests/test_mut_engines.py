@@ -1,0 +1,271 @@
+"""Tests that kill the mutants tools/mutation.py found surviving in the engines and the planner (#26 item 5).
+
+Each pins a figure from an independent source: hand arithmetic whose inputs are written here, the engine's source,
+or the generate peak model (kvplan.planning.engines.hf_peak, measured against torch in validation/) taken as the
+input of the transformers plan, whose own arithmetic (the budget, the searches, the pool) is what is checked."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from kvplan import estimate, load_model
+from kvplan.errors import WorkloadError
+from kvplan.gpus import resolve_gpu
+from kvplan.planning.engines.hf import _largest
+from kvplan.planning.engines.hf_peak import CUDA_CONTEXT_BYTES, hf_peak_for
+from kvplan.planning.planner import plan
+
+GiB = 2**30
+
+
+def _exact(message: str) -> str:
+    return "^" + re.escape(message) + "$"
+
+
+# ----------------------------------------------------------------------------- hf.py: the transformers plan
+
+@pytest.mark.parametrize("upper", [1, 2, 3, 7, 16, 33])
+def test_largest_finds_every_boundary(upper):
+    # a monotone predicate true up to k: the search must return k for each k in [0, upper]
+    for k in range(upper + 1):
+        assert _largest(lambda n, k=k: n <= k, upper) == k, (k, upper)
+
+
+def _llama_1b():
+    # Llama-3.2-1B: 16 layers, hidden 2,048, 32 heads / 8 KV heads of 64, MLP 8,192, vocabulary 128,256, tied head
+    return load_model("meta-llama/Llama-3.2-1B")
+
+
+def _card(budget: int, util: float = 1.0):
+    """An L4 whose util x memory - the 0.5 GiB CUDA context is exactly `budget` (util 1.0 keeps int() exact)."""
+    return dataclasses.replace(resolve_gpu("L4"), name="test card", memory_bytes=budget + CUDA_CONTEXT_BYTES)
+
+
+def _peak(model, length: int, batch: int) -> int:
+    return hf_peak_for(model, estimate(model, length, batch)).peak_allocated_bytes
+
+
+def test_a_peak_equal_to_the_budget_fits_with_batch_one():
+    model = _llama_1b()
+    budget = _peak(model, 4096, 1)                   # the budget is exactly the batch-1 peak: it fits, batch 1 only
+    p = plan(model, engine="hf", gpu=_card(budget), max_model_len=4096, gpu_memory_utilization=1.0)
+    assert p.fits and p.max_concurrency == 1.0 and p.max_num_seqs == 1
+    assert p.shortfall_bytes == 0 and p.max_model_len_that_fits == 4096
+
+
+def test_the_longest_prompt_may_end_exactly_on_the_budget():
+    model = _llama_1b()
+    budget = _peak(model, 1000, 1)                   # 4,096 tokens cannot fit; 1,000 fit to the byte
+    assert _peak(model, 1001, 1) > budget
+    p = plan(model, engine="hf", gpu=_card(budget), max_model_len=4096, gpu_memory_utilization=1.0)
+    assert not p.fits and p.max_concurrency == 0 and p.max_model_len_that_fits == 1000
+    assert p.shortfall_bytes == _peak(model, 4096, 1) - budget
+
+
+def test_batch_search_stops_at_4096_sequences():
+    model = _llama_1b()
+    # a 10 TiB card holds far more than 4,096 prompts of 16 tokens: the search's upper bound is what comes back
+    p = plan(model, engine="hf", gpu=_card(10 * 1024 * GiB), max_model_len=16, gpu_memory_utilization=1.0)
+    assert p.max_concurrency == 4096.0 and p.max_num_seqs == 4096
+
+
+def test_an_explicit_dtype_is_the_one_planned():
+    # 1,235,814,400 parameters: embed 128,256 x 2,048 = 262,668,288 (tied head), per layer q / o 2 x 2,048^2 +
+    # k / v 2 x 2,048 x 512 + MLP 3 x 2,048 x 8,192 + 2 norms x 2,048 = 60,821,504, x 16 = 973,144,064, final norm 2,048
+    model = _llama_1b()
+    p = plan(model, engine="hf", gpu="L4", max_model_len=4096, dtype="float32")
+    assert p.dtype == "float32" and p.kv_cache_dtype == "float32"
+    assert p.weights_bytes == 1_235_814_400 * 4
+    assert p.kv_bytes_per_token == 16 * 2 * 8 * 64 * 4     # 16 layers x K and V x 8 heads x 64 x 4 B = 65,536
+
+
+def test_the_plan_fields_of_generate_on_llama_8b():
+    model = load_model("meta-llama/Llama-3.1-8B")
+    p = plan(model, engine="hf", gpu="L4", max_model_len=8192)
+    weights, per_token = 16_060_522_496, 131_072       # 8,030,261,248 params x 2 B; 32 x 2 x 8 x 128 x 2 B
+    cache = per_token * 8192                           # the DynamicCache right after an 8,192-token prefill
+    peak = _peak(model, 8192, 1)
+    budget = int(0.9 * resolve_gpu("L4").memory_bytes) - CUDA_CONTEXT_BYTES
+    transient = peak - weights - cache                 # what the peak holds beyond the weights and the cache
+    assert p.activation_bytes == transient > 0
+    assert p.kv_pool_bytes == budget - weights - transient
+    assert p.kv_cache_tokens == (budget - weights - transient) // per_token
+    assert p.engine_version == "transformers 5.24" and p.block_size == 1 and p.num_blocks == 0
+    assert p.max_num_batched_tokens == 8192 and p.non_torch_bytes == CUDA_CONTEXT_BYTES
+    (stage,) = p.stages
+    assert (stage.stage, stage.layers, stage.num_blocks) == (0, "0-31", 0)
+    assert (stage.weights_bytes, stage.activation_bytes, stage.kv_pool_bytes) == (weights, transient, p.kv_pool_bytes)
+    assert p.vllm_command == ("AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', dtype=torch.bfloat16, "
+                              "device_map='cuda').generate(input_ids, max_new_tokens=N)  # prompt + N <= 8192")
+    assert p.notes[:2] == ["transformers generate, DynamicCache, prompt of max_model_len tokens (worst-case prefill)",
+                           "max concurrency = the largest batch whose peak fits (all sequences prefilled together)"]
+
+
+def test_a_model_too_big_for_the_card_has_no_pool():
+    # Llama-3.1-70B: 70,553,706,496 params x 2 B = 141 GB of weights on a 22 GiB L4: nothing left for a cache
+    p = plan("meta-llama/Llama-3.1-70B", engine="hf", gpu="L4", max_model_len=4096)
+    assert p.kv_pool_bytes == 0 and p.kv_cache_tokens == 0 and p.stages[0].kv_pool_bytes == 0
+
+
+def test_a_cache_without_per_token_bytes_has_no_token_count():
+    # Mamba-2.8B caches a fixed state per sequence (0 bytes per token): the pool holds no token count
+    p = plan("state-spaces/mamba-2.8b-hf", engine="hf", gpu="L4", max_model_len=1024)
+    assert p.fits and p.kv_bytes_per_token == 0 and p.kv_cache_tokens == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tp": 2}, ("the transformers plan covers one GPU (generate has no tensor parallelism): "
+                 "use --engine vllm or sglang for TP / PP")),
+    ({"kv_dtype": "fp8"}, ("transformers' dynamic cache stores the model dtype: use --kv-dtype auto "
+                           "(kvplan estimate --cache quantized sizes int4 / fp8 caches)")),
+])
+def test_hf_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, **kwargs)
+
+
+# ----------------------------------------------------------------------------- vllm_mm.py: the profile run's images
+
+from kvplan.planning.engines.vllm_mm import encoder_cache_bytes, limit_flags
+
+
+def _gemma3():
+    # gemma-3-27b-it: 256 embeddings per image, a 260-token placeholder span (boi, 256 soft tokens, eoi, newlines),
+    # hidden 5,376 (model_configs/google__gemma-3-27b-it.json)
+    return load_model("google/gemma-3-27b-it").require_arch()
+
+
+def test_gemma3_encoder_cache_formula_word_for_word():
+    # 999 per prompt: vLLM's default limit (config/multimodal.py) under an unbounded max_model_len
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 19, 0), 8192, 2, text_only=False)
+    assert kept == 32 * 256 * 5376 * 2 == 88_080_384
+    assert how == ("encoder cache of the profile run: 32 dummy images (budget 8,192 // 256 tokens, at most 1,024 "
+                   "sequences x 999 per prompt) x 256 x 5,376 x 2 B = 88,080,384 B, unpadded (vLLM >= 0.13)")
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 12, 9), 8192, 2, text_only=False)   # the last padded version
+    assert kept == 31 * 8192 * 5376 * 2 == 2_730_491_904
+    assert how == ("encoder cache of the profile run: 31 dummy images (budget 8,192 // 260 tokens, at most 1,024 "
+                   "sequences x 999 per prompt) x 8,192 x 5,376 x 2 B = 2,730,491,904 B, padded to the encoder budget "
+                   "(vLLM < 0.13)")
+    assert encoder_cache_bytes(_gemma3(), (0, 13, 0), 8192, 2, text_only=False)[0] == 88_080_384
+
+
+@pytest.mark.parametrize("kwargs, images", [
+    ({"max_num_seqs": 4, "limit": 1}, 4),          # min(8,192 // 256 = 32, 4 sequences x 1 image) = 4
+    ({"max_num_seqs": 2, "limit": 3}, 6),          # 2 x 3
+    ({"max_num_seqs": 1, "limit": 0}, 1),          # a zero limit still profiles one item: max(1, 0)
+    ({"max_num_seqs": 1, "max_model_len": 600}, 2),  # 600 // 256 = 2 images fit one prompt
+    ({"max_num_seqs": 1, "max_model_len": 100}, 1),  # not one image fits: max(1, 0)
+    ({"max_num_seqs": 1}, 32),                     # the default limit, 999, binds nothing: 8,192 // 256
+])
+def test_the_profiled_batch_is_bounded_by_sequences_and_limits(kwargs, images):
+    assert encoder_cache_bytes(_gemma3(), (0, 19, 0), 8192, 2, text_only=False, **kwargs)[0] == \
+        images * 256 * 5376 * 2
+
+
+def test_a_budget_smaller_than_one_image_profiles_one():
+    kept, how = encoder_cache_bytes(_gemma3(), (0, 19, 0), 100, 2, text_only=False)
+    assert kept == 1 * 256 * 5376 * 2 and "(budget 256 // 256 tokens" in how
+    kept, _ = encoder_cache_bytes(_gemma3(), (0, 11, 0), 100, 2, text_only=False)   # padded to the 260-token budget
+    assert kept == 1 * 260 * 5376 * 2
+
+
+def test_models_without_towers_or_image_tokens():
+    assert encoder_cache_bytes(load_model("meta-llama/Llama-3.1-8B").require_arch(), (0, 19, 0), 8192, 2,
+                               text_only=False) == (0, "")
+    blind = dataclasses.replace(_gemma3(), image_tokens=(0, 0))
+    assert encoder_cache_bytes(blind, (0, 19, 0), 8192, 2, text_only=False) == (0, (
+        "vLLM's multimodal profiling is not modelled for gemma3_text: the dummy images' encoder outputs it keeps "
+        "during the profile run are not subtracted (tens of MiB from vLLM 0.13; up to GiBs before), so the KV pool "
+        "may be that much high"))
+
+
+@pytest.mark.parametrize("version, limit, flag", [
+    ((0, 17, 0), 0, "--language-model-only"),              # the flag exists from vLLM 0.17
+    ((0, 16, 5), 0, "--limit-mm-per-prompt '{\"image\": 0}'"),
+    ((0, 19, 0), 2, "--limit-mm-per-prompt '{\"image\": 2}'"),
+])
+def test_limit_flags(version, limit, flag):
+    assert limit_flags(version, limit) == flag
+
+
+# ----------------------------------------------------------------------------- sglang_layers.py: SGLang's cell
+
+from kvplan.dtypes import resolve_dtype
+from kvplan.planning.engines import sglang_layers as sl
+from kvplan.planning.engines.vllm_kv import VllmLayerSpec
+
+BF16, FP8 = resolve_dtype("bf16"), resolve_dtype("fp8_e4m3")
+
+
+def _dsa_spec():
+    from kvplan.model.layers import IndexedMLASpec
+    # DeepSeek-V3.2: kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128 (its config.json)
+    return next(s for _, s in load_model("deepseek-ai/DeepSeek-V3.2").specs() if isinstance(s, IndexedMLASpec))
+
+
+@pytest.mark.parametrize("kv, gpu, version, architecture, expected", [
+    (BF16, "H100", (0, 5, 23), "", (512 + 64) * 2),                   # 16 bits: the raw row, 1,152 B
+    (FP8, "H100", (0, 5, 17), "", 512 + 512 // 128 * 4 + 64 * 2),     # flashmla_kv's scaled row: 656 B
+    (FP8, "A100", (0, 5, 17), "", 656),                               # SM 8.0: below 10, the scaled row
+    (FP8, "H100", (0, 5, 16), "", 576),                               # the cell counted the raw row until 0.5.17
+    (FP8, "B200", (0, 5, 23), "", 576),                               # SM 10.0: trtllm keeps the raw 576
+    (FP8, "MI300X", (0, 5, 23), "", 576),                             # ROCm: raw
+    (FP8, "RTX-PRO-6000", (0, 5, 23), "DeepseekV32ForCausalLM", 576),  # SM 12.x, not GLM-5: trtllm
+    (FP8, "RTX-PRO-6000", (0, 5, 23), "GlmMoeDsaForCausalLM", 656),    # GLM-5 on SM 12.x: flashinfer_sparse_mla
+])
+def test_dsa_latent_bytes(kv, gpu, version, architecture, expected):
+    assert sl.dsa_latent_bytes(_dsa_spec(), kv, resolve_gpu(gpu), version, architecture) == expected
+
+
+@pytest.mark.parametrize("default, gpu, version, expected", [
+    (True, "B200", (0, 5, 5), "float8_e4m3"),     # SM 10 and 0.5.5+: auto is fp8_e4m3
+    (True, "RTX-PRO-6000", (0, 5, 23), "float8_e4m3"),
+    (True, "B200", (0, 5, 4), "bfloat16"),        # before 0.5.5: the dtype given
+    (True, "H100", (0, 5, 23), "bfloat16"),       # SM 9: bfloat16
+    (True, "MI300X", (0, 5, 23), "bfloat16"),     # AMD: no SM, major 0
+    (False, "B200", (0, 5, 23), "bfloat16"),      # an explicit --kv-cache-dtype stands
+])
+def test_dsa_kv_dtype(default, gpu, version, expected):
+    assert sl.dsa_kv_dtype(BF16, default, resolve_gpu(gpu), version).name == expected
+
+
+def test_dsa_cells_and_index_keys():
+    assert sl.dsa_index_bytes(_dsa_spec()) == 128 + 128 // 128 * 4 == 132
+    v32 = load_model("deepseek-ai/DeepSeek-V3.2")
+    assert sl.is_dsa(v32) and not sl.is_dsa(load_model("deepseek-ai/DeepSeek-V3"))
+    cells = sl.cell_specs(v32, range(2), 8, FP8, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    assert cells == [VllmLayerSpec("mla", 656), VllmLayerSpec("mla", 132)] * 2   # latent + index keys per layer
+
+
+def test_sliding_layers_are_sliding_only_in_the_swa_pool():
+    # gemma-3-27b-it: 5 sliding (window 1,024) then 1 full layer; 16 KV heads of 128 over attention TP 2:
+    # 8 x 128 x (K + V) x 2 B = 4,096 B per token per layer
+    g = load_model("google/gemma-3-27b-it")
+    swa = sl.cell_specs(g, range(6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=True)
+    assert [(c.kind, c.bytes_per_token, c.window) for c in swa] == [("sliding", 4096, 1024)] * 5 + [("full", 4096, 0)]
+    full = sl.cell_specs(g, range(6), 2, BF16, 2, resolve_gpu("H100"), (0, 5, 23), swa_pool=False)
+    assert [c.kind for c in full] == ["full"] * 6
+    # Qwen3-Next's first 4 layers: 3 Gated DeltaNet layers (a per-request state, no cell) and 1 full-attention layer
+    # of 2 KV heads x 256 x 2 x 2 B = 2,048 B
+    nxt = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    assert sl.cell_specs(nxt, range(4), 1, BF16, 2, resolve_gpu("H100"), (0, 5, 23), False) == \
+        [VllmLayerSpec("full", 2048)]
+
+
+# Qwen3-Next per DeltaNet layer (its config.json: conv channels 2 x 16 x 128 + 32 x 128 = 8,192, kernel 4; state
+# 32 value heads x 128 x 128): conv 8,192 x 3 x 2 B = 49,152, SSM 524,288 elements x 4 B (float32) = 2,097,152
+@pytest.mark.parametrize("layers, tp, version, ssm_dtype, expected", [
+    (range(48), 1, (0, 5, 23), None, 36 * (49_152 + 2_097_152)),               # 77,266,944
+    (range(48), 2, (0, 5, 23), None, 36 * (24_576 + 1_048_576)),               # halves over 2 ranks
+    (range(4), 1, (0, 5, 23), None, 3 * (49_152 + 2_097_152)),                 # 3 state layers of 4
+    (range(48), 1, (0, 5, 9), "bfloat16", 36 * (49_152 + 524_288 * 2)),         # the config's dtype, from 0.5.9
+    (range(48), 1, (0, 5, 8), "bfloat16", 36 * (49_152 + 2_097_152)),          # not read before 0.5.9
+    (range(48), 1, (0, 5, 23), "int8", 36 * (49_152 + 2_097_152)),             # unknown: float32
+])
+def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
+    model = load_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    if ssm_dtype:
+        model = dataclasses.replace(model, fields={**model.fields, "engine_ssm_dtype": ssm_dtype})
+    assert sl.state_bytes_per_request(model, layers, tp, version) == expected
