@@ -121,7 +121,7 @@ def ds_mla_layout(model: ModelSpec, kv_bits: int, version: tuple[int, int, int],
     DeepSeek-V3.2 at TP 8 on an H100 with --kv-cache-dtype fp8: 61 x (656 + 132 indexer) = 48,068 B a token, not
     61 x (576 + 132) = 43,188."""
     if not any(isinstance(spec, IndexedMLASpec) and (spec.kv_lora_rank, spec.qk_rope_head_dim) == DS_MLA_LATENT
-               for layer in model.layers for spec in layer):
+               for spec in model.distinct_specs):
         return False
     if capability is None or version[:2] < (0, 20):
         return False
