@@ -66,8 +66,7 @@ else:
     st.error("No priced catalog GPU serves this rate within these targets.", icon=":material/cancel:")
 if result.unpriced:
     st.markdown("#### GPUs without a price")
-    st.caption("The catalog has no price for these: give one above (or `kvplan recommend ... --gpu-price GPU=USD`) "
-               "to rank them.")
+    st.caption("The catalog has no price for these: type one in the prices field above to rank them.")
     st.dataframe(table(result.unpriced), hide_index=True, width="stretch")
 with st.expander("Assumptions and skipped GPUs"):
     for line in result.assumptions:

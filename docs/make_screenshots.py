@@ -92,6 +92,9 @@ def open_page(page, url: str, text: str, timeout_ms: int = 60_000) -> str:
     # plotly draws after the script run ends: wait until every chart has its SVG
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
                            ".every(e => e.querySelector('.main-svg'))", timeout=timeout_ms)
+    # the first page a fresh server sends still lazy-loads the table and chart code: its elements show grey
+    # skeletons (stSkeleton) until it arrives, which an early screenshot caught as a blank page
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=timeout_ms)
     page.wait_for_timeout(800)
     return page.inner_text("body")
 
