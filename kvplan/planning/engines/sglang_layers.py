@@ -19,7 +19,7 @@ DSA_QUANT_BLOCK = 128
 
 def is_dsa(model: ModelSpec) -> bool:
     """DeepSeek-V3.2 / GLM-5 sparse attention: an MLA latent plus the lightning indexer's keys in every layer."""
-    return any(isinstance(spec, IndexedMLASpec) for _, spec in model.specs())
+    return any(isinstance(spec, IndexedMLASpec) for spec in model.distinct_specs)   # asked by every stage
 
 
 def dsa_kv_dtype(kv: DType, kv_default: bool, device: GPU, version: tuple[int, int, int]) -> DType:
