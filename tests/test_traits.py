@@ -57,3 +57,26 @@ def test_extras_land_in_the_groups_and_layers_the_planner_splits():
     gates = [t for t in inventory(spec.arch) if t.group == "attention" and t.numel == 2048 * 2048 and t.layer == 5]
     assert len(gates) == 5   # q, k, v, o and the output gate [q_dim 2,048, hidden 2,048]
     assert any("self_attn.gate_proj.weight [q_dim x hidden] (all)" in n for n in spec.arch.notes)
+
+
+# Families whose class has a flag that switches the q/k norms, each counted with the flag flipped from its class
+# default against transformers on meta (tools/gen_family_traits.py finds them by flipping): GLM-4.5 sets use_qk_norm
+# true where Glm4MoeConfig defaults to false (+92 x 2 x 128 = 23,552 parameters), Command R+ use_qk_norm true
+# (Cohere's [heads, head_dim] LayerNorm weights), StableLM-2-12B qk_layernorm true (one LayerNorm per head),
+# Persimmon qk_layernorm false (its per-head LayerNorms with biases gone), Sarvam-MoE use_qk_norm false.
+QK_FLAGS = {"glm4_moe": "use_qk_norm", "cohere": "use_qk_norm", "stablelm": "qk_layernorm",
+            "persimmon": "qk_layernorm", "sarvam_moe": "use_qk_norm"}
+
+
+def test_every_family_with_a_qk_norm_flag_reads_it():
+    found = {mt: t["qk_norm_flag"]["flag"] for mt, t in config_traits._table().items() if t.get("qk_norm_flag")}
+    assert found == QK_FLAGS
+
+
+@pytest.mark.parametrize("model_type", sorted(QK_FLAGS))
+def test_a_qk_norm_flag_flipped_from_its_default_is_counted(model_type):
+    flag = QK_FLAGS[model_type]
+    default = getattr(transformers.CONFIG_MAPPING[model_type](), flag)
+    on, off = _truth(model_type, **{flag: True}), _truth(model_type, **{flag: False})
+    assert on[0] != off[0]                     # transformers builds different models: the flag matters
+    assert on[1] == on[0] and off[1] == off[0], (model_type, flag, default)

@@ -98,11 +98,7 @@ def _known(model_id: str) -> bool:
 KNOWN = [m for m in CONFIGS if _known(m)]
 # Bundled configs whose count kvplan's rule is known to miss, with what transformers measures; the tests are expected
 # to fail (strictly: once the rule counts it, drop the entry).
-KNOWN_WRONG = {
-    "zai-org/GLM-4.5": "GLM-4.5 sets use_qk_norm, which glm4_moe's default config leaves off, so the traits record "
-                       "no q/k norms: 92 layers x (128 + 128) = 23,552 parameters short of transformers' "
-                       "352,797,814,784 (GLM-4.5-Air, use_qk_norm false, is exact)",
-}
+KNOWN_WRONG: dict[str, str] = {}
 COUNTED = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[m])) if m in KNOWN_WRONG else m
            for m in KNOWN]
 UNKNOWN = [m for m in CONFIGS if m not in KNOWN]  # chatglm x2, phi3small, nemotron-nas: remote code; Qwen2.5-VL

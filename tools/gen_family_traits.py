@@ -36,7 +36,13 @@ LAYER = re.compile(r"^(?P<prefix>.*?(?:layers|\.h|blocks|layer|decoder\.layers))
 Q, K, V, O = (re.compile(p) for p in (r"(^|\.)(q_proj|query|q)\.", r"(^|\.)(k_proj|key|k)\.",
                                        r"(^|\.)(v_proj|value|v)\.", r"(^|\.)(o_proj|out_proj|dense|c_proj|o)\."))
 FUSED = re.compile(r"(c_attn|qkv_proj|query_key_value|Wqkv|W_pack|qkv)\.")
-QK_NORM = re.compile(r"(q_norm|q_layernorm|query_layernorm|k_norm|k_layernorm|key_layernorm)\.weight$")
+# q/k norms: one [head_dim] weight (Qwen3), one per head in a ModuleList (StableLM's q_layernorm.norms.0), or one
+# [heads, head_dim] weight (Cohere)
+QK_NORM = re.compile(r"(q_norm|q_layernorm|query_layernorm|k_norm|k_layernorm|key_layernorm)(\.norms\.\d+)?\.weight$")
+QK_NORM_BIAS = re.compile(r"(q_norm|q_layernorm|query_layernorm|k_norm|k_layernorm|key_layernorm)(\.norms\.\d+)?\.bias$")
+# Flags that switch the q/k norms on or off (GLM-4.5 sets use_qk_norm true where Glm4MoeConfig defaults to false;
+# StableLM-2-12B qk_layernorm true; Command R+ use_qk_norm true): built again with the flag flipped, as the biases
+QK_NORM_FLAGS = ("use_qk_norm", "qk_layernorm", "use_qk_layernorm", "qk_norm")
 GATE = re.compile(r"(gate_proj|w1|w3|gate_up_proj|wi_0|fc_gate)\.weight$")
 UP_DOWN = re.compile(r"(up_proj|down_proj|w2|fc1|fc2|c_fc|c_proj|dense_h_to_4h|dense_4h_to_h|wo|wi|fc_in|fc_out)\."
                      r"(weight|bias)$")
@@ -92,7 +98,7 @@ def traits_of(cfg, model) -> dict:
         head_dim = getattr(text, "head_dim", None) or hidden // text.num_attention_heads
     except Exception:  # noqa: BLE001 - Gemma 4: head_dim differs per layer and the global read raises
         head_dim = None
-    t["qk_norm"] = "none" if not qn else ("head" if qn[0] == (head_dim,) else "proj")
+    t["qk_norm"] = _qk_norm_kind(qn, head_dim, any(QK_NORM_BIAS.search(n) for n in names))
     norm_mods = {n.rsplit(".", 1)[0] for n, s in attn_layer if ("norm" in n or re.search(r"(^|\.)ln", n))
                  and not QK_NORM.search(n) and s == (hidden,) and "_a_layernorm" not in n}
     t["norms"] = len(norm_mods)
@@ -135,8 +141,34 @@ def traits_of(cfg, model) -> dict:
     return t
 
 
+def _qk_norm_kind(shapes: list[tuple], head_dim: int | None, bias: bool) -> str:
+    """kvplan's name for the q/k norms of one layer (kvplan.weights.rule sizes each): "head" is one [head_dim]
+    weight for q and one for k (2 x 128 = 256 a layer for GLM-4.5), "head_ln" the same as LayerNorms with biases
+    (Persimmon, 4 x head_dim), "proj" one weight per head (StableLM's per-head LayerNorms, Cohere's
+    [heads, head_dim]: q_dim + kv_dim)."""
+    if not shapes:
+        return "none"
+    if len(shapes) == 2 and shapes[0] == (head_dim,):
+        return "head_ln" if bias else "head"
+    return "proj"
+
+
 def _flag_driven(cls_cfg, cfg, t: dict) -> None:
-    """Bias traits that a config flag switches: build with the flag flipped and see them follow."""
+    """Bias and q/k-norm traits that a config flag switches: build with the flag flipped and see them follow."""
+    for flag in QK_NORM_FLAGS:
+        value = getattr(cfg, flag, None)
+        if not isinstance(value, bool):
+            continue
+        try:
+            cfg2, model2 = _build(cls_cfg, **{flag: not value})
+            flipped = traits_of(cfg2, model2)["qk_norm"]
+        except Exception:  # noqa: BLE001 - a flag the class cannot flip decides nothing here
+            continue
+        if flipped != t["qk_norm"]:
+            on, off = (t["qk_norm"], flipped) if value else (flipped, t["qk_norm"])
+            t["qk_norm_flag"] = {"flag": flag, "on": on, "off": off}
+            t.setdefault("flag_defaults", {})[flag] = value
+            break
     for flags, keys in ((BIAS_FLAGS, ("q", "k", "v", "o")), (MLP_BIAS_FLAGS, ("mlp",))):
         for flag in flags:
             value = getattr(cfg, flag, None)

@@ -67,7 +67,17 @@ def attention(r: ConfigReader, t: dict, hidden: int, heads: int) -> AttentionDim
     b = t.get("attn_bias", {})
     return AttentionDims(heads, kv, head_dim, head_dim, switch(r, b.get("q"), t), switch(r, b.get("k"), t),
                          switch(r, b.get("v"), t), switch(r, b.get("o"), t), fused_qkv=bool(t.get("fused_qkv")),
-                         qk_norm=t.get("qk_norm", "none"))
+                         qk_norm=_qk_norm(r, t))
+
+
+def _qk_norm(r: ConfigReader, t: dict) -> str:
+    """The q/k norms, fixed by the family or switched by a flag the traits found by flipping it
+    (tools/gen_family_traits.py `_flag_driven`): GLM-4.5's use_qk_norm true adds 92 layers x 2 x 128 = 23,552
+    parameters that Glm4MoeConfig's default false leaves out."""
+    switched = t.get("qk_norm_flag")
+    if not switched:
+        return t.get("qk_norm", "none")
+    return switched["on"] if switch(r, switched["flag"], t) else switched["off"]
 
 
 def _mla(r: ConfigReader, t: dict, heads: int) -> AttentionDims:
