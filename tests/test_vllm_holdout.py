@@ -266,6 +266,25 @@ def test_a_cold_compile_is_the_gap_between_two_starts_of_one_worker():
     assert all(any(part in run for part in vllm_holdout.MISSES) for run in (COLD, lora_run))
 
 
+def test_plans_say_they_size_a_warm_compile_cache():
+    """The plan says which start it sizes (vllm.COLD_COMPILE), with the figures of the two rows above: a vLLM >= 0.20
+    plan that compiles (not --enforce-eager, whose config sets the compilation mode to NONE; not a --kv-cache-memory
+    pool, which a compile cannot move), and no plan of a release before the ones read."""
+    from kvplan.planning.engines.vllm import COLD_COMPILE
+
+    rows = _rows()
+    for figure in (f"{int(rows[COLD]['gpu_kv_cache_tokens']):,}", f"{int(rows[WARM]['gpu_kv_cache_tokens']):,}",
+                   "0.99 GiB", "0.27.1"):
+        assert figure in COLD_COMPILE, figure
+    base = dict(gpu="RTX 4090", max_model_len=8192)
+    assert COLD_COMPILE in plan("Qwen/Qwen3-8B", engine_version="0.27.1", **base).notes
+    assert COLD_COMPILE in plan("Qwen/Qwen3-8B", engine_version="0.20.1", **base).notes
+    assert COLD_COMPILE not in plan("Qwen/Qwen3-8B", engine_version="0.27.1", enforce_eager=True, **base).notes
+    assert COLD_COMPILE not in plan("Qwen/Qwen3-8B", engine_version="0.27.1", kv_cache_memory_bytes=4 * GiB,
+                                    **base).notes
+    assert COLD_COMPILE not in plan("Qwen/Qwen3-8B", engine_version="0.19.1", **base).notes
+
+
 # The Gemma 4 and Nemotron 3 Nano start-ups, from the pool each printed: (check, printed, kvplan's error %). Before
 # their rules: E4B -40 % (an L40S planned as an H100's 8,192 batched tokens, and the sliding layers' 16-token
 # blocks), Nemotron-3-Nano -79 % (tokens counted by 0.20.0's formula at '0.20.x', and its SSM state in bf16);

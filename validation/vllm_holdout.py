@@ -273,8 +273,8 @@ MISSES = {
         "tokens against 43,040 (2,237 against 2,690 blocks of 16 x 147,456 B: 0.99 GiB). vLLM counts the profile run's "
         "transient peak in its non-KV memory (utils/mem_utils.py `memory_profiling`, 0.27.1: transient_peak_headroom), and "
         "on a cold cache that forward pass compiles; kvplan plans a warm cache (the warm row: -0.37 %). Whether a start "
-        "compiles is not in a model card: vLLM recompiles whenever the hash of the config changes (config/vllm.py "
-        "`VllmConfig.compute_hash`: the model config with max_model_len among its factors, config/model.py "
+        "compiles is not in a model card: vLLM recompiles whenever the hash of the config changes (the cache directory "
+        "is named by config/vllm.py `VllmConfig.compute_hash`, compilation/backends.py: the model config with max_model_len among its factors, config/model.py "
         "`ModelConfig.compute_hash`; the LoRA, scheduler and compilation configs), or when ~/.cache/vllm is empty, as "
         "in a fresh container"),
     # the Qwen3.5 / 3.6 hybrids (48 or 30 Gated DeltaNet layers + 16 or 10 full-attention layers): each log is
