@@ -381,7 +381,9 @@ SUSPECTED = [
     "Inductor's autotuning workspace counts in the peak activation, so the first start of a configuration gets a "
     "smaller pool than every later one (Qwen3-8B on an RTX 4090, vLLM 0.27.1: 1.18 against 0.19 GiB of peak "
     "activation, 35,792 against 43,040 tokens). vLLM recompiles when the config hash changes (max_model_len, LoRA, "
-    "batch limits) or its cache (~/.cache/vllm) is empty; kvplan plans a warm cache.",
+    "batch limits) or its cache (~/.cache/vllm) is empty; kvplan plans a warm cache. The size is the kernels': the A40 "
+    "row of Llama-3.1-8B on 0.26.0 compiled cold too ('init engine ... (compilation: 29.60 s)') and is +2.38 % from "
+    "the card, 0.57 GiB of its 23.9 GiB pool.",
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "
     "and token; kvplan has no int8 KV for vLLM (one row, club3090-446, planned with a 1-byte fp8 stand-in).",
     "The profile run's encoder pass for towers without a fixed image token count (Qwen2.5-VL, Llama 4, Qwen3.5): "
