@@ -383,7 +383,10 @@ SUSPECTED = [
     "activation, 35,792 against 43,040 tokens). vLLM recompiles when the config hash changes (max_model_len, LoRA, "
     "batch limits) or its cache (~/.cache/vllm) is empty; kvplan plans a warm cache. The size is the kernels': the A40 "
     "row of Llama-3.1-8B on 0.26.0 compiled cold too ('init engine ... (compilation: 29.60 s)') and is +2.38 % from "
-    "the card, 0.57 GiB of its 23.9 GiB pool.",
+    "the card, 0.57 GiB of its 23.9 GiB pool. A second pair, vLLM 0.29.0 on a 6.0 GiB card (find_string id "
+    "68573043236, test fixtures of two containers' verbatim lines; a model kvplan cannot price: 1.95 GiB loaded, "
+    "36,864 B per token): cold 43,664 tokens, 2.63 GiB consumed and 0.67 GiB of peak activation; warm ('compilation: "
+    "0.84 s') 70,240 tokens, 2.10 and 0.22 GiB.",
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "
     "and token; kvplan has no int8 KV for vLLM (one row, club3090-446, planned with a 1-byte fp8 stand-in).",
     "The profile run's encoder pass for towers without a fixed image token count (Qwen2.5-VL, Llama 4, Qwen3.5): "
