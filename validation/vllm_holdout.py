@@ -277,6 +277,13 @@ MISSES = {
         "is named by config/vllm.py `VllmConfig.compute_hash`, compilation/backends.py: the model config with max_model_len among its factors, config/model.py "
         "`ModelConfig.compute_hash`; the LoRA, scheduler and compilation configs), or when ~/.cache/vllm is empty, as "
         "in a fresh container"),
+    "rtx5090-tp1-32768-util0.92-first-start": (
+        "the server's first start after its environment was installed; a later start of the same server printed "
+        "95,936 tokens (the later-start row, -0.88 % from the card), which the author puts down to the cache state "
+        "('CUDA graph 캐시 여부에 따른 overhead 변동'): 6,896 tokens x 147,456 B = 0.95 GiB, the size of the cold "
+        "torch.compile of the -cold-compile- row (Qwen3-8B on an RTX 4090, vLLM 0.27.1: 0.99 GiB), vLLM's V2 runner "
+        "on both. vLLM's compile cache, not its CUDA graphs (captured after the pool), is what a first start lacks "
+        "here; the log lines quoted do not show the compile time"),
     # the Qwen3.5 / 3.6 hybrids (48 or 30 Gated DeltaNet layers + 16 or 10 full-attention layers): each log is
     # reproduced to the token by the rules in LEARNED; the texts say how, for a row that misses again
     "qwen3.6-27b-nvfp4-gb10": "the log prints 'Setting attention block size to 1568 tokens'; kvplan's is 800. "
