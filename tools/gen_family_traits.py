@@ -357,49 +357,63 @@ def _symbols(spec, t: dict, cfg) -> dict[str, int]:
     return out
 
 
-def _dims(shape0: tuple, shape1: tuple, sym0: dict, sym1: dict) -> list | None:
-    """Each dimension as a name of `sym` (or k x a name) whose value matches at both configs, else an int that
-    did not change, else None."""
+def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
+    """Each dimension as a name of `sym` (or k x a name) whose value matches at every config (the default, the
+    resized one, then the probes: one structural key changed each), else an int that never changed, else None.
+    The probes tell apart a field from a constant equal to it by chance: AXK2's kv_a_layernorm is [kv_lora_rank],
+    512, and so is n_routed_experts at the default; only kv_lora_rank 64 shows which it is."""
     out = []
-    for d0, d1 in zip(shape0, shape1):
-        names = [k for k in sym0 if k in sym1 and sym0[k] == d0 and sym1[k] == d1]
+    for ds in zip(*shapes):
+        names = [k for k in syms[0] if all(sym.get(k) == d for sym, d in zip(syms, ds))]
         core = [k for k in names if not k.startswith("field:")]
-        scaled = [f"{k}*{n}" for n in CORE for k in (2, 3, 4) if n in sym0 and n in sym1 and k * sym0[n] == d0
-                  and k * sym1[n] == d1]
+        scaled = [f"{k}*{n}" for n in CORE for k in (2, 3, 4)
+                  if all(n in sym and k * sym[n] == d for sym, d in zip(syms, ds))]
         fields = [k for k in names if k.startswith("field:")]
+        changes = len(set(ds)) > 1
         if core:
             out.append(core[0])
-        elif d0 != d1 and (scaled or fields):
+        elif changes and (scaled or fields):
             out.append((scaled or fields)[0])
-        elif d0 == d1:
-            out.append(fields[0] if len(fields) == 1 else d0)
+        elif not changes:
+            out.append(fields[0] if len(fields) == 1 else ds[0])
+        elif (product := _product_of_fields(ds, syms)) is not None:
+            out.append(product)   # AXK2's indexer wq_b rows: index_n_heads x index_head_dim (16 x 128)
         else:
-            total = _sum_of_terms(d0, d1, sym0, sym1)
+            total = _sum_of_terms(ds, syms)
             if total is None:
                 return None
             out.append(total)
     return out
 
 
-def _sum_of_terms(d0: int, d1: int, sym0: dict, sym1: dict) -> str | None:
+def _product_of_fields(ds: tuple, syms: list[dict]) -> str | None:
+    fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
+    for i, a in enumerate(fields):
+        for b in fields[i:]:
+            if all(sym[a] * sym[b] == d for sym, d in zip(syms, ds)):
+                return f"{a}*{b}"
+    return None
+
+
+def _sum_of_terms(ds: tuple, syms: list[dict]) -> str | None:
     """A dimension that is two sizes added, one maybe a product of two fields, or three sizes added: CPM-Ant's input embedding has
     vocab_size + prompt_types x prompt_length rows (30,720 + 32 x 32)."""
-    terms = {k: (sym0[k], sym1[k]) for k in sym0 if k in sym1 and "*" not in k}
+    terms = {k: tuple(sym[k] for sym in syms) for k in syms[0] if all(k in sym for sym in syms) and "*" not in k}
     fields = [k for k in terms if k.startswith("field:")]
     for i, a in enumerate(fields):
         for b in fields[i:]:
-            terms[f"{a}*{b}"] = (sym0[a] * sym0[b], sym1[a] * sym1[b])
+            terms[f"{a}*{b}"] = tuple(x * y for x, y in zip(terms[a], terms[b]))
     names = list(terms)
     for i, a in enumerate(names):
         for b in names[i:]:
-            if terms[a][0] + terms[b][0] == d0 and terms[a][1] + terms[b][1] == d1:
+            if all(x + y == d for x, y, d in zip(terms[a], terms[b], ds)):
                 return f"{a}+{b}"
     # RoCBert's map_inputs_layer: hidden + pronunciation_embed_dim + shape_embed_dim (768 + 768 + 512) inputs
     single = [k for k in names if "*" not in k]
     for i, a in enumerate(single):
         for j, b in enumerate(single[i:], i):
             for c in single[j:]:
-                if sum(terms[k][0] for k in (a, b, c)) == d0 and sum(terms[k][1] for k in (a, b, c)) == d1:
+                if all(x + y + z == d for x, y, z, d in zip(terms[a], terms[b], terms[c], ds)):
                     return f"{a}+{b}+{c}"
     return None
 
@@ -475,6 +489,7 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     first of VARIANTS that explains every tensor at both sizes."""
     changes = resized(cls_cfg, cfg)
     cfg1, model1 = resized_build or _build(cls_cfg, **base, **changes)
+    probes = _probe_builds(cls_cfg, base, cfg)
     first_error = None
     plain_norms = t.get("norms", 2)
     for variant in VARIANTS:
@@ -485,7 +500,7 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
         t.clear()
         t.update(trial)   # kvplan reads the traits through the patched table, which holds `t`
         try:
-            return _extras_checked(cfg, model, cfg1, model1, changes, t)
+            return _extras_checked(cfg, model, cfg1, model1, changes, t, probes)
         except Exception as exc:  # noqa: BLE001
             first_error = first_error or exc
             if DEBUG:
@@ -493,7 +508,27 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     raise first_error
 
 
-def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict) -> dict:
+def _probe_builds(cls_cfg, base: dict, cfg) -> list[tuple]:
+    """(config, model) with one structural integer key of the family changed each (the keys the conformance sweep
+    lists; tools/gen_field_probes.py `changed`), those transformers builds: they tell the extras' fields from
+    constants. Sizes the resized config changes already are left out."""
+    from tools.gen_field_probes import SIZES, changed
+
+    keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
+        getattr(cfg, "model_type", ""), {}).get("keys", [])
+    out = []
+    for key in keys:
+        value = getattr(cfg, key, None)
+        if key in SIZES or isinstance(value, bool) or changed(value) is None:
+            continue
+        try:
+            out.append(_build(cls_cfg, **base, **{key: changed(value)}))
+        except Exception:  # noqa: BLE001 - a value the class cannot take: no checkpoint has it either
+            continue
+    return out
+
+
+def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes: list[tuple] = ()) -> dict:
     from kvplan.weights.rule import param_count
 
     if t.get("attention") == "all":
@@ -502,10 +537,18 @@ def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict) -> dict:
     extras1, spec1 = _extras_at(cfg1, model1, t)
     if set(extras0) != set(extras1):
         raise ValueError(f"the unexplained tensors differ at a resized config ({changes})")
-    sym0, sym1 = _symbols(spec0, t, cfg), _symbols(spec1, t, cfg1)
+    seen = [(extras0, _symbols(spec0, t, cfg)), (extras1, _symbols(spec1, t, cfg1))]
+    for cfg_p, model_p in probes:
+        try:
+            extras_p, spec_p = _extras_at(cfg_p, model_p, t)
+        except Exception:  # noqa: BLE001 - kvplan cannot read this probe: gen_field_probes records the key fixed
+            continue
+        if set(extras_p) == set(extras0):   # else the key switches tensors on or off: not a size to read
+            seen.append((extras_p, _symbols(spec_p, t, cfg_p)))
+    syms = [sym for _, sym in seen]
     listed = []
     for (scope, name), shape in sorted(extras0.items()):
-        dims = _dims(shape, extras1[(scope, name)], sym0, sym1)
+        dims = _dims([extras[(scope, name)] for extras, _ in seen], syms)
         if dims is None:
             raise ValueError(f"{name} {shape} is sized by nothing kvplan reads")
         listed.append({"scope": scope, "name": name, "dims": dims, "group": _group(name)})

@@ -22,7 +22,8 @@ from .context import linear_rope_factor, sglang_limit, vllm_limit
 from .layout import build_layers, layer_kind
 from .reader import (DTYPE_KEYS, HEAD_KEYS, HIDDEN_KEYS, ConfigReader, Overrides, check_float, check_int, config_dtype,
                      text_config)
-from .verified import family_status, kv_refusal, params_refusal, unread_fields, unverified_warnings
+from .verified import (family_status, fixed_field_refusal, kv_refusal, params_refusal, unread_fields,
+                       unverified_warnings)
 
 # BERT-style families: their config classes default is_decoder to false, and only with is_decoder true is the
 # causal-LM head (BertLMHeadModel, ...) a decoder that caches; the others here are encoders whatever they say.
@@ -59,7 +60,8 @@ def parse_config(
     if refusal is not None:
         raise refusal
     arch, arch_error = _arch(reader, data, text)
-    params_error = params_refusal(status, name) if verified.ENFORCE else None
+    params_error = (params_refusal(status, name) or fixed_field_refusal(status, text, name)) if verified.ENFORCE \
+        else None
     if params_error is not None:
         arch, arch_error = None, params_error
     warnings = (unverified_warnings(status) + unread_fields(text, reader, status)

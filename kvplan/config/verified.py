@@ -96,6 +96,30 @@ def params_refusal(status: FamilyStatus, name: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def _probes() -> dict:
+    """model_type -> {"fixed": {key: class default}, ...}: the structural keys kvplan's parameter count was found
+    not to follow when each was changed alone (tools/gen_field_probes.py)."""
+    path = _DATA.parent / "field_probes.json"
+    return json.loads(path.read_text())["families"] if path.exists() else {}
+
+
+def fixed_field_refusal(status: FamilyStatus, text: dict, name: str) -> str | None:
+    """Why the weights are not counted when the config sets a key the family's rule does not follow to a value
+    other than the one it was proven at, or None. AXK2's rule reads its MLA ranks as constants: at
+    kv_lora_rank 64 transformers builds 20,295,617,536 parameters and the rule would say 20,314,494,976."""
+    if status.params != "exact":
+        return None
+    fixed = _probes().get(SAME_ARCHITECTURE.get(status.model_type, status.model_type), {}).get("fixed", {})
+    moved = [(k, text[k], v) for k, v in fixed.items() if k in text and text[k] is not None and text[k] != v]
+    if not moved:
+        return None
+    shown = ", ".join(f"{k} {value!r} (proven at its class default {default!r})" for k, value, default in moved[:4])
+    return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} does not follow this config's "
+            f"{shown} as transformers {status.transformers} builds it, so its weights are not counted and no plan is "
+            "made: open an issue with the model id")
+
+
 def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
     """What to say beside a number kvplan has not proven for this family."""
     if status.measured and status.kv == "exact":

@@ -1,0 +1,137 @@
+"""Regenerate kvplan/data/field_probes.json: does kvplan's parameter count follow each structural field of a family?
+
+The conformance sweep (validation/conformance.py) proves a family's rule at its config class's defaults and
+tools/gen_family_traits.py at one resized config (hidden, intermediate and vocabulary sizes changed). A field neither
+touches can still move transformers' model while kvplan's count stays put: AXK2's `kv_lora_rank` at 64 in place of
+its default 512 gives transformers 20,295,617,536 parameters and kvplan 20,314,494,976 (its extras had read the
+constant 512 as `n_routed_experts`, equal by chance at the default). So this changes each structural key of the
+family's class (the sweep's `keys`: a bool flipped, an int doubled below 64 and halved from 64) one at a time,
+builds the model on the meta device and compares `sum(p.numel() for p in model.parameters())` with kvplan's count.
+
+A key the count follows is listed under `follows`; one it does not is recorded under `fixed` with the class default,
+and kvplan refuses the parameter count of a config that sets that key to another value (kvplan.config.verified
+`fixed_field_refusal`), naming the key, rather than print a number known to be off. A family whose default kvplan does
+not count exactly by this plain comparison (a multimodal wrapper whose towers the sweep counts its own way) is not
+probed, and says so.
+
+Run: python tools/gen_field_probes.py [model_type ...]   (needs torch and transformers; ~40 minutes for all on 2
+cores; with names, only those families are probed again and the rest of the file is kept)
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "kvplan" / "data" / "field_probes.json"
+CONFORMANCE = ROOT / "kvplan" / "data" / "conformance.json"
+# sizes the sweep and the traits generator already change (default and resized): probed there
+SIZES = frozenset({"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+                   "hidden_size", "vocab_size"})
+TIMEOUT_S = 60
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(*_):
+    raise _Timeout
+
+
+def changed(value):
+    """The probe value for a class default: a bool flipped, an int doubled (below 64) or halved; else None."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int) and value > 1:
+        return value * 2 if value < 64 else value // 2
+    return None
+
+
+def counts(mt: str, changes: dict) -> tuple[int, int | None]:
+    """(transformers' parameters on meta, kvplan's count or None) for the class default with `changes`."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    from kvplan.config import verified
+    from kvplan.config.parse import parse_config
+    from kvplan.weights.rule import param_count
+
+    cfg = CONFIG_MAPPING[mt](**changes)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    truth = sum(p.numel() for p in model.parameters())
+    verified.ENFORCE = False      # the raw rule, as the sweep measures it
+    try:
+        spec = parse_config(cfg.to_dict())
+    finally:
+        verified.ENFORCE = True
+    return truth, (param_count(spec.arch).total if spec.arch is not None else None)
+
+
+def probe(mt: str, keys: list[str]) -> dict:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        base = CONFIG_MAPPING[mt]().to_dict()   # plain values: a per-layer config refuses a global getattr
+        truth, ours = counts(mt, {})
+    except Exception as exc:  # noqa: BLE001
+        return {"not_probed": f"the default does not build here ({type(exc).__name__})"}
+    if truth != ours:
+        return {"not_probed": "kvplan's plain count of the causal LM is not transformers' at the default (the "
+                              "sweep compares this family its own way)"}
+    out: dict = {"follows": [], "fixed": {}, "not_probed": {}}
+    for key in keys:
+        default = base.get(key)
+        value = changed(default)
+        if key in SIZES or value is None:
+            continue
+        signal.alarm(TIMEOUT_S)
+        try:
+            truth, ours = counts(mt, {key: value})
+        except _Timeout:
+            out["not_probed"][key] = f"the model at {key}={value} took over {TIMEOUT_S} s to build"
+            continue
+        except Exception as exc:  # noqa: BLE001 - transformers cannot build it so: no checkpoint can have it
+            out["not_probed"][key] = f"transformers cannot build {key}={value} ({type(exc).__name__})"
+            continue
+        finally:
+            signal.alarm(0)
+        if truth == ours:
+            out["follows"].append(key)
+        else:
+            out["fixed"][key] = default
+            print(f"  {mt}: {key}={value}: transformers {truth:,}, kvplan "
+                  f"{'refused' if ours is None else f'{ours:,}'}", file=sys.stderr, flush=True)
+    return {k: v for k, v in out.items() if v}
+
+
+def main(argv: list[str]) -> int:
+    import transformers
+    from transformers import CONFIG_MAPPING
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore")
+    hf_logging.set_verbosity_error()
+    signal.signal(signal.SIGALRM, _alarm)
+    families = json.loads(CONFORMANCE.read_text())["families"]
+    old = json.loads(OUT.read_text())["families"] if OUT.exists() and argv else {}
+    types = argv or sorted(mt for mt, f in families.items() if f.get("params") == "exact" and mt in CONFIG_MAPPING)
+    if argv == ["--resume"]:   # the families a stopped run had not written yet
+        types = sorted(mt for mt, f in families.items() if f.get("params") == "exact" and mt in CONFIG_MAPPING
+                       and mt not in old)
+    for mt in types:
+        old[mt] = probe(mt, families[mt].get("keys", []))
+        print(f"{mt:28s} {len(old[mt].get('fixed', {}))} fixed, {len(old[mt].get('follows', []))} follow",
+              flush=True)
+        OUT.write_text(json.dumps({"transformers": transformers.__version__, "families": old}, indent=1,
+                                  sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
