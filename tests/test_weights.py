@@ -562,3 +562,11 @@ def test_non_integral_floats_are_config_errors_not_crashes(value):
     data["intermediate_size"] = value
     with pytest.raises(ConfigError, match="must be an integer"):
         parse_dims(data)
+
+
+def test_fp8_expert_dtype_other_than_fp8_or_fp4_is_refused():
+    # FineGrainedFP8Config.post_init raises for anything but "fp8" / "fp4": kvplan says so in one line
+    with pytest.raises(ConfigError, match="expert_dtype' must be fp8 or fp4"):
+        parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp6"}, [])
+    plain = parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp8"}, [])
+    assert plain.experts is None   # fp8 experts: priced as every other projection
