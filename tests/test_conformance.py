@@ -48,7 +48,7 @@ FAST = [
     ("kimi_linear", "default", True),      # KDA hybrid: MLA on attention layers, its linear mixers as extras
     ("minimax", "default", True),          # lightning attention state in the model dtype
     ("zaya", "default", True),             # CCA: a conv and a delayed-value state beside the KV cache
-    ("deepseek_v4", "default", False),     # compressed attention: window K = V, CSA / HCA entries, their buffers
+    ("deepseek_v4", "default", True),      # compressed attention: window K = V, CSA / HCA; hyper-connections
     ("inkling_text", "default", True),     # attention + four float32 short-conv states per layer, hybrid_sliding
     ("dots3_note_text", "default", True),  # float32 indexer keys beside a bf16 MLA latent
 ]

@@ -71,12 +71,23 @@ def meta_truth(model_id: str) -> Truth:
         if qc:  # the layout transformers loads an fp8 checkpoint into: FP8Linear / FP8Experts + fp32 block scales
             from transformers.quantizers.auto import AutoHfQuantizer, AutoQuantizationConfig
 
+            # as from_pretrained passes it: after the config class's own __post_init__ (DeepseekV4Config moves
+            # DeepSeek-V4-Flash's top-level expert_dtype "fp4" into it)
+            qc = _as_loaded(transformers, family, text, qc)
             quantizer = AutoHfQuantizer.from_config(AutoQuantizationConfig.from_dict(qc), pre_quantized=True)
             quantizer.preprocess_model(model, dtype=dtype)
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     buffers = [t for name, t in model.state_dict().items() if name not in names]
     return Truth(params, sum(t.numel() for t in buffers), nbytes, sum(t.numel() * t.element_size() for t in buffers))
+
+
+def _as_loaded(transformers, family: str, text: dict, qc: dict) -> dict:
+    """The quantization_config the config class holds once built with it (a dict where the class keeps one)."""
+    folded = getattr(transformers.CONFIG_MAPPING[family].from_dict({**text, "model_type": family,
+                                                                    "quantization_config": qc}),
+                     "quantization_config", qc)
+    return folded if isinstance(folded, dict) else qc
 
 
 def _known(model_id: str) -> bool:
@@ -232,6 +243,16 @@ RESIZED = [
      dict(hidden_size=1024, num_hidden_layers=9, num_attention_heads=8, num_key_value_heads=4, intermediate_size=3000,
           n_mamba_heads=4, mamba_d_state=8, mamba_dt_rank=40, mamba_proj_bias=True, attn_layer_period=3,
           attn_layer_offset=1, vocab_size=5000, attention_head_dim=96)),
+    ("deepseek_v4", "default: 23 HCA + 20 CSA layers, 3 hash_moe, hyper-connections, float32 sinks and norms", {}),
+    ("deepseek_v4", "resized, every size moved, sliding layers, biased shared MLP, 3 streams",
+     dict(hidden_size=2048, head_dim=256, num_attention_heads=16, q_lora_rank=512, o_groups=4, o_lora_rank=256,
+          index_n_heads=8, index_head_dim=64, hc_mult=3, moe_intermediate_size=384, n_routed_experts=8,
+          num_experts_per_tok=2, vocab_size=1000, num_hidden_layers=7, mlp_bias=True,
+          compress_rates={"compressed_sparse_attention": 8, "heavily_compressed_attention": 16},
+          layer_types=["sliding_attention", "heavily_compressed_attention", "compressed_sparse_attention",
+                       "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                       "compressed_sparse_attention"],
+          mlp_layer_types=["hash_moe", "moe", "hash_moe", "moe", "moe", "moe", "moe"])),
     ("hrm_text", "default: 2 stacks x 16 blocks", {}),
     ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
      dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
@@ -257,6 +278,26 @@ def test_rules_equal_transformers_at_default_and_resized_configs(model_type, why
     counted = param_count(shape)
     assert (counted.total, counted.buffers) == (sum(p.numel() for p in model.parameters()), buffers)
     assert weights_bytes(shape).params_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def test_deepseek_v4_flash_counted_and_priced_as_transformers_loads_it():
+    """DeepSeek-V4-Flash against transformers 5.24 on meta (tests above): 284,332,230,231 parameters (the card's
+    284B total, 13B active), 155,997,933,020 B once its FP8 quantizer swaps in FP8Linear / FP8Experts with
+    expert_dtype fp4. The experts' bytes and the buffers by hand from finegrained_fp8.py _alloc_expert_proj and
+    modeling_deepseek_v4.py."""
+    verified.ENFORCE = False
+    try:
+        shape = parse_dims(CONFIGS["deepseek-ai/DeepSeek-V4-Flash"])
+    finally:
+        verified.ENFORCE = True
+    counted, priced = param_count(shape), weights_bytes(shape)
+    assert (counted.total, priced.params_bytes) == (284_332_230_231, 155_997_933_020)
+    assert counted.active == 13_799_622_231   # 6 of 256 experts a layer
+    # fp4: int8 [rows, cols / 2] + a ue8m0 scale per row per 32 inputs; gate_up [4096, 4096], down [4096, 2048]
+    one_expert = (4096 * 2048 + 4096 * 128) + (4096 * 1024 + 4096 * 64)
+    assert dict(priced.group_bytes)["experts"] == 43 * 256 * one_expert == 147_169_738_752
+    # tid2eid int64 [129,280, 6] on the 3 hash_moe layers, e_score_correction_bias float32 [256] on the other 40
+    assert priced.buffers_bytes == 3 * 129_280 * 6 * 8 + 40 * 256 * 4 == 18_657_280
 
 
 def _vllm_nas_width(ffn_mult: float, hidden: int) -> int:
@@ -517,3 +558,11 @@ def test_non_integral_floats_are_config_errors_not_crashes(value):
     data["intermediate_size"] = value
     with pytest.raises(ConfigError, match="must be an integer"):
         parse_dims(data)
+
+
+def test_fp8_expert_dtype_other_than_fp8_or_fp4_is_refused():
+    # FineGrainedFP8Config.post_init raises for anything but "fp8" / "fp4": kvplan says so in one line
+    with pytest.raises(ConfigError, match="expert_dtype' must be fp8 or fp4"):
+        parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp6"}, [])
+    plain = parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp8"}, [])
+    assert plain.experts is None   # fp8 experts: priced as every other projection

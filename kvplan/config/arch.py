@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
 from . import gemma, looped
+from .deepseek_v4 import deepseek_v4
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
@@ -82,7 +83,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     towers = read_towers(data, wrapper, hidden) if multimodal(data) else None
     if isinstance(towers, str):
         notes.append(f"language model only: {towers}")
-    quant = parse_quant(data.get("quantization_config", text.get("quantization_config")), notes)
+    quant = parse_quant(_quant_config(f, data.get("quantization_config", text.get("quantization_config"))), notes)
     return interned(ArchShape(
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
@@ -90,7 +91,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
         mtp_unloaded=_unloaded_mtp(f),
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
-        layer_buffers=body.layer_buffers,
+        layer_buffers=body.layer_buffers, fp32_extra=body.fp32_extra,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
         towers=tuple((c, n) for c, n in (("vision", towers.vision), ("audio", towers.audio),
                                           ("projector", towers.projector)) if n)
@@ -99,6 +100,15 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
     ))
+
+
+def _quant_config(f: ConfigReader, qc: Any) -> Any:
+    """The quantization_config as the family's config class leaves it: DeepseekV4Config.__post_init__ moves a
+    top-level `expert_dtype` (DeepSeek-V4-Flash's "fp4") into it unless it names one already."""
+    if f.family == "deepseek_v4" and isinstance(qc, Mapping) and "expert_dtype" not in qc \
+            and f.get("expert_dtype") is not None:
+        return {**qc, "expert_dtype": f.get("expert_dtype")}
+    return qc
 
 
 def _unloaded_mtp(f: ConfigReader) -> str:
@@ -149,6 +159,7 @@ class _Body:
     extra: tuple = ()
     top_dims: bool = True
     layer_buffers: int = 0
+    fp32_extra: tuple = ()
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -524,6 +535,11 @@ def _nas(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(out)
 
 
+def _deepseek_v4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    layers, top = deepseek_v4(f, c.hidden, _heads(c), c.layers, notes)
+    return _Body(layers, final_norm=False, fp32_extra=top)   # the final norm is float32: in `top`
+
+
 def _gemma4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     layers, top = gemma.gemma4(f, c.hidden, _heads(c), c.layers)
     return _Body(layers, extra=top, layer_buffers=1)   # Gemma4TextDecoderLayer.layer_scalar: nn.Buffer([1])
@@ -641,5 +657,5 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
-    "zamba2": _zamba2, "zamba": _zamba,
+    "zamba2": _zamba2, "zamba": _zamba, "deepseek_v4": _deepseek_v4,
 }

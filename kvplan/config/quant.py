@@ -81,10 +81,23 @@ def _group(value: Any) -> int | None:
 
 def _fp8(qc: Mapping, notes: list[str]) -> QuantDims:
     block = _pair("weight_block_size", qc.get("weight_block_size"))
+    scale = 1 if qc.get("scale_fmt") == "ue8m0" else 4  # DeepSeek-V3.1: e8m0 scales
     return QuantDims("fp8", 8, float_weights=True, strategy="block" if block else "tensor", block=block,
-                     static_input_scale=qc.get("activation_scheme") == "static",
-                     scale_bytes=1 if qc.get("scale_fmt") == "ue8m0" else 4,  # DeepSeek-V3.1: e8m0 scales
-                     skip=_skip(qc.get("modules_to_not_convert"), notes))
+                     static_input_scale=qc.get("activation_scheme") == "static", scale_bytes=scale,
+                     skip=_skip(qc.get("modules_to_not_convert"), notes), experts=_expert_dtype(qc, scale))
+
+
+def _expert_dtype(qc: Mapping, scale: int) -> QuantDims | None:
+    """FineGrainedFP8Config's expert_dtype (transformers 5.24 utils/quantization_config.py): "fp8" (the default,
+    the experts priced as every other projection) or "fp4", DeepSeek-V4's experts: e2m1 pairs in int8 and a scale
+    per row per 32 inputs, in the scale_fmt of the rest (kvplan.weights.rule `_fp4`)."""
+    value = _word(qc, "expert_dtype", "fp8")
+    if value not in ("fp8", "fp4"):
+        raise ConfigError(f"quantization_config 'expert_dtype' must be fp8 or fp4 (FineGrainedFP8Config), got "
+                          f"{shown(qc.get('expert_dtype'))}: fix the config.json", field="expert_dtype")
+    if value == "fp8":
+        return None
+    return QuantDims("fp4", 4, float_weights=True, strategy="group", group_size=32, scale_bytes=scale)
 
 
 def _gptq(qc: Mapping, notes: list[str]) -> QuantDims:

@@ -109,6 +109,12 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "starcoder2": {"use_bias": True},
     "deepseek_v2": {"attention_bias": False, "mlp_bias": False},
     "deepseek_v3": {"attention_bias": False},
+    # DeepseekV4Config (configuration_deepseek_v4.py): the sizes its weights read
+    "deepseek_v4": {"hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64, "head_dim": 512,
+                    "q_lora_rank": 1024, "o_groups": 8, "o_lora_rank": 1024, "index_n_heads": 64,
+                    "index_head_dim": 128, "hc_mult": 4, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+                    "num_experts_per_tok": 6, "n_shared_experts": 1, "vocab_size": 129280, "sliding_window": 128,
+                    "mlp_bias": False, "tie_word_embeddings": False},
     "gpt_oss": {"attention_bias": True},
     "llama4_text": {"attention_bias": False, "interleave_moe_layer_step": 1},
     "mamba": {"use_bias": False, "use_conv_bias": True},

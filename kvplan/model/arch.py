@@ -104,6 +104,9 @@ class MoEDims:
     # fc1_latent_proj [latent, H] and fc2_latent_proj [H, latent]; 0: the experts read the hidden state itself
     latent: int = 0
     latent_bias: bool = False
+    # DeepSeek-V4 hash_moe layers route by token id: tid2eid, a persistent int64 buffer [vocab, top_k]
+    # (DeepseekV4HashRouter); 0: a learned router picks the experts
+    hash_vocab: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,9 @@ class LayerDims:
     # activations and TP splits, and the weights are the family's own tensors, listed in `extra`
     mixer_weights: bool = True
     ffn_weights: bool = True
+    # (group, elements) of the block's tensors kept in float32 whatever the model dtype: DeepSeek-V4's
+    # _keep_in_fp32_modules_strict (hyper-connections, sinks, compressor position biases, norms)
+    fp32_extra: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,9 @@ class QuantDims:
     # projection it does not name stays in the model dtype. Empty: this scheme for every projection not in `skip`.
     layers: tuple[tuple[tuple[str, int, str], "QuantDims"], ...] = ()
     kv_cache_dtype: str | None = None  # the KV cache dtype the checkpoint was calibrated for ("fp8"), if it says
+    # the routed experts' own format where it differs from the rest: DeepSeek-V4's fp8 checkpoint with
+    # expert_dtype "fp4" (transformers 5.24 FP8Experts: e2m1 pairs in int8 + a scale per 32 inputs)
+    experts: "QuantDims | None" = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,8 @@ class ArchShape:
     # (group, elements, matrix) of tensors outside the blocks: BERT's token-type embeddings
     extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()
     top_dims: bool = True  # False: embeddings, final norm and lm_head are the family's own tensors, in `extra`
+    # (group, elements) of tensors outside the blocks kept in float32 (DeepSeek-V4's final norm and hc_head)
+    fp32_extra: tuple[tuple[str, int], ...] = ()
     # multimodal: (component, parameters) of the vision tower and projector (kvplan.config.towers), or the
     # sentence saying which tower the rule cannot count
     towers: tuple[tuple[str, int], ...] = ()

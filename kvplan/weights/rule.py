@@ -120,6 +120,7 @@ def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     if shape.learned_positions:
         before.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
     after = [Tensor(group, numel, matrix=matrix) for group, numel, matrix in shape.extra]
+    after += [Tensor(group, numel, fp32=True) for group, numel in shape.fp32_extra]
     if shape.final_norm and shape.top_dims:
         after.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
     if not shape.tied_embeddings and shape.top_dims:
@@ -203,6 +204,7 @@ def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
     # one tensor per norm weight and bias (replicated on every TP rank, so the split changes no byte)
     out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
                                                                                        else (False,))]
+    out += [Tensor(group, numel, layer=i, fp32=True) for group, numel in layer.fp32_extra]
     return out + [Tensor(group, numel, matrix=matrix, layer=i) for group, numel, matrix in layer.extra]
 
 
@@ -330,13 +332,20 @@ def param_count(shape: ArchShape) -> ParamBreakdown:
 def _buffer_bytes(shape: ArchShape, act: DType) -> int:
     scores = sum(l.ffn.experts * (4 if l.ffn.score_fp32 else ceil(act.bits / 8)) for l in shape.layers
                  if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
-    return scores + ceil(shape.layer_buffers * shape.num_layers * act.bits / 8)
+    return scores + 8 * _hash_tables(shape) + ceil(shape.layer_buffers * shape.num_layers * act.bits / 8)
 
 
 def _buffers(shape: ArchShape) -> int:
-    """Persistent buffers: e_score_correction_bias per MoE layer, and per-block buffers (Gemma 4's layer_scalar)."""
+    """Persistent buffers: e_score_correction_bias per MoE layer, DeepSeek-V4's tid2eid per hash_moe layer, and
+    per-block buffers (Gemma 4's layer_scalar)."""
     scores = sum(l.ffn.experts for l in shape.layers if isinstance(l.ffn, MoEDims) and l.ffn.score_bias)
-    return scores + shape.layer_buffers * shape.num_layers
+    return scores + _hash_tables(shape) + shape.layer_buffers * shape.num_layers
+
+
+def _hash_tables(shape: ArchShape) -> int:
+    """int64 tid2eid entries [vocab, top_k] of DeepSeek-V4's hash_moe layers: V4-Flash 3 x 129,280 x 6 =
+    2,327,040 (18,616,320 B)."""
+    return sum(l.ffn.hash_vocab * l.ffn.top_k for l in shape.layers if isinstance(l.ffn, MoEDims))
 
 
 def _idle_experts(shape: ArchShape) -> int:
@@ -406,6 +415,8 @@ def tensor_bytes(t: Tensor, act: DType, q: QuantDims | None) -> int:
 
 def scheme_of(t: Tensor, q: QuantDims) -> QuantDims | None:
     """The format a projection weight is stored in, or None for the model dtype."""
+    if q.experts is not None and t.group == "experts" and _quantized(t, q):
+        return q.experts  # DeepSeek-V4: fp4 experts in an fp8 checkpoint
     if q.layers:  # ModelOpt MIXED_PRECISION: only what quantized_layers names
         table = _mixed_table(q)
         return table.get((t.group, t.layer, t.part), table.get((t.group, -1, t.part)))
@@ -441,6 +452,13 @@ def _fp8(q: QuantDims, rows: int, cols: int, act: int) -> int:
 
 def _groups(q: QuantDims, cols: int) -> int:
     return _cdiv(cols, q.group_size) if q.group_size else 1
+
+
+def _fp4(q: QuantDims, rows: int, cols: int, act: int) -> int:
+    """DeepSeek-V4's fp4 experts as transformers 5.24 loads them (integrations/finegrained_fp8.py FP8Experts with
+    expert_dtype "fp4", _alloc_expert_proj): int8 [rows, cols // 2] holding two e2m1 values a byte, and a scale
+    per row per 32 inputs (sf_gran_n 1, sf_gran_k 32), 1 B as ue8m0 (else float32)."""
+    return rows * (cols // 2) + (q.scale_bytes or 4) * rows * _cdiv(cols, 32)
 
 
 def _gptq(q: QuantDims, rows: int, cols: int, act: int) -> int:
@@ -497,6 +515,8 @@ def _bnb(q: QuantDims, rows: int, cols: int, act: int) -> int:
 _RULES = {
     "fp8": (_fp8, "fp8: 1 B per weight + a float32 scale per weight_block_size block (per tensor when unset); "
                   "[4096, 4096] at 128x128: 16,777,216 + 1,024 x 4 = 16,781,312 B"),
+    "fp4": (_fp4, "fp4 experts (DeepSeek-V4 expert_dtype): two e2m1 values a byte + a ue8m0 scale per row per 32 "
+                  "inputs = 4.25 bits; one expert's gate_up [4096, 4096]: 8,388,608 + 524,288 = 8,912,896 B"),
     "gptq": (_gptq, "gptq: bits/8 B per weight (int32-packed) + per group of group_size inputs an fp16 scale and "
                     "a packed zero per output, + int32 g_idx per input; 4-bit g128 [4096, 4096]: 8,388,608 + "
                     "65,536 zeros + 262,144 scales + 16,384 g_idx = 8,732,672 B (4.26 bits)"),
@@ -528,7 +548,10 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
     else:
         head = q.lm_head or any(key[0] == "lm_head" for key, _ in q.layers)
         kept = "embeddings, norms, routers, biases" + ("" if head else ", lm_head")
-        rules = [_RULES[q.method][1], f"kept in {act.name}: {kept}"]
+        rules = [_RULES[q.method][1]] + ([_RULES[q.experts.method][1]] if q.experts else [])
+        if q.method == "fp8" and q.scale_bytes == 1:  # scale_fmt ue8m0 (DeepSeek-V3.1, V4): [4096, 4096] 16,778,240 B
+            rules.append("scales stored as ue8m0 (scale_fmt): 1 B per block, not 4")
+        rules.append(f"kept in {act.name}: {kept}")
         skipped = sorted({g if layer < 0 else f"{g} (layer {layer})" for g, layer in q.skip})
         if skipped:
             rules.append(f"left unquantized by the config: {', '.join(skipped)}")
@@ -541,12 +564,26 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
         rules.append("router weights in float32 (transformers' _keep_in_fp32_modules_strict)")
     if _buffers(shape) and shape.layer_buffers:
         rules.append(f"persistent buffers: {_buffers(shape):,} values (layer_scalar: {shape.layer_buffers} a block)")
+    elif _hash_tables(shape):
+        rules.append(f"persistent buffers: {_buffers(shape) - _hash_tables(shape):,} float32 e_score_correction_bias "
+                     f"values and {_hash_tables(shape):,} int64 tid2eid entries (the hash_moe layers' token-to-expert "
+                     "tables)")
     elif _buffers(shape):
         rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
+    fp32 = _fp32_params(shape)
+    if fp32:
+        rules.append(f"{fp32:,} parameters in float32 whatever the model dtype (transformers' "
+                     "_keep_in_fp32_modules_strict: hyper-connections, sinks, position biases, norms)")
     if shape.towers:
         rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
                      "(kvplan.config.towers: the tower's modules in transformers 5.24)")
     return tuple(rules)
+
+
+def _fp32_params(shape: ArchShape) -> int:
+    """Elements of the float32 tensors a family lists (`fp32_extra`): DeepSeek-V4-Flash 35,751,511."""
+    kinds = {id(l.fp32_extra): sum(n for _, n in l.fp32_extra) for l in shape.layers}
+    return sum(kinds[id(l.fp32_extra)] for l in shape.layers) + sum(n for _, n in shape.fp32_extra)
 
 
 def _mixed_rule(q: QuantDims) -> str:
