@@ -236,6 +236,26 @@ RESIZED = [
      dict(hidden_size=1024, num_hidden_layers=9, num_attention_heads=8, num_key_value_heads=4, intermediate_size=3000,
           n_mamba_heads=4, mamba_d_state=8, mamba_dt_rank=40, mamba_proj_bias=True, attn_layer_period=3,
           attn_layer_offset=1, vocab_size=5000, attention_head_dim=96)),
+    # Inkling 2 (kvplan.config.inkling): 593,718,478,848 at the defaults (48 layers of 4,608, 384 experts), the head
+    # unpadded_vocab_size 200,058 rows against 201,024 embeddings; float32 convs, queries and routers in the bytes
+    ("inkling2_text", "default: 40 sliding and 8 full layers, 384 experts", {}),
+    ("inkling2_text", "resized, every size moved, a layer pattern of its own",
+     dict(hidden_size=512, num_hidden_layers=7, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+          swa_num_attention_heads=4, swa_num_key_value_heads=1, swa_head_dim=32, sliding_window_size=48, d_rel=8,
+          rel_extent=40, conv_kernel_size=3, moe_intermediate_size=96, n_routed_experts=6, vocab_size=3000,
+          unpadded_vocab_size=2900, layer_types=["hybrid_sliding", "hybrid", "hybrid", "hybrid_sliding",
+                                                 "hybrid_sliding", "hybrid", "hybrid_sliding"])),
+    # Inkling 2 Loop: 26,068,156,416 (24 built layers, 6-17 looped with 4 message gates each)
+    ("inkling2_loop_text", "default: 24 layers, 6-17 looped 3 times", {}),
+    ("inkling2_loop_text", "resized, layers 3-8 looped twice, gate rank 16",
+     dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, num_key_value_heads=2, head_dim=32,
+          swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=48, sliding_window_size=20, d_rel=4,
+          rel_extent=24, conv_kernel_size=5, moe_intermediate_size=64, n_routed_experts=5, vocab_size=2000,
+          unpadded_vocab_size=1999, loop_layer_index_start=3, loop_layer_index_end=9, loop_num_passes=2,
+          loop_gate_rank=16, n_layers_per_attn_res_block=3)),
+    ("inkling2_loop_text", "one pass from loop_config: the message gates are built all the same",
+     dict(num_hidden_layers=12, n_routed_experts=8,
+          loop_config={"core_start": 6, "core_end": 12, "num_passes": 1, "gate_rank": 8})),
     ("hrm_text", "default: 2 stacks x 16 blocks", {}),
     ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
      dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
@@ -521,3 +541,26 @@ def test_non_integral_floats_are_config_errors_not_crashes(value):
     data["intermediate_size"] = value
     with pytest.raises(ConfigError, match="must be an integer"):
         parse_dims(data)
+
+
+def test_inkling2_loop_config_wins_over_the_loop_fields():
+    """Inkling2LoopTextConfig.__post_init__ takes `loop_config` {core_start, core_end, num_passes, gate_rank} over the
+    loop_* fields: a config.json that gives only it (here with stale fields beside it) is read as transformers reads
+    it, the cache one layer per visit (total_num_hidden_layers: 12 + (2 - 1) x 6 = 18) and the weights per built
+    layer with the message gates on layers 3-8."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    loop = {"core_start": 3, "core_end": 9, "num_passes": 2, "gate_rank": 16}
+    kwargs = dict(num_hidden_layers=12, n_routed_experts=8, n_layers_per_attn_res_block=3)
+    cfg = transformers.CONFIG_MAPPING["inkling2_loop_text"](**kwargs, loop_config=loop)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    data = {**cfg.to_dict(), "dtype": "bfloat16", "loop_layer_index_start": 6, "loop_layer_index_end": 12,
+            "loop_num_passes": 3, "loop_gate_rank": 64}
+    verified.ENFORCE = False
+    try:
+        spec = kvplan.parse_config(data)
+    finally:
+        verified.ENFORCE = True
+    assert cfg.total_num_hidden_layers == 18 and len(spec.layers) == 18
+    assert param_count(spec.arch).total == sum(p.numel() for p in model.parameters())

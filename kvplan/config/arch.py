@@ -19,7 +19,7 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
-from . import gemma, looped
+from . import gemma, inkling, looped
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
@@ -68,8 +68,8 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         else f.num_layers()
     core = _Core(hidden, n, heads)
     body = builder(f, core, notes)
-    tied = f.get("tie_word_embeddings")
-    if multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
+    tied = f.get("tie_word_embeddings") if body.tied is None else body.tied
+    if body.tied is None and multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
         # a wrapper's own flag decides: transformers 5.24 ties what `self.config.tie_word_embeddings` says of the
         # model it builds (modeling_utils.get_expanded_tied_weights_keys), the wrapper's config for a
         # ...ForConditionalGeneration (MOSS-Transcribe-Diarize: True over its Qwen3 text config's False)
@@ -149,6 +149,7 @@ class _Body:
     extra: tuple = ()
     top_dims: bool = True
     layer_buffers: int = 0
+    tied: bool | None = None   # the family ties (or never ties) whatever tie_word_embeddings says; None: the flag
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -544,6 +545,13 @@ def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
 
 
+def _inkling2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Inkling 2 and its Loop (kvplan.config.inkling): the embeddings, final norm and lm_head are listed with the
+    family's tensors, as the head has unpadded_vocab_size rows; never tied (_tied_weights_keys = {})."""
+    layers, top = inkling.inkling2(f, c.hidden, c.layers)
+    return _Body(layers, extra=top, top_dims=False, tied=False)
+
+
 def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """XLM (modeling_xlm.py XLMWithLMHeadModel): learned positions, layer_norm_emb [H] (+ bias) after the
     embeddings and no final norm, language embeddings [n_langs, H] where use_lang_emb and n_langs > 1; post-norm
@@ -641,5 +649,6 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
+    "inkling2_text": _inkling2, "inkling2_loop_text": _inkling2,
     "zamba2": _zamba2, "zamba": _zamba,
 }
