@@ -236,6 +236,17 @@ RESIZED = [
      dict(hidden_size=1024, num_hidden_layers=9, num_attention_heads=8, num_key_value_heads=4, intermediate_size=3000,
           n_mamba_heads=4, mamba_d_state=8, mamba_dt_rank=40, mamba_proj_bias=True, attn_layer_period=3,
           attn_layer_offset=1, vocab_size=5000, attention_head_dim=96)),
+    # Inkling (kvplan.config.inkling.inkling1): 975,340,270,146 at the defaults. The traits it had were exact there only:
+    # a router of 258 rows and experts [E, H, H] held while hidden = 2 x moe_intermediate and 256 + 2 experts, conv
+    # channels sized by bos_token_id 1 (7 layers of 8 experts: +10,665,984)
+    ("inkling_text", "default: 55 sliding and 11 full layers, 256 + 2 experts", {}),
+    ("inkling_text", "7 layers, 8 experts", dict(num_hidden_layers=7, n_routed_experts=8)),
+    ("inkling_text", "resized, dense layers, 3 shared experts, local_layer_ids, bos_token_id 7",
+     dict(hidden_size=512, num_hidden_layers=7, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+          swa_num_attention_heads=4, swa_num_key_value_heads=1, swa_head_dim=32, sliding_window_size=48, d_rel=8,
+          rel_extent=40, conv_kernel_size=3, moe_intermediate_size=96, intermediate_size=300, n_routed_experts=6,
+          n_shared_experts=3, vocab_size=3000, local_layer_ids=[0, 2, 3], bos_token_id=7,
+          mlp_layer_types=["dense", "sparse", "dense", "sparse", "sparse", "sparse", "dense"])),
     # Inkling 2 (kvplan.config.inkling): 593,718,478,848 at the defaults (48 layers of 4,608, 384 experts), the head
     # unpadded_vocab_size 200,058 rows against 201,024 embeddings; float32 convs, queries and routers in the bytes
     ("inkling2_text", "default: 40 sliding and 8 full layers, 384 experts", {}),
@@ -564,3 +575,24 @@ def test_inkling2_loop_config_wins_over_the_loop_fields():
         verified.ENFORCE = True
     assert cfg.total_num_hidden_layers == 18 and len(spec.layers) == 18
     assert param_count(spec.arch).total == sum(p.numel() for p in model.parameters())
+
+
+def test_inkling_checkpoint_kwargs_size_the_mlps_as_its_config_class_does():
+    """InklingTextConfig.__post_init__ reads two keys a checkpoint's config.json may carry and to_dict() drops:
+    `dense_intermediate_size` (then intermediate_size is the experts' width, transformers #49416) and
+    `dense_mlp_idx` (the first N layers dense). 6 layers, 8 experts of 1,000, the first 2 dense of 4,000."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = {"intermediate_size": 1000, "dense_intermediate_size": 4000, "dense_mlp_idx": 2}
+    cfg = transformers.CONFIG_MAPPING["inkling_text"](num_hidden_layers=6, n_routed_experts=8, **raw)
+    assert (cfg.intermediate_size, cfg.moe_intermediate_size, cfg.mlp_layer_types[:3]) == (4000, 1000,
+                                                                                           ["dense"] * 2 + ["sparse"])
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    data = {k: v for k, v in cfg.to_dict().items() if k not in ("mlp_layer_types", "moe_intermediate_size")}
+    verified.ENFORCE = False
+    try:
+        shape = kvplan.parse_config({**data, **raw, "dtype": "bfloat16"}).arch
+    finally:
+        verified.ENFORCE = True
+    assert param_count(shape).total == sum(p.numel() for p in model.parameters()) == 4_135_835_142

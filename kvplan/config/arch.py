@@ -552,6 +552,12 @@ def _inkling2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top, top_dims=False, tied=False)
 
 
+def _inkling(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Inkling (kvplan.config.inkling.inkling1): never tied (InklingForCausalLM._tied_weights_keys = {})."""
+    layers, top = inkling.inkling1(f, c.hidden, c.layers)
+    return _Body(layers, extra=top, tied=False)
+
+
 def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """XLM (modeling_xlm.py XLMWithLMHeadModel): learned positions, layer_norm_emb [H] (+ bias) after the
     embeddings and no final norm, language embeddings [n_langs, H] where use_lang_emb and n_langs > 1; post-norm
@@ -649,6 +655,6 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
-    "inkling2_text": _inkling2, "inkling2_loop_text": _inkling2,
+    "inkling_text": _inkling, "inkling2_text": _inkling2, "inkling2_loop_text": _inkling2,
     "zamba2": _zamba2, "zamba": _zamba,
 }

@@ -30,8 +30,9 @@ and built even with one pass), four message gates (q, k, v, mlp: Inkling2LoopMes
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 from ..model.arch import AttentionDims, LayerDims, MLPDims, MoEDims
-from .families import INKLING_TYPES, _types, loop_fields
+from .families import INKLING_TYPES, _inkling_derived, _types, loop_fields
 from .reader import ConfigReader
 
 # (group, elements, matrix or None, float32)
@@ -77,10 +78,10 @@ def _message_gates(hidden: int, rank: int) -> list[Extra]:
 
 
 def _moe(r: ConfigReader) -> MoEDims:
-    experts = r.first(("n_routed_experts", "num_local_experts"))   # attribute_map: num_local_experts
-    size = r.first(("moe_intermediate_size", "intermediate_size"))
-    expert = MLPDims(r.int_(*size), gated=True, fused_gate_up=True)   # gate_up_proj [E, 2I, H]
-    return MoEDims(r.int_(*experts), r.req_int("num_experts_per_tok", minimum=0), expert, router_fp32=True,
+    experts = r.need_int(("n_routed_experts", "num_local_experts"), "expert count")   # attribute_map
+    size = r.need_int(("moe_intermediate_size", "intermediate_size"), "expert size")
+    expert = MLPDims(size, gated=True, fused_gate_up=True)   # gate_up_proj [E, 2I, H]
+    return MoEDims(experts, r.req_int("num_experts_per_tok", minimum=0), expert, router_fp32=True,
                    score_bias=True, score_fp32=True)
 
 
@@ -116,3 +117,68 @@ def _kernel(r: ConfigReader) -> int:
     """conv_kernel_size, which checkpoints call sconv_kernel_size (attribute_map); the class default 4."""
     found = r.first(("conv_kernel_size", "sconv_kernel_size"))
     return r.int_(*found) if found else 4
+
+
+# ---------------------------------------------------------------- Inkling (the first; modeling_inkling.py)
+
+
+def _inkling_attention(r: ConfigReader, hidden: int, sliding: bool) -> tuple[AttentionDims, list[Extra]]:
+    """InklingAttention: q/k/v/o with q_norm and k_norm [head_dim], r_proj [heads x d_rel, H], float32 k and v
+    short convolutions [kv_dim, 1, kernel], relative logits [d_rel, window (sliding) or rel_extent]. Inkling's
+    sliding layer: 64 heads x 128, 16 KV heads: r_proj 1,024 x 6,144, convs 2 x 2,048 x 4, logits 16 x 512."""
+    prefix = "swa_" if sliding else ""
+    heads = r.req_int(f"{prefix}num_attention_heads")
+    kv, head_dim = r.req_int(f"{prefix}num_key_value_heads"), r.req_int(f"{prefix}head_dim")
+    extent = r.req_int("sliding_window_size") if sliding else r.req_int("rel_extent")
+    d_rel = r.req_int("d_rel")
+    extra: list[Extra] = [_linear(heads * d_rel, hidden), ("attention", d_rel * extent, None, False)]
+    extra += [("attention", kv * head_dim * _kernel(r), None, True)] * 2
+    return AttentionDims(heads, kv, head_dim, head_dim, qk_norm="head"), extra
+
+
+def _inkling_sparse(r: ConfigReader, n: int) -> list[bool]:
+    """InklingTextConfig.__post_init__: `mlp_layer_types` ("dense" / "sparse"), else the first `dense_mlp_idx`
+    layers dense (a checkpoint's kwarg; 0 by default: every layer sparse)."""
+    types = r.get("mlp_layer_types")
+    if types is None:
+        first = r.opt_int("dense_mlp_idx", minimum=0) or 0
+        return [i >= first for i in range(n)]
+    if not isinstance(types, list) or len(types) != n or any(t not in ("dense", "sparse") for t in types):
+        raise ConfigError(f"config field 'mlp_layer_types' must give \"dense\" or \"sparse\" for each of the {n} "
+                          "layers: fix the config.json", field="mlp_layer_types")
+    return [t == "sparse" for t in types]
+
+
+def _inkling_widths(r: ConfigReader) -> tuple[int, int]:
+    """(dense MLP, expert) widths. A checkpoint with `dense_intermediate_size` says intermediate_size for the
+    experts' width (InklingTextConfig.__post_init__, transformers #49416)."""
+    if r.get("dense_intermediate_size") is not None:
+        return r.req_int("dense_intermediate_size"), r.req_int("intermediate_size")
+    return r.req_int("intermediate_size"), r.req_int("moe_intermediate_size")
+
+
+def inkling1(r: ConfigReader, hidden: int, n: int) -> tuple[list[LayerDims], tuple[Extra, ...]]:
+    """Inkling (InklingForCausalLM): per layer the attention above, input and post-attention norms, float32
+    attn_sconv and mlp_sconv [H, 1, kernel], and a sparse or dense MLP. Sparse: routed experts gate_up [E, 2I, H],
+    down [E, H, I], n_shared_experts shared ones [n, I, H] x 3 (kvplan's shared MLP of n x I), a router [E + n, H]
+    in the model dtype with a float32 global_scale [1] and e_score_correction_bias buffer [E]. Dense: gate, up,
+    down of intermediate_size and a global_scale [1]. embed_tokens carries an RMSNorm [H]; the lm_head has
+    vocab_size rows and is never tied (_tied_weights_keys = {}); transformers builds no MTP layers (model.mtp.*
+    is ignored at load). Defaults: 66 layers of 6,144, 256 + 2 experts of 3,072: 975,340,270,146."""
+    types = _types(r, n, INKLING_TYPES, _inkling_derived)
+    dense_width, expert_width = _inkling_widths(r)
+    experts = r.need_int(("n_routed_experts", "num_local_experts"), "expert count")
+    shared = r.req_int("n_shared_experts")
+    moe = MoEDims(experts, r.req_int("num_experts_per_tok", minimum=0),
+                  MLPDims(expert_width, gated=True, fused_gate_up=True), shared=MLPDims(shared * expert_width),
+                  score_bias=True, score_fp32=True)
+    routed = [("router", shared * hidden, None, False), ("router", 1, None, True)]   # shared rows, global_scale
+    dense = [("mlp", 1, None, False)]                                                # InklingMLP.global_scale
+    kinds = {sliding: _inkling_attention(r, hidden, sliding) for sliding in set(t == "hybrid_sliding" for t in types)}
+    convs = [("other", hidden * _kernel(r), None, True)] * 2
+    out = []
+    for kind, sparse in zip(types, _inkling_sparse(r, n)):
+        attn, extra = kinds[kind == "hybrid_sliding"]
+        ffn, own = (moe, routed) if sparse else (MLPDims(dense_width), dense)
+        out.append(LayerDims(attn, ffn, 2, tuple(extra + convs + own)))
+    return out, (("embeddings", hidden, None, False),)   # embed_tokens.embed_norm
