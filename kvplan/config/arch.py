@@ -1,12 +1,12 @@
 """The weight shape (`ModelSpec.arch`, an `ArchShape` of `kvplan.model.arch`), read from a config.json.
 
 `read_arch` is called by `kvplan.config.parse` with the same `ConfigReader` that read the cache layout: every size
-the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from
-the same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which
-projections carry biases). Families without a hand-written builder here get their structure from their traits
-(`traits`); Gemma 3n / 4 are built by `gemma`, Dory and HRM-Text (blocks run more than once) by `looped`; towers
-come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
-Nothing here imports transformers.
+the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from the
+same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which projections carry
+biases). Families without a hand-written builder here get their structure from their traits (`traits`); Gemma 3n / 4
+are built by `gemma`, the Inkling families by `inkling`, Dory and HRM-Text (blocks run more than once) by `looped`;
+towers come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic. Nothing here
+imports transformers.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Inkling 2 and Inkling 2 Loop language models, block by block as transformers 5.24 builds them (part of the config
-boundary: models/inkling2/modeling_inkling2.py and models/inkling2_loop/modeling_inkling2_loop.py, their config
-classes). The cache layout is kvplan.config.families.build_inkling; these are the weights.
+"""Inkling, Inkling 2 and Inkling 2 Loop language models, block by block as transformers 5.24 builds them (part of
+the config boundary: models/inkling/modeling_inkling.py, models/inkling2/modeling_inkling2.py and
+models/inkling2_loop/modeling_inkling2_loop.py, their config classes). The cache layout is
+kvplan.config.families.build_inkling; these are the weights. Inkling (the first) is `inkling1`, below.
 
-Every layer (`layer_types[i]`: "hybrid_sliding" sizes attention by swa_num_attention_heads, swa_num_key_value_heads
-and swa_head_dim, and its relative bias by sliding_window_size; "hybrid" by num_attention_heads, num_key_value_heads,
-head_dim and rel_extent):
+Inkling 2, every layer (`layer_types[i]`: "hybrid_sliding" sizes attention by swa_num_attention_heads,
+swa_num_key_value_heads and swa_head_dim, and its relative bias by sliding_window_size; "hybrid" by
+num_attention_heads, num_key_value_heads, head_dim and rel_extent):
 - q/k/v/o `.linear` projections (the dims), a per-head query scale [heads, head_dim] (Inkling2ScaledL2Clip; keys
   are clipped without a weight, values RMS-normed without one), an output gate [q_dim, H]
   (Inkling2GatedOutputProjection.gate_proj) and a sink projection [heads, H];
