@@ -253,6 +253,37 @@ RESIZED = [
                        "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
                        "compressed_sparse_attention"],
           mlp_layer_types=["hash_moe", "moe", "hash_moe", "moe", "moe", "moe", "moe"])),
+    # Inkling (kvplan.config.inkling.inkling1): 975,340,270,146 at the defaults. The traits it had were exact there only:
+    # a router of 258 rows and experts [E, H, H] held while hidden = 2 x moe_intermediate and 256 + 2 experts, conv
+    # channels sized by bos_token_id 1 (7 layers of 8 experts: +10,665,984)
+    ("inkling_text", "default: 55 sliding and 11 full layers, 256 + 2 experts", {}),
+    ("inkling_text", "7 layers, 8 experts", dict(num_hidden_layers=7, n_routed_experts=8)),
+    ("inkling_text", "resized, dense layers, 3 shared experts, local_layer_ids, bos_token_id 7",
+     dict(hidden_size=512, num_hidden_layers=7, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+          swa_num_attention_heads=4, swa_num_key_value_heads=1, swa_head_dim=32, sliding_window_size=48, d_rel=8,
+          rel_extent=40, conv_kernel_size=3, moe_intermediate_size=96, intermediate_size=300, n_routed_experts=6,
+          n_shared_experts=3, vocab_size=3000, local_layer_ids=[0, 2, 3], bos_token_id=7,
+          mlp_layer_types=["dense", "sparse", "dense", "sparse", "sparse", "sparse", "dense"])),
+    # Inkling 2 (kvplan.config.inkling): 593,718,478,848 at the defaults (48 layers of 4,608, 384 experts), the head
+    # unpadded_vocab_size 200,058 rows against 201,024 embeddings; float32 convs, queries and routers in the bytes
+    ("inkling2_text", "default: 40 sliding and 8 full layers, 384 experts", {}),
+    ("inkling2_text", "resized, every size moved, a layer pattern of its own",
+     dict(hidden_size=512, num_hidden_layers=7, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+          swa_num_attention_heads=4, swa_num_key_value_heads=1, swa_head_dim=32, sliding_window_size=48, d_rel=8,
+          rel_extent=40, conv_kernel_size=3, moe_intermediate_size=96, n_routed_experts=6, vocab_size=3000,
+          unpadded_vocab_size=2900, layer_types=["hybrid_sliding", "hybrid", "hybrid", "hybrid_sliding",
+                                                 "hybrid_sliding", "hybrid", "hybrid_sliding"])),
+    # Inkling 2 Loop: 26,068,156,416 (24 built layers, 6-17 looped with 4 message gates each)
+    ("inkling2_loop_text", "default: 24 layers, 6-17 looped 3 times", {}),
+    ("inkling2_loop_text", "resized, layers 3-8 looped twice, gate rank 16",
+     dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, num_key_value_heads=2, head_dim=32,
+          swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=48, sliding_window_size=20, d_rel=4,
+          rel_extent=24, conv_kernel_size=5, moe_intermediate_size=64, n_routed_experts=5, vocab_size=2000,
+          unpadded_vocab_size=1999, loop_layer_index_start=3, loop_layer_index_end=9, loop_num_passes=2,
+          loop_gate_rank=16, n_layers_per_attn_res_block=3)),
+    ("inkling2_loop_text", "one pass from loop_config: the message gates are built all the same",
+     dict(num_hidden_layers=12, n_routed_experts=8,
+          loop_config={"core_start": 6, "core_end": 12, "num_passes": 1, "gate_rank": 8})),
     ("hrm_text", "default: 2 stacks x 16 blocks", {}),
     ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
      dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
@@ -566,3 +597,47 @@ def test_fp8_expert_dtype_other_than_fp8_or_fp4_is_refused():
         parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp6"}, [])
     plain = parse_quant({"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp8"}, [])
     assert plain.experts is None   # fp8 experts: priced as every other projection
+
+
+def test_inkling2_loop_config_wins_over_the_loop_fields():
+    """Inkling2LoopTextConfig.__post_init__ takes `loop_config` {core_start, core_end, num_passes, gate_rank} over the
+    loop_* fields: a config.json that gives only it (here with stale fields beside it) is read as transformers reads
+    it, the cache one layer per visit (total_num_hidden_layers: 12 + (2 - 1) x 6 = 18) and the weights per built
+    layer with the message gates on layers 3-8."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    loop = {"core_start": 3, "core_end": 9, "num_passes": 2, "gate_rank": 16}
+    kwargs = dict(num_hidden_layers=12, n_routed_experts=8, n_layers_per_attn_res_block=3)
+    cfg = transformers.CONFIG_MAPPING["inkling2_loop_text"](**kwargs, loop_config=loop)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    data = {**cfg.to_dict(), "dtype": "bfloat16", "loop_layer_index_start": 6, "loop_layer_index_end": 12,
+            "loop_num_passes": 3, "loop_gate_rank": 64}
+    verified.ENFORCE = False
+    try:
+        spec = kvplan.parse_config(data)
+    finally:
+        verified.ENFORCE = True
+    assert cfg.total_num_hidden_layers == 18 and len(spec.layers) == 18
+    assert param_count(spec.arch).total == sum(p.numel() for p in model.parameters())
+
+
+def test_inkling_checkpoint_kwargs_size_the_mlps_as_its_config_class_does():
+    """InklingTextConfig.__post_init__ reads two keys a checkpoint's config.json may carry and to_dict() drops:
+    `dense_intermediate_size` (then intermediate_size is the experts' width, transformers #49416) and
+    `dense_mlp_idx` (the first N layers dense). 6 layers, 8 experts of 1,000, the first 2 dense of 4,000."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = {"intermediate_size": 1000, "dense_intermediate_size": 4000, "dense_mlp_idx": 2}
+    cfg = transformers.CONFIG_MAPPING["inkling_text"](num_hidden_layers=6, n_routed_experts=8, **raw)
+    assert (cfg.intermediate_size, cfg.moe_intermediate_size, cfg.mlp_layer_types[:3]) == (4000, 1000,
+                                                                                           ["dense"] * 2 + ["sparse"])
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    data = {k: v for k, v in cfg.to_dict().items() if k not in ("mlp_layer_types", "moe_intermediate_size")}
+    verified.ENFORCE = False
+    try:
+        shape = kvplan.parse_config({**data, **raw, "dtype": "bfloat16"}).arch
+    finally:
+        verified.ENFORCE = True
+    assert param_count(shape).total == sum(p.numel() for p in model.parameters()) == 4_135_835_142

@@ -1,12 +1,12 @@
 """The weight shape (`ModelSpec.arch`, an `ArchShape` of `kvplan.model.arch`), read from a config.json.
 
 `read_arch` is called by `kvplan.config.parse` with the same `ConfigReader` that read the cache layout: every size
-the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from
-the same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which
-projections carry biases). Families without a hand-written builder here get their structure from their traits
-(`traits`); Gemma 3n / 4 are built by `gemma`, Dory and HRM-Text (blocks run more than once) by `looped`; towers
-come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic.
-Nothing here imports transformers.
+the parameter count needs, under kvplan's own names, following what transformers 5.24's modeling code builds from the
+same file (its class defaults for absent keys, its per-family rules for which layers are MoE, which projections carry
+biases). Families without a hand-written builder here get their structure from their traits (`traits`); Gemma 3n / 4
+are built by `gemma`, the Inkling families by `inkling`, Dory and HRM-Text (blocks run more than once) by `looped`;
+towers come from `towers`, `quantization_config` from `quant`; `kvplan.weights` does the arithmetic. Nothing here
+imports transformers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
-from . import gemma, looped
+from . import gemma, inkling, looped
 from .deepseek_v4 import deepseek_v4
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
@@ -69,8 +69,8 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         else f.num_layers()
     core = _Core(hidden, n, heads)
     body = builder(f, core, notes)
-    tied = f.get("tie_word_embeddings")
-    if multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
+    tied = f.get("tie_word_embeddings") if body.tied is None else body.tied
+    if body.tied is None and multimodal(data) and isinstance(data.get("tie_word_embeddings"), bool):
         # a wrapper's own flag decides: transformers 5.24 ties what `self.config.tie_word_embeddings` says of the
         # model it builds (modeling_utils.get_expanded_tied_weights_keys), the wrapper's config for a
         # ...ForConditionalGeneration (MOSS-Transcribe-Diarize: True over its Qwen3 text config's False)
@@ -160,6 +160,7 @@ class _Body:
     top_dims: bool = True
     layer_buffers: int = 0
     fp32_extra: tuple = ()
+    tied: bool | None = None   # the family ties (or never ties) whatever tie_word_embeddings says; None: the flag
 
 
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -560,6 +561,19 @@ def _hrm_text(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=top, final_norm=False)   # HrmTextRMSNorm has no weight
 
 
+def _inkling2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Inkling 2 and its Loop (kvplan.config.inkling): the embeddings, final norm and lm_head are listed with the
+    family's tensors, as the head has unpadded_vocab_size rows; never tied (_tied_weights_keys = {})."""
+    layers, top = inkling.inkling2(f, c.hidden, c.layers)
+    return _Body(layers, extra=top, top_dims=False, tied=False)
+
+
+def _inkling(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """Inkling (kvplan.config.inkling.inkling1): never tied (InklingForCausalLM._tied_weights_keys = {})."""
+    layers, top = inkling.inkling1(f, c.hidden, c.layers)
+    return _Body(layers, extra=top, tied=False)
+
+
 def _xlm(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """XLM (modeling_xlm.py XLMWithLMHeadModel): learned positions, layer_norm_emb [H] (+ bias) after the
     embeddings and no final norm, language embeddings [n_langs, H] where use_lang_emb and n_langs > 1; post-norm
@@ -657,5 +671,6 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
+    "inkling_text": _inkling, "inkling2_text": _inkling2, "inkling2_loop_text": _inkling2,
     "zamba2": _zamba2, "zamba": _zamba, "deepseek_v4": _deepseek_v4,
 }

@@ -129,13 +129,33 @@ def _inkling_derived(r: ConfigReader, n: int) -> list[str]:
     return ["hybrid_sliding" if i in ids else "hybrid" for i in range(n)]
 
 
+def loop_fields(r: ConfigReader) -> tuple[int, int, int, int] | None:
+    """(first looped layer, the layer after the last, passes, message-gate rank) of an Inkling 2 Loop config, or
+    None for other families. Inkling2LoopTextConfig.__post_init__ lets a `loop_config` {core_start, core_end,
+    num_passes, gate_rank} win over the loop_* fields (a released config.json may give only it); absent both, the
+    class defaults 6, 18, 3 and 64."""
+    if r.family != "inkling2_loop_text":
+        return None
+    given = r.get("loop_config")
+    if given is not None and not isinstance(given, dict):
+        raise ConfigError("config field 'loop_config' must map core_start / core_end / num_passes to layer counts: "
+                          "fix the config.json", field="loop_config")
+    given = given or {}
+    out = []
+    for inner, key, minimum in (("core_start", "loop_layer_index_start", 1), ("core_end", "loop_layer_index_end", 1),
+                                ("num_passes", "loop_num_passes", 1), ("gate_rank", "loop_gate_rank", 1)):
+        out.append(r.int_(f"loop_config.{inner}", given[inner], minimum=minimum) if given.get(inner) is not None
+                   else r.req_int(key, minimum=minimum))
+    return out[0], out[1], out[2], out[3]
+
+
 def _inkling_loop(r: ConfigReader, layers: list[tuple], notes: list[str], layer_kind) -> list[tuple]:
     """Inkling 2 Loop (modeling_inkling2_loop.py) runs layers loop_layer_index_start .. end - 1 loop_num_passes times,
     each pass caching its own K, V and conv states: the default 24 layers, 6-17 looped 3 times, cache 48."""
-    passes = r.opt_int("loop_num_passes")
-    if passes is None or passes == 1:
+    found = loop_fields(r)
+    if found is None or found[2] == 1:
         return layers
-    start, end = r.req_int("loop_layer_index_start"), r.req_int("loop_layer_index_end")
+    start, end, passes, _ = found
     if not start < end <= len(layers):
         raise ConfigError(f"loop_layer_index_start {shown(start)} .. loop_layer_index_end {shown(end)} must lie within "
                           f"the {len(layers)} layers: fix the config.json", field="loop_layer_index_end")

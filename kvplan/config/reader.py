@@ -144,6 +144,16 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
                "use_shared_attention_adapter": False, "tie_word_embeddings": True},
     "xlm": {"asm": False, "n_langs": 1, "use_lang_emb": True, "max_position_embeddings": 512,
             "tie_word_embeddings": True},
+    # InklingTextConfig, Inkling2TextConfig, Inkling2LoopTextConfig (configuration_inkling*.py)
+    "inkling_text": {"d_rel": 16, "rel_extent": 1024, "intermediate_size": 24_576, "moe_intermediate_size": 3072,
+                     "n_shared_experts": 2, "n_routed_experts": 256, "num_experts_per_tok": 6,
+                     "swa_num_attention_heads": 64},
+    "inkling2_text": {"d_rel": 16, "rel_extent": 1024, "unpadded_vocab_size": 200_058, "n_routed_experts": 384,
+                      "moe_intermediate_size": 2304, "num_experts_per_tok": 8, "swa_num_attention_heads": 48},
+    "inkling2_loop_text": {"d_rel": 16, "rel_extent": 1024, "unpadded_vocab_size": 200_058, "n_routed_experts": 128,
+                           "moe_intermediate_size": 1152, "num_experts_per_tok": 8, "swa_num_attention_heads": 24,
+                           "loop_layer_index_start": 6, "loop_layer_index_end": 18, "loop_num_passes": 3,
+                           "loop_gate_rank": 64},
     "hrm_text": {"head_dim": 128, "intermediate_size": 4096, "attention_bias": False, "mlp_bias": False,
                  "tie_word_embeddings": False},
 }

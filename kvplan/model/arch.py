@@ -121,7 +121,8 @@ class LayerDims:
     mixer: AttentionDims | MambaDims | Mamba2Dims | DeltaNetDims | None
     ffn: MLPDims | MoEDims | None
     norms: int
-    extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()  # (group, elements, matrix shape or None)
+    # (group, elements, matrix shape or None[, True: float32 whatever the model dtype])
+    extra: tuple[tuple, ...] = ()
     # False where the family's tensors differ from what the dims would build (RemBERT, Fuyu): the dims still size
     # activations and TP splits, and the weights are the family's own tensors, listed in `extra`
     mixer_weights: bool = True

@@ -119,7 +119,7 @@ def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     before = [Tensor("embeddings", shape.vocab * h)] if shape.top_dims else []
     if shape.learned_positions:
         before.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
-    after = [Tensor(group, numel, matrix=matrix) for group, numel, matrix in shape.extra]
+    after = [_extra_tensor(e) for e in shape.extra]
     after += [Tensor(group, numel, fp32=True) for group, numel in shape.fp32_extra]
     if shape.final_norm and shape.top_dims:
         after.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
@@ -205,7 +205,14 @@ def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
     out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
                                                                                        else (False,))]
     out += [Tensor(group, numel, layer=i, fp32=True) for group, numel in layer.fp32_extra]
-    return out + [Tensor(group, numel, matrix=matrix, layer=i) for group, numel, matrix in layer.extra]
+    return out + [_extra_tensor(e, i) for e in layer.extra]
+
+
+def _extra_tensor(extra: tuple, layer: int = -1) -> Tensor:
+    """A family tensor (group, elements, matrix[, fp32]): a fourth element True keeps it float32 in any model dtype
+    (Inkling 2's short convolutions and block-attention queries, _keep_in_fp32_modules_strict)."""
+    group, numel, matrix, *fp32 = extra
+    return Tensor(group, numel, matrix=matrix, layer=layer, fp32=bool(fp32 and fp32[0]))
 
 
 def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1,

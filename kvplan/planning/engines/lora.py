@@ -92,4 +92,4 @@ def _own_linears(layer) -> bool:
     if layer.mixer is None and layer.extra or not (layer.mixer_weights and layer.ffn_weights):
         return True
     return any(matrix is not None and group in ("attention", "mlp", "experts", "shared_experts", "mixer")
-               for group, _, matrix in layer.extra)
+               for group, _, matrix, *_ in layer.extra)
