@@ -7,6 +7,7 @@ named in each case), not a figure taken from kvplan."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -176,11 +177,81 @@ def test_kimi_k2_thinking_is_planned_int4():
     """The bundled Kimi-K2-Thinking now carries its int4 quantization_config (model_configs/SOURCES.md says where
     it was quoted): 60 MoE layers x 384 routed experts x 3 pack-quantized [2048, 7168]-sized matrices, each int32
     words [rows, cols / 8] + int64 weight_shape [2] + bf16 scales per 32 inputs; attention, shared experts, the
-    dense layer-0 MLP, embeddings and lm_head bf16. No published total of the checkpoint was found to hold it to."""
+    dense layer-0 MLP, embeddings and lm_head bf16."""
     est = weights_bytes(kvplan.load_model("moonshotai/Kimi-K2-Thinking").require_arch())
     one = 2048 * 7168 // 8 * 4 + 16 + 2048 * 7168 // 32 * 2  # the same for [2048, 7168] and [7168, 2048]
     assert dict(est.group_bytes)["experts"] == 60 * 384 * 3 * one == 570_761_994_240
     assert est.total_bytes == 594_536_759_296  # 2,053,146,812,416 B when it was planned as bf16
+
+
+KIMI_SOURCES = ROOT / "tools/checkpoint_sources"
+TABLE_BYTES = {"BF16": 2, "F32": 4, "I32": 4, "F8_E4M3": 1}
+
+
+def _table(folder: str) -> tuple[list, dict]:
+    """A published per-tensor table (tools/checkpoint_sources/<folder>/tensor_table.json, SOURCE.txt there): rows of
+    name, tensor count, shape, safetensors dtype, as a model inspection report printed them."""
+    data = json.loads((KIMI_SOURCES / folder / "tensor_table.json").read_text())
+    return data["rows"], data["report_totals"]
+
+
+def _sum(rows: list) -> tuple[int, int, int]:
+    """(bytes, elements, tensors) of table rows."""
+    return (sum(n * math.prod(s) * TABLE_BYTES[d] for _, n, s, d in rows),
+            sum(n * math.prod(s) for _, n, s, _ in rows), sum(n for _, n, _, _ in rows))
+
+
+def test_kimi_k2_instruct_fp8_blocks_against_its_published_tensor_table():
+    """fp8 128 x 128 blocks, Kimi-K2-Instruct (the verbatim config.json with its quantization_config, from the same
+    report): the table's 38 rows give the report's own totals exactly (139,644 tensors, 1,026,470,731,056
+    parameters, 958.49 GiB), so the transcription is whole. The rule is +330,294,608 B (+0.032 %) over it, all of it
+    named: transformers keeps the router weight [384, 7,168] of the 60 MoE layers in float32
+    (_keep_in_fp32_modules_strict), which the checkpoint stores in bf16 (+2 B each), and the checkpoint carries 61
+    bf16 rotary_emb.inv_freq [56] tensors nobody loads (-6,832 B)."""
+    rows, totals = _table("moonshotai__Kimi-K2-Instruct")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (139_644, 1_026_470_731_056)
+    assert f"{published / 2**30:.2f}" == totals["tensor_bytes_gib"] == "958.49"
+    assert published == 1_029_173_256_720
+    model = kvplan.load_model("moonshotai/Kimi-K2-Instruct")
+    rule = stored_bytes_by_rule(model.require_arch())
+    assert abs(rule - published) / published < 0.005
+    assert rule - published == 60 * 384 * 7168 * 2 - 61 * 56 * 2 == 330_294_608
+    assert model.checkpoint_total.total_bytes == published  # the bundled record is this table's sum
+    # the file total the report prints (958.51 GiB) is the tensors plus ~21 MB of JSON headers
+    assert 0 < 958.51 * 2**30 - published < 0.011 * 2**30 + 25e6
+
+
+def test_kimi_k25_int4_experts_against_its_published_tensor_table():
+    """compressed-tensors int4 pack-quantized (group 32, symmetric), Kimi-K2.5: the table reproduces the report's
+    208,550 tensors, 170,738,182,128 parameters and 554.27 GiB. The rule's language model is +330,854,400 B over the
+    table's: the float32 routers again (+330,301,440) and weight_shape priced int64 [2] as vLLM registers it, where
+    the checkpoint stores int32 [2] (+8 B x 69,120). The MoonViT tower (942,287,840 B) is what the rule cannot count
+    (remote code only): -0.103 % overall, inside half a percent."""
+    rows, totals = _table("moonshotai__Kimi-K2.5")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (208_550, 170_738_182_128)
+    assert f"{published / 2**30:.2f}" == totals["tensor_bytes_gib"] == "554.27"
+    language = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
+    assert published - language == 942_287_840
+    rule = stored_bytes_by_rule(kvplan.load_model("moonshotai/Kimi-K2.5").require_arch())
+    assert rule - language == 60 * 384 * 7168 * 2 + 60 * 384 * 3 * 8 == 330_854_400
+    assert abs(rule - published) / published < 0.005
+
+
+def test_kimi_k2_thinking_against_its_published_download_sizes():
+    """Kimi-K2-Thinking's checkpoint as two deployment notes print it (github jwt625/PlayGround@97232dde117484b3
+    20251107_kimi_k2_thinking/DEPLOYMENT_SUMMARY.md: "Size: 554 GB (62 safetensors files)", du's GiB rounded up, so
+    553 to 554 GiB; README.md there: "du -sh ... Expected: ~594 GB", decimal). The rule's 594,536,759,296 B is
+    553.71 GiB (inside du's rounding) and 594.54 GB (0.09 % over "~594"), well within 2 %. The same int4 text model
+    in Kimi-K2.5's table is 594,205,904,896 B (553.39 GiB), the rule +0.056 % over it for the reasons above."""
+    rule = stored_bytes_by_rule(kvplan.load_model("moonshotai/Kimi-K2-Thinking").require_arch())
+    assert 553 * 2**30 < rule <= 554 * 2**30
+    assert abs(rule / 1e9 - 594) < 1  # "~594 GB": 594.54 GB, 0.09 % off the quoted figure
+    assert abs(rule - 554 * 2**30) / (554 * 2**30) < 0.02
+    rows, _ = _table("moonshotai__Kimi-K2.5")
+    text = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
+    assert 553 * 2**30 < text <= 554 * 2**30 and rule - text == 330_854_400
 
 
 PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"
