@@ -254,6 +254,28 @@ def test_kimi_k2_thinking_against_its_published_download_sizes():
     assert 553 * 2**30 < text <= 554 * 2**30 and rule - text == 330_854_400
 
 
+def test_nvfp4_llama_31_8b_against_its_published_file_sizes():
+    """ModelOpt NVFP4 (group 16, lm_head excluded, as ModelOpt's unified export writes it): nvidia/Llama-3.1-8B-
+    Instruct-FP4's safetensors files total 6,027,861,376 B (a calculator's test quotes the measured sizes;
+    tools/checkpoint_sources/nvidia__Llama-3.1-8B-Instruct-FP4/SOURCE.txt). The rule, on the bundled Llama-3.1-8B's
+    shapes: 32 layers x 7 NVFP4 linears (uint8 [rows, cols / 2] + e4m3 scale per 16 + fp32 weight_scale_2 and
+    input_scale) + bf16 embeddings, lm_head and norms = 6,027,749,120 B, 112,256 B under the files: their JSON
+    headers, ~1,027 tensor entries of ~110 B (and the 32 layers' k_scale / v_scale, 256 B)."""
+    config = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text())
+    qc = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
+    shape = parse_dims({**config, "quantization_config": qc})
+    rule = stored_bytes_by_rule(shape)
+    h, inter, vocab, layers = 4096, 14336, 128256, 32
+    linears = 2 * _nv(h, h) + 2 * _nv(1024, h) + 2 * _nv(inter, h) + _nv(h, inter)
+    assert rule == layers * (linears + 2 * h * 2) + 2 * vocab * h * 2 + h * 2 == 6_027_749_120
+    published = 6_027_861_376
+    assert abs(rule - published) / published < 0.005
+    tensors = layers * (7 * 4 + 2 + 2) + 3  # + k_scale, v_scale and the two norms a layer; embed, norm, lm_head
+    assert 80 * tensors < published - rule < 130 * tensors  # one header entry: name, dtype, shape, offsets
+    nvfp4_head = _nv(vocab, h) - vocab * h * 2  # an NVFP4 lm_head would be 12.5 % under the files
+    assert (rule + nvfp4_head - published) / published < -0.12
+
+
 PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"
 
 
