@@ -62,6 +62,10 @@ RECORDS = {
                              "weight_shape as int64 [2], as vLLM 0.27 registers it for a packed Linear "
                              "(compressed_tensors_wNa16.py), where the checkpoint stores int32 [2]: +8 B x 69,120 "
                              "= +552,960 B"),
+    "Qwen/Qwen3-14B": ("Qwen__Qwen3-14B", "tensor_table", "the sum of a published per-tensor table of the checkpoint "
+                       "(443 bf16 tensors in 8 files; its parameter count 14,768,307,200 reproduced exactly)", ""),
+    "Qwen/Qwen3-32B": ("Qwen__Qwen3-32B", "tensor_table", "the sum of a published per-tensor table of the checkpoint "
+                       "(707 bf16 tensors in 17 files; its parameter count 32,762,123,264 reproduced exactly)", ""),
     "MiniMaxAI/MiniMax-M2": ("MiniMaxAI__MiniMax-M2", "quoted", "hf-mem's sum of the safetensors headers, as its "
                              "README quotes it (230,121,630,720 B)",
                              "exactly what the checkpoint storing each layer's router weight [256, 3,072] and its "
