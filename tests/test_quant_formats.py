@@ -256,6 +256,23 @@ def test_kimi_k2_thinking_against_its_published_download_sizes():
     assert 553 * 2**30 < text <= 554 * 2**30 and rule - text == 330_854_400
 
 
+def test_qwen3_next_checkpoint_holds_an_mtp_layer_its_config_does_not_name():
+    """Qwen3-Next-80B-A3B-Instruct's published tensor table (all bf16) reproduces its report's 75,944 tensors and
+    81,324,862,720 parameters; 1,650,471,424 of them are `mtp.*`, one MTP layer the config names nowhere (vLLM 0.33
+    qwen3_next_mtp.py defaults num_nextn_predict_layers to 1). The rule's stored bytes hold it, without an
+    embed_tokens / head copy of its own (the table has none): exactly the table."""
+    rows, totals = _table("Qwen__Qwen3-Next-80B-A3B-Instruct")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (75_944, 81_324_862_720)
+    mtp = _sum([r for r in rows if r[0].startswith("mtp.")])
+    assert mtp[:2] == (3_300_942_848, 1_650_471_424)
+    assert not any("embed_tokens" in name or "head" in name for name, *_ in rows if name.startswith("mtp."))
+    shape = kvplan.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct").require_arch()
+    assert shape.mtp_layers == 1
+    assert stored_bytes_by_rule(shape) == published == 162_649_725_440
+    assert weights_bytes(shape).total_bytes == published - mtp[0]  # resident: vLLM skips `mtp.` without drafting
+
+
 def test_nvfp4_llama_31_8b_against_its_published_file_sizes():
     """ModelOpt NVFP4 (group 16, lm_head excluded, as ModelOpt's unified export writes it): nvidia/Llama-3.1-8B-
     Instruct-FP4's safetensors files total 6,027,861,376 B (a calculator's test quotes the measured sizes;

@@ -66,6 +66,11 @@ RECORDS = {
                        "(443 bf16 tensors in 8 files; its parameter count 14,768,307,200 reproduced exactly)", ""),
     "Qwen/Qwen3-32B": ("Qwen__Qwen3-32B", "tensor_table", "the sum of a published per-tensor table of the checkpoint "
                        "(707 bf16 tensors in 17 files; its parameter count 32,762,123,264 reproduced exactly)", ""),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen__Qwen3-Next-80B-A3B-Instruct", "tensor_table", "the sum of a "
+                                         "published per-tensor table of the checkpoint (75,944 bf16 tensors in 41 "
+                                         "files; its parameter count 81,324,862,720 reproduced exactly)",
+                                         "the checkpoint also holds the MTP layer (mtp.*: 3,300,942,848 B), which "
+                                         "vLLM loads only with speculative decoding (qwen3_next_mtp)"),
     "MiniMaxAI/MiniMax-M2": ("MiniMaxAI__MiniMax-M2", "quoted", "hf-mem's sum of the safetensors headers, as its "
                              "README quotes it (230,121,630,720 B)",
                              "exactly what the checkpoint storing each layer's router weight [256, 3,072] and its "
