@@ -620,11 +620,13 @@ def test_capacity_shows_the_expert_parallel_alternative():
 @pytest.mark.parametrize("page", ["app_pages/estimate.py", "app_pages/capacity.py"])
 def test_a_partial_bundled_copy_says_what_it_lacks(page):
     """A bundled config that is not the Hub file verbatim: a note where no figure moves (falcon-7b-instruct's older
-    revision), a warning where one does (Llama-4-Maverick's copy without its vision tower), on every page."""
+    revision), a warning where one does, on every page."""
     from kvplan.sources.library import partial_copies
 
-    for model_id, shown in (("tiiuae/falcon-7b-instruct", "caption"), ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
-                                                                       "warning")):
+    # Maverick's trimmed copy was the one that warned; its assembled copy counts the tower, so no bundled partial
+    # copy moves a figure today and only a warned one (if any is added) is checked as a warning
+    warned = [(m, "warning") for m, gap in sorted(partial_copies().items()) if gap.warn][:1]
+    for model_id, shown in (("tiiuae/falcon-7b-instruct", "caption"), *warned):
         at = app(page, model=model_id, ctx=2048)
         clean(at)
         said = partial_copies()[model_id].sentence(model_id)

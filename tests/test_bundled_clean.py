@@ -52,7 +52,7 @@ PARTIAL = frozenset({
     "qwen/qwen2-0.5b", "thudm/chatglm3-6b", "thudm/glm-4-9b-chat", "ai21labs/ai21-jamba-1.5-mini",
     "allenai/olmo-2-0325-32b", "allenai/olmo-2-1124-13b", "allenai/olmo-2-1124-7b", "deepseek-ai/deepseek-v2-lite",
     "deepseek-ai/deepseek-v2.5", "google/gemma-3-4b-it", "meta-llama/llama-4-scout-17b-16e-instruct",
-    "mistralai/mistral-7b-v0.1", "moonshotai/kimi-k2-instruct", "tiiuae/falcon-40b-instruct",
+    "mistralai/mistral-7b-v0.1", "tiiuae/falcon-40b-instruct",
     "tiiuae/falcon-7b-instruct", "tiiuae/falcon-mamba-7b", "moonshotai/kimi-k2-thinking", "minimaxai/minimax-m2.5",
     "meta-llama/llama-4-maverick-17b-128e-instruct", "qwen/qwen1.5-moe-a2.7b-chat", "google/gemma-3-27b-it",
     "yuhuili/eagle3-llama3.1-instruct-8b",

@@ -17,6 +17,7 @@ from kvplan.cli import main
 from kvplan.errors import ConfigError, KVPlanError, ModelNotAvailableError
 from kvplan.sources.files import MAX_CONFIG_BYTES, parse_json_bytes, read_config_file
 from kvplan.sources.library import bundled_ids, bundled_index, library_dir, partial_copies
+from kvplan.weights.rule import weights_bytes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = bundled_ids()
@@ -200,27 +201,24 @@ def test_llama_4_scout_copy_moves_no_figure():
         kvplan.plan(published, gpu="H100", max_model_len=8192, tp=4).weights_bytes
 
 
-def test_llama_4_maverick_copy_is_low_by_the_vision_tower():
-    """Maverick's trimmed copy has no vision_config, so its weights leave out the tower. The bound the warning
-    gives is transformers' own count of the tower and projector (bf16) built from the vision_config the unsloth
-    mirror of Maverick's file lists, which is the bundled Scout's, value for value."""
+def test_llama_4_maverick_copy_counts_the_vision_tower():
+    """Maverick's copy (TensorRT-LLM's test config, its edits undone) carries the vision_config the trimmed copy
+    lacked: transformers' own count of the tower and projector built from it (bf16) is what the plan adds,
+    1,743,864,832 B, the tower the trimmed copy's warning said its weights were low by."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    mirror = {"hidden_size": 1408, "num_hidden_layers": 34, "intermediate_size": 5632, "num_attention_heads": 16,
-              "image_size": 336, "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
-              "projector_output_dim": 4096, "vision_output_dim": 4096, "multi_modal_projector_bias": False}
-    scout = json.loads((library_dir() / "meta-llama__Llama-4-Scout-17B-16E-Instruct.json").read_text())
-    assert {k: scout["vision_config"][k] for k in mirror} == mirror
-    scout["text_config"]["num_hidden_layers"] = 1  # the text model's depth does not enter the tower
+    data = json.loads((library_dir() / "meta-llama__Llama-4-Maverick-17B-128E-Instruct.json").read_text())
+    assert (data["text_config"]["num_hidden_layers"], data["vision_config"]["num_hidden_layers"]) == (48, 34)
+    assert "no_rope_layer_interval" not in data["text_config"]  # the test's edit, undone
+    data["text_config"]["num_hidden_layers"] = 1  # the text model's depth does not enter the tower
     with torch.device("meta"):
-        built = transformers.Llama4ForConditionalGeneration(transformers.Llama4Config(**scout))
+        built = transformers.Llama4ForConditionalGeneration(transformers.Llama4Config(**data))
     tower = sum(p.numel() for m in (built.vision_model, built.multi_modal_projector) for p in m.parameters()) * 2
     assert tower == 1_743_864_832
-    assert f"{tower:,} B ({tower / 2**30:.2f} GiB)" in partial_copies()[
-        "meta-llama/Llama-4-Maverick-17B-128E-Instruct"].effect
     maverick = kvplan.load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
-    assert "vision" not in kvplan.plan(maverick, gpu="H100", max_model_len=4096,
-                                       pp=12).weights_components
+    assert weights_bytes(maverick.require_arch()).towers_bytes == tower
+    plan = kvplan.plan(maverick, gpu="H100", max_model_len=4096, pp=12)
+    assert plan.weights_components["vision"] > 0 and not any("vision tower" in w for w in plan.warnings)
 
 
 def test_eagle_head_bound_is_forty_lm_head_rows():

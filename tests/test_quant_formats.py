@@ -7,6 +7,7 @@ named in each case), not a figure taken from kvplan."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -176,11 +177,122 @@ def test_kimi_k2_thinking_is_planned_int4():
     """The bundled Kimi-K2-Thinking now carries its int4 quantization_config (model_configs/SOURCES.md says where
     it was quoted): 60 MoE layers x 384 routed experts x 3 pack-quantized [2048, 7168]-sized matrices, each int32
     words [rows, cols / 8] + int64 weight_shape [2] + bf16 scales per 32 inputs; attention, shared experts, the
-    dense layer-0 MLP, embeddings and lm_head bf16. No published total of the checkpoint was found to hold it to."""
+    dense layer-0 MLP, embeddings and lm_head bf16."""
     est = weights_bytes(kvplan.load_model("moonshotai/Kimi-K2-Thinking").require_arch())
     one = 2048 * 7168 // 8 * 4 + 16 + 2048 * 7168 // 32 * 2  # the same for [2048, 7168] and [7168, 2048]
     assert dict(est.group_bytes)["experts"] == 60 * 384 * 3 * one == 570_761_994_240
     assert est.total_bytes == 594_536_759_296  # 2,053,146,812,416 B when it was planned as bf16
+
+
+KIMI_SOURCES = ROOT / "tools/checkpoint_sources"
+TABLE_BYTES = {"BF16": 2, "F32": 4, "I32": 4, "F8_E4M3": 1}
+
+
+def _table(folder: str) -> tuple[list, dict]:
+    """A published per-tensor table (tools/checkpoint_sources/<folder>/tensor_table.json, SOURCE.txt there): rows of
+    name, tensor count, shape, safetensors dtype, as a model inspection report printed them."""
+    data = json.loads((KIMI_SOURCES / folder / "tensor_table.json").read_text())
+    return data["rows"], data["report_totals"]
+
+
+def _sum(rows: list) -> tuple[int, int, int]:
+    """(bytes, elements, tensors) of table rows."""
+    return (sum(n * math.prod(s) * TABLE_BYTES[d] for _, n, s, d in rows),
+            sum(n * math.prod(s) for _, n, s, _ in rows), sum(n for _, n, _, _ in rows))
+
+
+def test_kimi_k2_instruct_fp8_blocks_against_its_published_tensor_table():
+    """fp8 128 x 128 blocks, Kimi-K2-Instruct (the verbatim config.json with its quantization_config, from the same
+    report): the table's 38 rows give the report's own totals exactly (139,644 tensors, 1,026,470,731,056
+    parameters, 958.49 GiB), so the transcription is whole. The rule is +330,294,608 B (+0.032 %) over it, all of it
+    named: transformers keeps the router weight [384, 7,168] of the 60 MoE layers in float32
+    (_keep_in_fp32_modules_strict), which the checkpoint stores in bf16 (+2 B each), and the checkpoint carries 61
+    bf16 rotary_emb.inv_freq [56] tensors nobody loads (-6,832 B)."""
+    rows, totals = _table("moonshotai__Kimi-K2-Instruct")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (139_644, 1_026_470_731_056)
+    assert f"{published / 2**30:.2f}" == totals["tensor_bytes_gib"] == "958.49"
+    assert published == 1_029_173_256_720
+    model = kvplan.load_model("moonshotai/Kimi-K2-Instruct")
+    rule = stored_bytes_by_rule(model.require_arch())
+    assert abs(rule - published) / published < 0.005
+    assert rule - published == 60 * 384 * 7168 * 2 - 61 * 56 * 2 == 330_294_608
+    assert model.checkpoint_total.total_bytes == published  # the bundled record is this table's sum
+    # the file total the report prints, 958.51 GiB (so 958.505 to 958.515), is the tensors plus the 61 files' JSON
+    # headers: 13.6 to 24.4 MB, 97 to 175 B for each of the 139,644 entries (name, dtype, shape, offsets)
+    headers = (958.505 * 2**30 - published, 958.515 * 2**30 - published)
+    assert 90 * tensors < headers[0] < headers[1] < 180 * tensors
+
+
+def test_kimi_k25_int4_experts_against_its_published_tensor_table():
+    """compressed-tensors int4 pack-quantized (group 32, symmetric), Kimi-K2.5: the table reproduces the report's
+    208,550 tensors, 170,738,182,128 parameters and 554.27 GiB. The rule's language model is +330,854,400 B over the
+    table's: the float32 routers again (+330,301,440) and weight_shape priced int64 [2] as vLLM registers it, where
+    the checkpoint stores int32 [2] (+8 B x 69,120). The MoonViT tower (942,287,840 B) is what the rule cannot count
+    (remote code only): -0.103 % overall, inside half a percent."""
+    rows, totals = _table("moonshotai__Kimi-K2.5")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (208_550, 170_738_182_128)
+    assert f"{published / 2**30:.2f}" == totals["tensor_bytes_gib"] == "554.27"
+    language = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
+    assert published - language == 942_287_840
+    rule = stored_bytes_by_rule(kvplan.load_model("moonshotai/Kimi-K2.5").require_arch())
+    assert rule - language == 60 * 384 * 7168 * 2 + 60 * 384 * 3 * 8 == 330_854_400
+    assert abs(rule - published) / published < 0.005
+
+
+def test_kimi_k2_thinking_against_its_published_download_sizes():
+    """Kimi-K2-Thinking's checkpoint as two deployment notes print it (github jwt625/PlayGround@97232dde117484b3
+    20251107_kimi_k2_thinking/DEPLOYMENT_SUMMARY.md: "Size: 554 GB (62 safetensors files)", du's GiB rounded up, so
+    553 to 554 GiB; README.md there: "du -sh ... Expected: ~594 GB", decimal). The rule's 594,536,759,296 B is
+    553.71 GiB (inside du's rounding) and 594.54 GB (0.09 % over "~594"), well within 2 %. The same int4 text model
+    in Kimi-K2.5's table is 594,205,904,896 B (553.39 GiB), the rule +0.056 % over it for the reasons above."""
+    rule = stored_bytes_by_rule(kvplan.load_model("moonshotai/Kimi-K2-Thinking").require_arch())
+    assert 553 * 2**30 < rule <= 554 * 2**30
+    assert abs(rule / 1e9 - 594) < 1  # "~594 GB": 594.54 GB, 0.09 % off the quoted figure
+    assert abs(rule - 554 * 2**30) / (554 * 2**30) < 0.02
+    rows, _ = _table("moonshotai__Kimi-K2.5")
+    text = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
+    assert 553 * 2**30 < text <= 554 * 2**30 and rule - text == 330_854_400
+
+
+def test_qwen3_next_checkpoint_holds_an_mtp_layer_its_config_does_not_name():
+    """Qwen3-Next-80B-A3B-Instruct's published tensor table (all bf16) reproduces its report's 75,944 tensors and
+    81,324,862,720 parameters; 1,650,471,424 of them are `mtp.*`, one MTP layer the config names nowhere (vLLM 0.33
+    qwen3_next_mtp.py defaults num_nextn_predict_layers to 1). The rule's stored bytes hold it, without an
+    embed_tokens / head copy of its own (the table has none): exactly the table."""
+    rows, totals = _table("Qwen__Qwen3-Next-80B-A3B-Instruct")
+    published, params, tensors = _sum(rows)
+    assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (75_944, 81_324_862_720)
+    mtp = _sum([r for r in rows if r[0].startswith("mtp.")])
+    assert mtp[:2] == (3_300_942_848, 1_650_471_424)
+    assert not any("embed_tokens" in name or "head" in name for name, *_ in rows if name.startswith("mtp."))
+    shape = kvplan.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct").require_arch()
+    assert shape.mtp_layers == 1
+    assert stored_bytes_by_rule(shape) == published == 162_649_725_440
+    assert weights_bytes(shape).total_bytes == published - mtp[0]  # resident: vLLM skips `mtp.` without drafting
+
+
+def test_nvfp4_llama_31_8b_against_its_published_file_sizes():
+    """ModelOpt NVFP4 (group 16, lm_head excluded, as ModelOpt's unified export writes it): nvidia/Llama-3.1-8B-
+    Instruct-FP4's safetensors files total 6,027,861,376 B (a calculator's test quotes the measured sizes;
+    tools/checkpoint_sources/nvidia__Llama-3.1-8B-Instruct-FP4/SOURCE.txt). The rule, on the bundled Llama-3.1-8B's
+    shapes: 32 layers x 7 NVFP4 linears (uint8 [rows, cols / 2] + e4m3 scale per 16 + fp32 weight_scale_2 and
+    input_scale) + bf16 embeddings, lm_head and norms = 6,027,749,120 B, 112,256 B under the files: their JSON
+    headers, ~1,027 tensor entries of ~110 B (and the 32 layers' k_scale / v_scale, 256 B)."""
+    config = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text())
+    qc = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
+    shape = parse_dims({**config, "quantization_config": qc})
+    rule = stored_bytes_by_rule(shape)
+    h, inter, vocab, layers = 4096, 14336, 128256, 32
+    linears = 2 * _nv(h, h) + 2 * _nv(1024, h) + 2 * _nv(inter, h) + _nv(h, inter)
+    assert rule == layers * (linears + 2 * h * 2) + 2 * vocab * h * 2 + h * 2 == 6_027_749_120
+    published = 6_027_861_376
+    assert abs(rule - published) / published < 0.005
+    tensors = layers * (7 * 4 + 2 + 2) + 3  # + k_scale, v_scale and the two norms a layer; embed, norm, lm_head
+    assert 80 * tensors < published - rule < 130 * tensors  # one header entry: name, dtype, shape, offsets
+    nvfp4_head = _nv(vocab, h) - vocab * h * 2  # an NVFP4 lm_head would be 12.5 % under the files
+    assert (rule + nvfp4_head - published) / published < -0.12
 
 
 PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"

@@ -213,10 +213,18 @@ def test_num_nextn_predict_layers_is_read_for_drafting(model_id, layers):
     assert drafted.kv_bytes_per_token - plain.kv_bytes_per_token == 576 * 2 + 132
 
 
-def test_qwen3_next_mtp_num_hidden_layers_is_read():
+def test_qwen3_next_mtp_layer_is_there_without_a_key():
+    """Qwen3-Next's config names no MTP layers, but its checkpoint holds one (Qwen3-Next-80B-A3B-Instruct's
+    published tensor table: mtp.fc [2048, 4096], mtp.layers.0.* with 512 experts, 1,650,471,424 parameters) and
+    vLLM 0.33 drafts with it (qwen3_next_mtp.py: `getattr(config, "num_nextn_predict_layers", 1)`)."""
     data = bundled("Qwen/Qwen3-Next-80B-A3B-Thinking")
-    assert kvplan.parse_config(data).require_arch().mtp_layers == 0     # the bundled copy names none
-    assert kvplan.parse_config({**data, "mtp_num_hidden_layers": 1}).require_arch().mtp_layers == 1
+    assert not {"num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"} & set(data)
+    assert kvplan.parse_config(data).require_arch().mtp_layers == 1
+    assert kvplan.parse_config({**data, "mtp_num_hidden_layers": 2}).require_arch().mtp_layers == 2
+    assert kvplan.parse_config({**data, "num_nextn_predict_layers": 0}).require_arch().mtp_layers == 0
+    h = 2048  # the MTP block: full attention (q with its gate 2 x 16 x 256, k / v 2 x 256, o), 512 experts + shared
+    block = (8192 + 2 * 512) * h + h * 4096 + 2 * 256 + (512 + 1) * 3 * 512 * h + 512 * h + h + 2 * h
+    assert param_count(kvplan.parse_config(data).require_arch()).mtp == block + 2 * h * h + 3 * h == 1_650_471_424
 
 
 @pytest.mark.parametrize("model_id", ["MiniMaxAI/MiniMax-M2", "MiniMaxAI/MiniMax-M2.5"])

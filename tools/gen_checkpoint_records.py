@@ -13,6 +13,7 @@ was (not) found for it.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -44,6 +45,32 @@ RECORDS = {
                                 "the checkpoint also holds the MTP layer (model.layers.61: its block, eh_proj and "
                                 "repeated embeddings and head), which vLLM and transformers do not load without "
                                 "speculative decoding"),
+    "moonshotai/Kimi-K2-Instruct": ("moonshotai__Kimi-K2-Instruct", "tensor_table", "the sum of a published "
+                                    "per-tensor table of the checkpoint (139,644 tensors in 61 files; its "
+                                    "parameter count 1,026,470,731,056 and 958.49 GiB reproduced exactly)",
+                                    "the checkpoint stores each MoE layer's router weight [384, 7,168] in bf16, "
+                                    "where transformers keeps it in float32 (_keep_in_fp32_modules_strict) and "
+                                    "kvplan's rule with it: 60 x 384 x 7,168 x 2 B = +330,301,440 B; the "
+                                    "checkpoint also stores 61 bf16 rotary_emb.inv_freq tensors [56] (6,832 B) that "
+                                    "transformers and vLLM recompute, not load"),
+    "moonshotai/Kimi-K2.5": ("moonshotai__Kimi-K2.5", "tensor_table", "the sum of a published per-tensor table of "
+                             "the checkpoint (208,550 tensors in 64 files; its parameter count 170,738,182,128 and "
+                             "554.27 GiB reproduced exactly)",
+                             "the rule leaves out the MoonViT tower and projector (942,287,840 B in the table), which "
+                             "only remote code builds; it keeps each MoE layer's router weight in float32 as "
+                             "transformers does (+330,301,440 B over the checkpoint's bf16) and prices each "
+                             "weight_shape as int64 [2], as vLLM 0.27 registers it for a packed Linear "
+                             "(compressed_tensors_wNa16.py), where the checkpoint stores int32 [2]: +8 B x 69,120 "
+                             "= +552,960 B"),
+    "Qwen/Qwen3-14B": ("Qwen__Qwen3-14B", "tensor_table", "the sum of a published per-tensor table of the checkpoint "
+                       "(443 bf16 tensors in 8 files; its parameter count 14,768,307,200 reproduced exactly)", ""),
+    "Qwen/Qwen3-32B": ("Qwen__Qwen3-32B", "tensor_table", "the sum of a published per-tensor table of the checkpoint "
+                       "(707 bf16 tensors in 17 files; its parameter count 32,762,123,264 reproduced exactly)", ""),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen__Qwen3-Next-80B-A3B-Instruct", "tensor_table", "the sum of a "
+                                         "published per-tensor table of the checkpoint (75,944 bf16 tensors in 41 "
+                                         "files; its parameter count 81,324,862,720 reproduced exactly)",
+                                         "the checkpoint also holds the MTP layer (mtp.*: 3,300,942,848 B), which "
+                                         "vLLM loads only with speculative decoding (qwen3_next_mtp)"),
     "MiniMaxAI/MiniMax-M2": ("MiniMaxAI__MiniMax-M2", "quoted", "hf-mem's sum of the safetensors headers, as its "
                              "README quotes it (230,121,630,720 B)",
                              "exactly what the checkpoint storing each layer's router weight [256, 3,072] and its "
@@ -54,6 +81,8 @@ RECORDS = {
                              "93 MiB low; from the headers it is exact"),
 }
 QUOTED_TOTALS = {"MiniMaxAI/MiniMax-M2": 230_121_630_720}
+# a published per-tensor table (name, tensor count, shape, safetensors dtype): bytes per element of each dtype
+TABLE_DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "I64": 8, "F8_E4M3": 1, "U8": 1}
 
 
 def _first_line(folder: Path) -> str:
@@ -77,6 +106,12 @@ def record(model_id: str) -> dict:
         sizes = [int(line.split()[1]) for line in (folder / "lfs_pointer_sizes.txt").read_text().splitlines()
                  if line.strip() and line.split()[0].endswith(".safetensors")]
         out.update(total_bytes=sum(sizes), files=len(sizes))
+    elif kind == "tensor_table":
+        table = json.loads((folder / "tensor_table.json").read_text())
+        rows = table["rows"]
+        total = sum(count * math.prod(shape) * TABLE_DTYPE_BYTES[dtype] for _, count, shape, dtype in rows)
+        out.update(total_bytes=total, tensors=sum(count for _, count, _, _ in rows),
+                   files=table["report_totals"]["files"])
     else:
         out.update(total_bytes=QUOTED_TOTALS[model_id])
     return out

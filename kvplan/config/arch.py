@@ -88,7 +88,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
         norm_bias=body.norm_bias, lm_head_bias=body.lm_head_bias, learned_positions=body.positions,
-        mtp_layers=f.int_(*mtp, minimum=0) if mtp and f.family in MTP_FAMILIES else 0,
+        mtp_layers=_mtp_layers(f, mtp),
         mtp_unloaded=_unloaded_mtp(f),
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
         layer_buffers=body.layer_buffers, fp32_extra=body.fp32_extra,
@@ -109,6 +109,17 @@ def _quant_config(f: ConfigReader, qc: Any) -> Any:
             and f.get("expert_dtype") is not None:
         return {**qc, "expert_dtype": f.get("expert_dtype")}
     return qc
+
+
+def _mtp_layers(f: ConfigReader, key) -> int:
+    """MTP layers the checkpoint holds past the model's own. Qwen3-Next's configs name none, yet both published
+    checkpoints carry one (`mtp.fc`, `mtp.layers.0.*`: 1,650,471,424 parameters in Qwen3-Next-80B-A3B-Instruct's
+    tensor table) and vLLM 0.33 drafts with it: qwen3_next_mtp.py Qwen3NextMultiTokenPredictor.__init__
+    `num_mtp_layers = getattr(config, "num_nextn_predict_layers", 1)` (qwen3_next.py maps `mtp.` to None for the
+    main model)."""
+    if key and f.family in MTP_FAMILIES:
+        return f.int_(*key, minimum=0)
+    return 1 if f.family == "qwen3_next" else 0
 
 
 def _unloaded_mtp(f: ConfigReader) -> str:

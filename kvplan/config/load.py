@@ -61,8 +61,8 @@ def load_model(
 
 def with_library_caveat(model: ModelSpec, model_id: str) -> ModelSpec:
     """A bundled config that is not the Hub file verbatim says what it lacks: a warning when that moves a figure
-    (Llama-4-Maverick's copy has no vision_config: weights 1.62 GiB low), else a note on the model, which every
-    estimate and plan of it shows (`ModelSpec.library_note`)."""
+    (a copy without its vision_config plans the weights low by the tower: Llama-4-Maverick's trimmed copy was
+    1.62 GiB low), else a note on the model, which every estimate and plan of it shows (`ModelSpec.library_note`)."""
     gap = partial_copy(model_id)
     if gap is None:
         return model

@@ -117,7 +117,7 @@ def record_json(weights: CheckpointWeights) -> dict[str, Any]:
 def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | CheckpointTotal:
     """A bundled record, each field exactly what `record_json` writes (int() made 1.9 a 1 and "7" a 7)."""
     bad = ConfigError(f"{label} is not a kvplan checkpoint record: restore it from the repository")
-    if data.get("kind") in ("index", "file_sizes", "quoted"):
+    if data.get("kind") in ("index", "file_sizes", "quoted", "tensor_table"):
         total, texts = data.get("total_bytes"), [data.get(k, "") for k in ("what", "source", "explained")]
         if not is_usize(total) or not all(isinstance(t, str) for t in texts):
             raise bad

@@ -604,12 +604,22 @@ def _mixed_rule(q: QuantDims) -> str:
     return f"ModelOpt MIXED_PRECISION per quantized_layers: {listed}; every other projection in the model dtype"
 
 
+# MTP layers that store their own copy of embed_tokens and the head (DeepSeek-V3's model.layers.61.embed_tokens
+# and shared_head.head; GLM-5's kept as before, no table of its checkpoint found). Qwen3-Next's and Qwen3.5's
+# `mtp.*` have none: Qwen3-Next-80B-A3B-Instruct's tensor table lists no mtp.embed_tokens, and vLLM 0.33
+# qwen3_5_mtp.py Qwen3_5MTP.load_weights reads embed_tokens and lm_head from the target's own tensors
+_OWN_EMBEDDINGS_MTP = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa"})
+
+
 def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None) -> int:
-    """What the config rule says the checkpoint stores: the resident weights, the towers, and DeepSeek's MTP
-    module as its fp8 checkpoint keeps it (the block priced like the last layer; eh_proj [H, 2H], its norms and
-    its own copy of the embeddings and the head in bf16), which the engines skip without speculative decoding.
-    DeepSeek-R1: 673,363,472,736 + 15,427,896,544 = 688,791,369,280 B. `priced`: weights_bytes(shape), if known."""
+    """What the config rule says the checkpoint stores: the resident weights, the towers, and the MTP module
+    (the block priced like the last layer, eh_proj / fc [H, 2H] and its norms), which the engines skip without
+    speculative decoding; DeepSeek's fp8 checkpoint also keeps its own copy of the embeddings and the head in bf16.
+    DeepSeek-R1: 673,363,472,736 + 15,427,896,544 = 688,791,369,280 B; Qwen3-Next-80B-A3B-Instruct:
+    159,348,782,592 + 3,300,942,848 = 162,649,725,440 B. `priced`: weights_bytes(shape), if known."""
     w = priced or weights_bytes(shape)
-    module = mtp_module(shape) + [Tensor("embeddings", 2 * shape.vocab * shape.hidden)] if shape.mtp_layers else []
+    own = shape.model_type in _OWN_EMBEDDINGS_MTP
+    module = mtp_module(shape) + ([Tensor("embeddings", 2 * shape.vocab * shape.hidden)] if own else []) \
+        if shape.mtp_layers else []
     return w.total_bytes + w.towers_bytes + shape.mtp_layers * sum(tensor_bytes(t, shape.dtype, shape.quant)
                                                                    for t in module)

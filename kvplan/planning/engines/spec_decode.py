@@ -61,8 +61,8 @@ def check(model, spec: Speculative) -> Speculative:
             raise WorkloadError(f"{model.name}: {shape.mtp_unloaded}: use an EAGLE head or a draft model")
         if not n:
             raise WorkloadError(f"{model.name}'s config declares no MTP layers kvplan reads (num_nextn_predict_layers "
-                                "of DeepSeek-V3 / V3.2 and GLM-5 configs, mtp_num_hidden_layers of Qwen3.5 / 3.6 and "
-                                "Qwen3-Next): use an EAGLE head or a draft model")
+                                "of DeepSeek-V3 / V3.2 and GLM-5 configs, mtp_num_hidden_layers of Qwen3.5 / 3.6; Qwen3-Next's "
+                                "one, unnamed): use an EAGLE head or a draft model")
         if k % n:
             raise WorkloadError(f"{k} speculative tokens do not divide over {model.name}'s {n} MTP layers: use a "
                                 f"multiple of {n}")
@@ -135,8 +135,9 @@ def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str |
     last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, int(act.bytes))
     per_token = sum(x.bytes_per_token for x in last) * shape.mtp_layers
     return (f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded without speculative decoding "
-            f"(vLLM deepseek_v2.py / qwen3_5.py skip them), so this plan holds none; drafting with them adds "
-            f"{fmt_bytes(weights)} of weights per GPU and {per_token:,} B of KV per token: plan with --speculative mtp")
+            f"(vLLM deepseek_v2.py / qwen3_next.py / qwen3_5.py skip them), so this plan holds none; drafting with "
+            f"them adds {fmt_bytes(weights)} of weights per GPU and {per_token:,} B of KV per token: plan with "
+            "--speculative mtp")
 
 
 def draft_layer_specs(model, spec: Speculative, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
