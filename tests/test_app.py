@@ -585,6 +585,7 @@ def test_learn_llama2_70b_table(monkeypatch, tmp_path):
     at = app("app_pages/learn.py")
     clean(at)
     table = at.dataframe[0].value
+    # the Learn page's contexts (app_pages/support.py LEARN_CONTEXTS): inputs
     assert list(table["tokens"]) == [100, 1_000, 4_000, 8_192]
     model = kvplan.load_model("meta-llama/Llama-2-70b-hf")
     for n, real, naive in zip(table["tokens"], table["real bytes"], table["naive MHA bytes"]):

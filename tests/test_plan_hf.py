@@ -46,6 +46,7 @@ def test_a_model_that_cannot_fit_says_by_how_much():
     p = plan("meta-llama/Llama-3.1-70B", engine="hf", gpu="L4", max_model_len=4096)
     assert not p.fits and p.max_concurrency == 0
     assert p.weights_bytes == 141_107_412_992
+    # the peak worked in the docstring less the budget, on this line
     assert p.shortfall_bytes == 141_107_412_992 + 549_392 * 4096 - L4_BUDGET == 122_681_396_429
 
 

@@ -144,6 +144,7 @@ def test_kv_cache_memory_bytes_sets_the_pool_and_vllm_suggests_one():
 
 def test_max_model_len_auto_is_the_longest_one_request_fits(capsys):
     p = plan(LLAMA, gpu="L4", max_model_len="auto")
+    # bounds: past the 8,192 default a card must hold, short of the config's 131,072
     assert p.fits and 8192 < p.max_model_len < 131_072
     assert p.max_model_len == p.max_model_len_that_fits and "max_model_len auto" in p.notes[0]
     longer = plan(LLAMA, gpu="L4", max_model_len=p.max_model_len + 64)
