@@ -527,9 +527,11 @@ HARNESS_REPORT = {  # the shape validation/report.py writes
     "suites": ["gpu"],
     "cases": [
         {"id": "a", "model": "llama-3.1-8b", "source": LLAMA, "cache": "dynamic", "kv_dtype": None, "dtype": "bfloat16",
+         # inputs, a fake harness record: 4,095 tokens x 131,072 B (Llama-3.1-8B, bf16) = 536,739,840
          "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536739840, "measured_kv_bytes": 536739840,
          "status": "ok"},
         {"id": "b", "model": "llama-3.1-8b", "source": LLAMA, "cache": "static", "kv_dtype": None, "dtype": "bfloat16",
+         # inputs: a static cache of 4,096 tokens x 131,072 B + 32 int64 counters = 536,871,168
          "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536871168, "measured_kv_bytes": 536871168,
          "status": "ok"},
         {"id": "c", "model": "llama-3.1-8b", "source": LLAMA, "cache": "quantized", "status": "skipped",

@@ -108,6 +108,7 @@ def test_json_is_one_object_on_stdout(capsys):
     assert code == 0 and err == ""
     data = json.loads(out)  # the whole stdout: nothing before or after the object
     assert isinstance(data, dict)
+    # 32 layers x 2 x 8 KV heads x 128 x 4 B (fp32) x 8,192 tokens x batch 4 = 8 GiB
     assert data["kv_cache_bytes"] == 32 * 2 * 8 * 128 * 4 * 8192 * 4 == 8 * 2**30
     assert data["groups"][0]["bytes"] == data["kv_cache_bytes"]
     assert data["formula"].endswith("= 8,589,934,592 B (8.00 GiB)")

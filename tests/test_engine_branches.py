@@ -278,6 +278,7 @@ def _llama_layer():
 
 @pytest.mark.parametrize("change, own", [
     ({}, False),                                                     # Llama: the standard projections
+    # inputs: extra tensors of 4,096-wide layers, by the kind of LoRA target each is
     ({"mixer": None, "extra": (("mixer", 4096 * 3, (3, 4096)),)}, True),   # a short conv: family tensors only
     ({"mixer": None, "extra": (("norms", 4096, None),)}, True),
     ({"mixer": None, "extra": ()}, False),                           # no mixer, no tensors (a NAS no_op block)
@@ -285,6 +286,7 @@ def _llama_layer():
     ({"ffn_weights": False}, True),
     ({"extra": (("norms", 128, None),)}, False),                     # q/k norms: vectors, no LoRA
     ({"extra": (("norms", 16, (4, 4)),)}, False),                    # a matrix outside the projection groups
+    # inputs: a 4,096-wide bias vector
     ({"extra": (("attention", 4096, None),)}, False),                # a bias vector in a projection group
     *(({"extra": ((group, 16, (4, 4)),)}, True)
       for group in ("attention", "mlp", "experts", "shared_experts", "mixer")),

@@ -651,6 +651,7 @@ def nested(depth: int) -> list:
     return value
 
 
+# hostile inputs: 2,000-deep nesting, a 3,000,000-digit count
 DEEP = nested(2_000)  # repr() of it raised RecursionError from the error that quoted it
 BAD_COUNTS = [0, -1, 2**40, 10**400, 1.5, True, "2", [[]], None, DEEP, "9" * 3_000_000]
 VLLM_ONLY = ("enforce_eager", "cudagraph_estimate", "kv_cache_memory_bytes", "nvls")

@@ -290,6 +290,7 @@ BAD_FILES = [
     ("Latin-1 bytes", '{"model_type": "llamá"}'.encode("latin-1"), "is not UTF-8 text"),
     ("UTF-16", json.dumps(llama_config()).encode("utf-16"), "is not UTF-8 text"),
     ("empty file", b"", "is not valid JSON"),
+    # hostile inputs (their size named in each label)
     ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ("an integer of 5,000 digits", b'{"num_hidden_layers": ' + b"9" * 5000 + b"}", "number too long to parse"),
 ]

@@ -146,6 +146,7 @@ def test_gemma3_encoder_cache_formula_word_for_word():
     assert how == ("encoder cache of the profile run: 32 dummy images (budget 8,192 // 256 tokens, at most 1,024 "
                    "sequences x 999 per prompt) x 256 x 5,376 x 2 B = 88,080,384 B, unpadded (vLLM >= 0.13)")
     kept, how = encoder_cache_bytes(_gemma3(), (0, 12, 9), 8192, 2, text_only=False)   # the last padded version
+    # padded (< 0.13): 31 images x the 8,192-token encoder budget x 5,376 x 2 B (the line below)
     assert kept == 31 * 8192 * 5376 * 2 == 2_730_491_904
     assert how == ("encoder cache of the profile run: 31 dummy images (budget 8,192 // 260 tokens, at most 1,024 "
                    "sequences x 999 per prompt) x 8,192 x 5,376 x 2 B = 2,730,491,904 B, padded to the encoder budget "

@@ -221,6 +221,7 @@ def test_sliding_mistral_7b_v01_every_layer_slides():
 @pytest.mark.parametrize(
     "seq_len, cached",
     [
+        # Mistral-7B-v0.1's 4,096-token window (config.json sliding_window): tokens cached at each length
         (4095, 4095),   # under the window: every token kept
         (4096, 4096),   # exactly the window
         (4097, 4096),   # one past: the oldest token is dropped

@@ -93,6 +93,7 @@ def mutated_configs(draw):
 
 
 # workloads: valid values most of the time, anything at all some of the time
+# hostile inputs: lengths to 20,000 and past 2^41
 LENGTHS = st.one_of(st.integers(1, 20_000), st.integers(-5, 2**41), SPECIAL_INTS, JSON_VALUES)
 DTYPES = st.one_of(st.none(), st.sampled_from(["fp32", "fp16", "bf16", "fp8", "fp8_e5m2", "int8", "int4", "int2",
                                                "torch.float16"]), st.text(max_size=6))

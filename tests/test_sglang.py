@@ -363,6 +363,8 @@ def test_lm_head_placement_by_family():
     """qwen3.py builds the lm_head on the last PP rank only; llama.py on every rank; deepseek_v2.py on every rank
     in 0.5.5, the last from 0.5.6. An architecture kvplan has not read is planned the larger way, with a warning."""
     qwen = _sglang("Qwen/Qwen3-32B", gpu="H200", pp=2, max_model_len=8192)
+    # Qwen3-32B's final norm: hidden 5,120 x 2 B; Llama-3.1-8B: embeddings 128,256 x 4,096 x 2 B on
+    # stage 0 against the final norm 4,096 x 2 B on the last (lm_head on both)
     assert qwen.stages[1].weights_bytes - qwen.stages[0].weights_bytes == 5120 * 2   # the final norm; tables equal
     llama = _sglang("meta-llama/Llama-3.1-8B", gpu="H200", pp=2, max_model_len=8192)
     assert llama.stages[0].weights_bytes - llama.stages[1].weights_bytes == 128_256 * 4096 * 2 - 4096 * 2

@@ -66,6 +66,7 @@ def test_mxfp4_padding_follows_the_kernel_of_the_gpu():
     assert padding_bytes(dense, resolve_gpu("A100"), 1, range(32)) == (0, "")
     # a pipeline stage pads its own layers only
     half, _ = padding_bytes(shape, resolve_gpu("A100"), 1, range(12))
+    # 12 of 24 layers x 38,248,448 B = half of 917,962,752
     assert half * 2 == 917_962_752
     h100 = plan("openai/gpt-oss-20b", gpu="H100", max_model_len=8192)
     assert any("triton_kernels" in n for n in h100.notes)
@@ -328,11 +329,13 @@ def test_holdout_reads_versions_and_settings_from_the_notes():
              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0. || --kv-cache-memory=4536913634 (4.23 GiB) to fit")
     assert holdout.settings_in_notes(notes) == {
         # the settings the notes above write out
+        # from the notes text above: 'max_num_batched_tokens': 65536, max_num_seqs=8
         "max_num_batched_tokens": 65536, "max_num_seqs": 8,
         "speculative": {"method": "mtp", "num_speculative_tokens": 3}}
     off = holdout.settings_in_notes("cudagraph_estimate_applied=no || --kv-cache-memory 9663676416 = 9 GiB "
                                     "|| 'enforce_eager': True")
     # the settings the note above writes out
+    # from the note text above: --kv-cache-memory 9663676416
     assert off == {"kv_cache_memory_bytes": 9663676416, "enforce_eager": True}
     assert holdout.settings_in_notes("cudagraph_estimate_applied=no")["cudagraph_estimate"] is False
     assert holdout.settings_in_notes("speculative: EAGLE-3 num_spec_tokens=3")["speculative"] == {

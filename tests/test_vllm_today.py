@@ -187,6 +187,7 @@ def test_mtp_speculative_decoding_adds_the_draft_layer_and_its_kv():
     base = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=32768)
     mtp = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=32768,
                speculative={"method": "mtp", "num_speculative_tokens": 1})
+    # 62 MLA layers (61 + MTP) x 576 x 2 B = 71,424
     assert mtp.kv_bytes_per_token == 62 * 1152 == 71_424              # one more MLA layer in every block
     drafted = mtp.extra["draft model weights"]
     assert 1.4 * GiB < drafted < 1.7 * GiB                             # layer 61 over TP 8 + eh_proj whole

@@ -284,6 +284,7 @@ def test_nemotron_nas_blocks_counted_as_vllm_builds_them():
         if not block["ffn"]["no_op"]:           # gate, up, down of the block's width
             mlp += 3 * h * _vllm_nas_width(block["ffn"]["ffn_mult"], h)
             norms += h                          # post_attention_layernorm
+    # find_multiple(int(2 x m x 8,192 / 3), 256): 28,672; 14,336; 7,168; 5,461 -> 5,632; 2,730 -> 2,816
     assert [_vllm_nas_width(m, 8192) for m in (5.25, 2.625, 1.3125, 1.0, 0.5)] == [28672, 14336, 7168, 5632, 2816]
     counted = param_count(parse_dims(data))
     assert dict(counted.rows()) == {"embeddings": vocab * h, "attention": attention, "mlp": mlp,

@@ -36,10 +36,16 @@ UNITS = {1000, 1024, 3600, 10**6, 10**9, 10**12, 10**15, 2**20, 2**30, 2**40}
 ABOVE = 3   # a comment this many lines above a statement, in the same paragraph, is beside it
 
 
+# what a source says: arithmetic (a digit), or where the figure comes from
+SOURCE_WORDS = re.compile(r"\d|transformers|vllm|sglang|log|csv|config|hand|measured|published|card|source|"
+                          r"regression|input|datasheet|devicequery|rule|docstring|printed|checkpoint|header", re.I)
+
+
 def comment_lines(source: str) -> set[int]:
+    """Lines holding a comment that names a source (see SOURCE_WORDS); a bare `# noqa` or `# why` is not one."""
     lines = set()
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
+        if tok.type == tokenize.COMMENT and SOURCE_WORDS.search(tok.string.replace("noqa", "")):
             lines.add(tok.start[0])
     return lines
 
