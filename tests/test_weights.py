@@ -451,9 +451,12 @@ def test_mxfp4_gpt_oss_matches_the_published_checkpoint():
 
 def test_fp8_deepseek_v3_bytes_and_rules():
     est = weights_bytes(parse_dims(CONFIGS["deepseek-ai/DeepSeek-V3"]))
-    # buffers: 58 MoE layers x 256 float32 e_score_correction_bias. params_bytes: regression pin, kvplan's
-    # figure at 7f67cb8 (the fp8 block-scale sum has no independent count here; DeepSeek-R1's shards bound it,
-    # tests/test_quant_formats.py)
+    # buffers: 58 MoE layers x 256 float32 e_score_correction_bias. By hand, fp8 linears o x i at 1 B + float32
+    # scale_inv per 128 x 128 block, ceil(o / 128) x ceil(i / 128) x 4: 61 layers x (MLA q_a 1,536 x 7,168, q_b
+    # 24,576 x 1,536, kv_a 576 x 7,168, kv_b 32,768 x 512, o 7,168 x 16,384 + bf16 norms (1,536 + 512 + 2 x 7,168)
+    # x 2) + 3 dense MLPs (2 x 18,432 x 7,168 + 7,168 x 18,432) + 58 MoE layers x (257 experts x (2 x 2,048 x 7,168
+    # + 7,168 x 2,048) + router 256 x 7,168 x 4 B, float32: DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict)
+    # + embeddings and head 2 x 129,280 x 7,168 x 2 B + the final norm 7,168 x 2 B = 673,363,413,344
     assert est.params_bytes == 673_363_413_344 and est.buffers_bytes == 14_848 * 4
     assert any("float32" in r and "router" in r for r in est.rules)
 
