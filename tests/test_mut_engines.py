@@ -87,7 +87,10 @@ def test_the_plan_fields_of_generate_on_llama_8b():
     p = plan(model, engine="hf", gpu="L4", max_model_len=8192)
     weights, per_token = 16_060_522_496, 131_072       # 8,030,261,248 params x 2 B; 32 x 2 x 8 x 128 x 2 B
     cache = per_token * 8192                           # the DynamicCache right after an 8,192-token prefill
-    peak = _peak(model, 8192, 1)
+    # the batch-1 peak by hand (tests/test_plan_hf.py's docstring): weights + 8,192 x 242,192 B a prompt token
+    # (16 inputs + 131,072 cache + 25,088 residual stream and RoPE + 86,016 MLP) = 18,044,559,360
+    peak = weights + 242_192 * 8192
+    assert _peak(model, 8192, 1) == peak == 18_044_559_360
     budget = int(0.9 * resolve_gpu("L4").memory_bytes) - CUDA_CONTEXT_BYTES
     transient = peak - weights - cache                 # what the peak holds beyond the weights and the cache
     assert p.activation_bytes == transient > 0
