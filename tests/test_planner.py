@@ -458,7 +458,7 @@ def test_context_limits_as_the_engines_derive_them():
     """vLLM multiplies by the RoPE factor except for su / longrope / llama3 and Gemma 3 (yarn: the original
     length x factor); SGLang takes its first key x the factor unless rope_scaling has the original length."""
     dims = kvplan.load_model("deepseek-ai/DeepSeek-V3").dims
-    # DeepSeek-V3 rope_scaling: yarn original_max_position_embeddings 4,096 x factor 40 (vLLM config.py
+    # DeepSeek-V3 rope_scaling: yarn original_max_position_embeddings 4,096 x factor 40 (vLLM 0.19 config/model.py
     # _get_and_verify_max_len)
     assert dims.vllm_limit.tokens == 4096 * 40 == 163840 and "original_max_position_embeddings" in dims.vllm_limit.key
     assert kvplan.load_model("meta-llama/Llama-3.1-8B").dims.vllm_limit.tokens == 131072  # llama3: no factor

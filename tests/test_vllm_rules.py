@@ -52,7 +52,7 @@ def test_full_attention_concurrency_counts_513_blocks_for_8193_tokens():
     # kv_cache_interface.py AttentionSpec.page_size_bytes, one page per layer
     assert groups.uniform and groups.bytes_per_block == 32 * 16 * 4096
     cap = pool_capacity(groups, 10**10, 8193, 8192)
-    # 10^10 B of pool over 2,097,152 B pages of all 32 layers (the page above)
+    # 10^10 B of pool over 2,097,152 B blocks of all 32 layers (the block above)
     assert cap.num_blocks == 10**10 // (32 * 16 * 4096)
     assert cap.blocks_per_request == 513
     assert cap.kv_cache_tokens == cap.num_blocks * 16
