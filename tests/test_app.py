@@ -306,6 +306,42 @@ def test_capacity_engine_options_equal_the_planner():
     assert "declares no MTP layers" in errors(wrong) and "--" not in errors(wrong)
 
 
+def test_capacity_workload_numbers_equal_workload_plan_and_the_hand_arithmetic():
+    """Issue #26 (item 4): the "At your workload" metrics are kvplan.planning.workload's workload_plan for the page's
+    plan and mix, and that figure is the hand arithmetic below (Llama-3.1-8B on one H100-SXM, vLLM 0.33, 8,192
+    tokens, 2,000-token prompts and 500-token outputs at $2.50 per GPU-hour)."""
+    from kvplan.planning.workload import RequestMix, workload_plan
+
+    at = app("app_pages/capacity.py", model=LLAMA, ctxmodel="false", ctx=8192, wl_prompt=2000, wl_output=500,
+             wl_price=2.5)
+    clean(at)
+    model = kvplan.load_model(LLAMA)
+    p = plan(model, gpu="H100-SXM", num_gpus=1, max_model_len=8192)
+    w = workload_plan(model, p, RequestMix(2000, 500), 2.5)
+    shown = {m.label: m.value for m in at.metric}
+    assert [shown[m.label] for m in sup.workload_metrics(w)] == [m.value for m in sup.workload_metrics(w)]
+    # By hand. Concurrency: vLLM holds a 2,500-token request in cdiv(2,500, 16) = 157 blocks of the plan's pool
+    # (its num_blocks, checked against vLLM logs in tests/test_vllm_*.py), below max_num_seqs 1,024.
+    assert w.concurrent_requests == round(p.num_blocks / 157, 4) and p.num_blocks / 157 < 1024
+    batch = int(p.num_blocks / 157)
+    # One decode step reads the weights, 8,030,261,248 params x 2 B (transformers' count, tests/test_weights.py),
+    # and the batch's KV, 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B a token x 2,500 tokens, at H100 SXM's
+    # 3.35 TB/s (NVIDIA datasheet, data/gpus.json) x MBU 0.7.
+    step_s = (8_030_261_248 * 2 + 131_072 * 2500 * batch) / (3.35e12 * 0.7)
+    assert w.output_tokens_per_s == pytest.approx(batch / step_s, rel=1e-12)
+    assert w.requests_per_s == pytest.approx(batch / step_s / 500, rel=1e-12)
+    assert w.cost_per_million_output_tokens == pytest.approx(2.5 / (batch / step_s * 3600) * 1e6, rel=1e-12)
+    # TTFT of one 2,000-token prompt: 2 x params x 2,000 + attention 32 layers x 2 x 32 heads x (128 + 128) x
+    # 2,000^2 / 2 FLOPs at 989.5 dense bf16 TFLOP/s (datasheet, halved from sparsity) x MFU 0.5
+    assert w.ttft_s == pytest.approx((2 * 8_030_261_248 * 2000 + 32 * 2 * 32 * 256 * 2000 ** 2 // 2)
+                                     / (989.5e12 * 0.5), rel=1e-12)
+    # the page shows the same figures, formatted
+    assert shown["Requests at once"] == f"{p.num_blocks / 157:,.1f}"
+    assert shown["Output tokens/s"] == f"{batch / step_s:,.0f}"
+    assert shown["Requests/s"] == f"{batch / step_s / 500:,.2f}"
+    assert shown["Cost per 1M output tokens"] == f"${2.5 / (batch / step_s * 3600) * 1e6:,.3f}"
+
+
 def test_compare_setups_equal_kvplan_compare():
     """Issue #12 (item 7): two to four setups side by side; the table is kvplan.planning.compare's rows."""
     from kvplan.planning.compare import Setup, compare
@@ -491,9 +527,11 @@ HARNESS_REPORT = {  # the shape validation/report.py writes
     "suites": ["gpu"],
     "cases": [
         {"id": "a", "model": "llama-3.1-8b", "source": LLAMA, "cache": "dynamic", "kv_dtype": None, "dtype": "bfloat16",
+         # inputs, a fake harness record: 4,095 tokens x 131,072 B (Llama-3.1-8B, bf16) = 536,739,840
          "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536739840, "measured_kv_bytes": 536739840,
          "status": "ok"},
         {"id": "b", "model": "llama-3.1-8b", "source": LLAMA, "cache": "static", "kv_dtype": None, "dtype": "bfloat16",
+         # inputs: a static cache of 4,096 tokens x 131,072 B + 32 int64 counters = 536,871,168
          "seq_len": 4095, "batch_size": 1, "predicted_kv_bytes": 536871168, "measured_kv_bytes": 536871168,
          "status": "ok"},
         {"id": "c", "model": "llama-3.1-8b", "source": LLAMA, "cache": "quantized", "status": "skipped",
@@ -549,6 +587,7 @@ def test_learn_llama2_70b_table(monkeypatch, tmp_path):
     at = app("app_pages/learn.py")
     clean(at)
     table = at.dataframe[0].value
+    # the Learn page's contexts (app_pages/support.py LEARN_CONTEXTS): inputs
     assert list(table["tokens"]) == [100, 1_000, 4_000, 8_192]
     model = kvplan.load_model("meta-llama/Llama-2-70b-hf")
     for n, real, naive in zip(table["tokens"], table["real bytes"], table["naive MHA bytes"]):

@@ -59,6 +59,7 @@ def test_hostile_url_numbers_fall_back_to_defaults(page, value):
     assert "--" not in shown and "Traceback" not in shown  # the app's words, never a flag name
 
 
+# raw URL text and the integer it must read as (or None: refused): inputs and their parse, by hand
 @pytest.mark.parametrize("raw, expected", [("4096", 4096), ("4.096e3", 4096), (" 7 ", 7), ("+5", 5),
                                            ("2.5", None), ("-1", None), ("1e400", None), ("nan", None),
                                            ("9" * 5000, None), ("0x10", None), ("", None)])
@@ -88,6 +89,7 @@ def test_huge_workload_never_overflows_a_table(page):
     ("app_pages/estimate.py", "head_dim", 10**18),
     ("app_pages/capacity.py", "head_dim", 10**18),
     ("app_pages/compare.py", "head_dim", 10**18),
+    # hostile config values (inputs), not expected figures
     ("app_pages/learn.py", "hidden_size", 1e300),
     ("app_pages/estimate.py", "hidden_size", 1e300),
 ])

@@ -70,6 +70,7 @@ def test_kv_vs_context_figure_traces(gemma):
     json.loads(fig.to_json())
 
 
+# n, and the label the chart's axis prints for it: inputs and their formatting, not kvplan figures
 @pytest.mark.parametrize("n, label", [(128, "128"), (1024, "1k"), (131072, "128k"), (1 << 20, "1M"), (1000, "1,000")])
 def test_token_label(n, label):
     assert charts.token_label(n) == label
@@ -139,6 +140,7 @@ def test_memory_stack_frame_clips_a_negative_pool():
 def test_concurrency_frame_equals_planner(llama8b):
     p = plan(llama8b, gpu="H100-SXM", max_model_len=32768)
     contexts = charts.concurrency_contexts(p.max_model_len)
+    # 256 the first context the chart draws, 32,768 the plan's max_model_len (the input above)
     assert contexts[0] == 256 and contexts[-1] == 32768
     frame = charts.concurrency_frame(p, llama8b, contexts)
     assert list(frame["max_concurrency"]) == [max_concurrency_at(p, n, llama8b) for n in contexts]
@@ -170,6 +172,7 @@ def test_group_table_and_exports(gemma):
 def test_workload_zero_means_default(llama8b):
     w = sup.Workload(8192, 1, "auto", "static", 0, 0)
     assert w.kwargs() == dict(kv_dtype=None, cache="static", max_cache_len=None, prompt_len=None)
+    # a static cache sized to the workload's 8,192-token sequence (the Workload above)
     assert sup.run_estimate(llama8b, w).max_cache_len == 8192
 
 
@@ -195,6 +198,7 @@ def test_sglang_command():
 
 def test_model_compute_and_speed(llama8b):
     mc = sup.model_compute(llama8b)
+    # Llama-3.1-8B: transformers' LlamaForCausalLM count (tests/test_weights.py works it by hand)
     assert mc.total_params == mc.active_params == 8_030_261_248
     assert mc.attn_flops_per_token_pair == 32 * 2 * 32 * (128 + 128)
     p = plan(llama8b, gpu="H100-SXM", max_model_len=8192)
@@ -205,6 +209,7 @@ def test_model_compute_and_speed(llama8b):
     assert s.decode_bytes_per_step == step_bytes == 17_134_264_320
     assert s.time_per_output_token_s == pytest.approx(step_bytes / (3.35e12 * 0.7)) == pytest.approx(7.3067e-3, rel=1e-4)
     prefill = 2 * 8_030_261_248 * 2048 + 32 * 2 * 32 * 256 * 2048 * 2048 // 2
+    # the prefill FLOPs by hand, as the comment above writes them
     assert s.prefill_flops == prefill and s.ttft_s == pytest.approx(prefill / (989.5e12 * 0.5))
     assert s.tokens_per_s_total == pytest.approx(1 / s.time_per_output_token_s)
 
@@ -219,10 +224,12 @@ def test_moe_speed_reads_active_weights_only():
 def test_naive_vs_real_llama2_70b():
     model = kvplan.load_model(sup.LEARN_MODEL)
     table = sup.naive_vs_real(model, sup.LEARN_CONTEXTS, "fp16")
+    # the Learn page's contexts (app_pages/support.py LEARN_CONTEXTS): inputs
     assert list(table["tokens"]) == [100, 1_000, 4_000, 8_192]
     assert list(table["real bytes"]) == [2 * 80 * 8 * 128 * n * 2 for n in sup.LEARN_CONTEXTS]
     assert (table["naive MHA bytes"] == 8 * table["real bytes"]).all()
     at = sup.naive_vs_real_at(model, 4096)
+    # Llama-2-70b at 4,096 tokens in fp16: 80 x 8 KV heads x 128 x 2 x 2 B x 4,096 = 1,342,177,280; MHA 8x
     assert (at.real_bytes, at.naive_bytes, at.times) == (1_342_177_280, 8 * 1_342_177_280, "8x")
 
 
@@ -259,6 +266,7 @@ def test_hub_loader_offline_unknown_id_is_a_message(monkeypatch, tmp_path):
 def test_upload_parses_json_only():
     raw = (sup.ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_bytes()
     model = sup.load_uploaded_config(raw, "config.json")
+    # Llama-3.1-8B at 4,096 tokens: 32 x 2 x 8 x 128 x 2 B x 4,096 = 536,870,912
     assert kvplan.estimate(model, 4096).kv_cache_bytes == 536_870_912
     for bad in (b"{not json", b"[1, 2]", b"\xff\xfe", b" " * (sup.MAX_UPLOAD_BYTES + 1)):
         with pytest.raises(kvplan.ConfigError):

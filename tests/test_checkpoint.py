@@ -26,6 +26,7 @@ from kvplan.sources.safetensors import component_of  # noqa: E402
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+        # inputs: a tiny Llama config
         "max_position_embeddings": 2048, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
@@ -116,6 +117,7 @@ def test_folder_headers_sum_to_the_stored_bytes(tiny_checkpoint):
     assert weights_bytes(model.require_arch()).total_bytes == truth
     plan = kvplan.plan(model, gpu="L4", max_model_len=2048)
     assert (plan.weights_source, plan.weights_checkpoint_bytes, plan.weights_rule_bytes) == ("checkpoint", truth, truth)
+    # embeddings and head: vocab 1,000 x hidden 64 x 2 B = 128,000 each (TINY above)
     assert plan.weights_components == {"language_model": truth - 2 * 1000 * 64 * 2, "embeddings": 128_000,
                                        "lm_head": 128_000}
 

@@ -22,6 +22,7 @@ from kvplan.model.checkpoint import DTYPE_BITS
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+        # inputs: a tiny Llama config
         "max_position_embeddings": 2048, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
@@ -174,6 +175,7 @@ def test_a_checkpoint_far_smaller_than_its_config_is_not_trusted(tmp_path):
     whole = kvplan.plan(kvplan.load_model(folder_with(tmp_path, header_of(tiny_tensors()), name="whole")), gpu="L4",
                         max_model_len=2048)
     assert (whole.weights_source, whole.weights_checkpoint_bytes, whole.weights_rule_bytes) == (
+        # TINY's 214,336 parameters x 2 B, worked by hand further down this file
         "checkpoint", 428_672, 428_672)  # the reference: every tensor, contiguous, as long as the file
     tensors = {k: v for k, v in tiny_tensors().items() if "layernorm" in k}
     model = kvplan.load_model(folder_with(tmp_path, header_of(tensors)), weights="checkpoint")
@@ -242,6 +244,8 @@ def test_a_hub_cache_snapshot_folder_is_read_through_its_links_and_no_further(hu
     cache_file(hub_env, "acme/tiny", MAIN, shard.read_bytes(), filename="model.safetensors")
     snapshot = hub_env / "models--acme--tiny" / "snapshots" / MAIN
     assert (snapshot / "model.safetensors").is_symlink()
+    # TINY by hand: embed + head 2 x 1,000 x 64 + 2 layers x (q, o 2 x 64^2 + k, v 2 x 64 x 32 + MLP 3 x 64 x 160
+    # + norms 128) + final norm 64 = 214,336 parameters x 2 B = 428,672
     assert kvplan.load_model(snapshot, weights="checkpoint").checkpoint.stored_bytes == 428_672
     (snapshot / "model.safetensors").unlink()
     (snapshot / "model.safetensors").symlink_to(shard)
@@ -294,6 +298,7 @@ def test_a_hub_index_is_capped_and_never_cached(fake_hub, hub_env):
     hub_repo(fake_hub, "acme/tiny", {"model.safetensors.index.json": json.dumps({"weight_map": {
         t: "model-1.safetensors" for t in tiny_tensors()}}).encode(),
         "model-1.safetensors": shard_bytes(header_of(tiny_tensors()), 428_672)})
+    # the same 428,672 B (TINY by hand, test_a_hub_cache_snapshot_folder_is_read_through_its_links...)
     assert kvplan.load_model("acme/tiny", weights="checkpoint").checkpoint.stored_bytes == 428_672
     blobs = {p.name for p in hub_env.rglob("*") if p.is_file() and "blobs" in p.parts}
     assert blobs == {git_blob_sha1(json.dumps(TINY).encode())}  # the config.json alone, never an index

@@ -63,6 +63,7 @@ def test_table_labels_gib_and_gb_honestly(capsys):
     m = re.fullmatch(r"KV cache: ([\d,]+) B = ([\d.,]+) GiB = ([\d.,]+) GB", line)
     assert m, line
     total = int(m.group(1).replace(",", ""))
+    # Llama-2-70b at 4,096 tokens in fp16: 80 x 8 KV heads x 128 x 2 x 2 B x 4,096
     assert total == 1_342_177_280
     assert float(m.group(2)) == round(total / 2**30, 2) == 1.25   # binary, labelled GiB
     assert float(m.group(3)) == round(total / 1e9, 2) == 1.34     # decimal, labelled GB
@@ -107,6 +108,7 @@ def test_json_is_one_object_on_stdout(capsys):
     assert code == 0 and err == ""
     data = json.loads(out)  # the whole stdout: nothing before or after the object
     assert isinstance(data, dict)
+    # 32 layers x 2 x 8 KV heads x 128 x 4 B (fp32) x 8,192 tokens x batch 4 = 8 GiB
     assert data["kv_cache_bytes"] == 32 * 2 * 8 * 128 * 4 * 8192 * 4 == 8 * 2**30
     assert data["groups"][0]["bytes"] == data["kv_cache_bytes"]
     assert data["formula"].endswith("= 8,589,934,592 B (8.00 GiB)")
@@ -207,6 +209,7 @@ def test_folder_without_config(tmp_path, capsys):
 # ---------------------------------------------------------------- unknown families: name the field and the flag
 
 
+# inputs: an unknown family's config
 UNKNOWN = {"model_type": "my_new_arch", "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
            "torch_dtype": "bfloat16"}
 

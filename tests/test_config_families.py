@@ -38,6 +38,7 @@ def test_decoder_layers_win_over_the_encoders_num_hidden_layers():
     model = kvplan.parse_config(config, name="distil-whisper")
     assert model.num_layers == 2
     assert model.fields["decoder_layers"] == 2
+    # distil-whisper's decoder: 2 layers x d_model 1,280 x 2 (K, V) x 448 target positions x 2 B
     assert _bytes(config, 448) == 2 * 1280 * 2 * 448 * 2
 
 
@@ -105,4 +106,5 @@ def test_mllama_cross_attention_layers_hold_no_text_tokens():
     model = kvplan.parse_config(_default("mllama"), name="mllama")
     cross = transformers.CONFIG_MAPPING["mllama"]().text_config.cross_attention_layers
     assert all(model.layers[i][0].kind == "none" for i in cross)
+    # mllama's default text config: 40 layers less the cross-attention ones x 8 KV heads x 128 x 2 x 1,000 x 2 B
     assert _bytes(_default("mllama")) == (40 - len(cross)) * 8 * 128 * 2 * 1000 * 2 == 131_072_000

@@ -84,6 +84,7 @@ def test_the_estimate_keeps_its_kv_figure_and_names_the_weights_error():
 @pytest.mark.parametrize("key, value, words", [
     ("head_dim", 10**400, "'head_dim' must be <= 1,099,511,627,776, got an integer of 1,329 bits"),
     ("vocab_size", 10**305, "'vocab_size' must be <= 1,099,511,627,776"),
+    # hostile config values (inputs); the limit 1,099,511,627,776 = 2^40, the reader's bound
     ("hidden_size", 1e300, "'hidden_size' must be <= 1,099,511,627,776, got 1e+300"),
     ("num_key_value_heads", 2**41, "'num_key_value_heads' must be <= 1,099,511,627,776"),
     ("num_hidden_layers", 10**30, "'num_hidden_layers' must be <= 10,000"),
@@ -119,6 +120,7 @@ def test_absurd_custom_gpus_are_one_line(capsys, spec, words):
     one_line(main(["plan", LLAMA, "--gpu", spec, "--max-model-len", "4096"]), capsys.readouterr().err, words)
 
 
+# hostile memory sizes (inputs)
 @pytest.mark.parametrize("memory", [1e308, float("inf"), float("nan")])
 def test_custom_gpu_api_refuses_what_has_no_byte_count(memory):
     with pytest.raises(WorkloadError, match="no GPU|finite number"):
@@ -300,6 +302,7 @@ def test_a_hostile_rotary_fraction_is_refused(changes, words):
     assert words in str(caught.value)
 
 
+# hostile inputs
 @pytest.mark.parametrize("value", ["x" * 3_000_000, nested(2_000)], ids=["3 MB string", "nested 2,000 deep"])
 @pytest.mark.parametrize("key", ["num_hidden_layers", "torch_dtype", "model_type", "num_key_value_heads"])
 def test_a_huge_or_deep_value_is_quoted_short(tmp_path, capsys, key, value):

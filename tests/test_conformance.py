@@ -11,6 +11,8 @@ kvplan/data/conformance.json). The default test run:
 - checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
   every family it measured wrong is refused by kvplan (so no face ever shows that number).
 
+- re-runs one family through the sweep's own worker subprocess (test_sweep_slice_through_the_worker_processes).
+
 `KVPLAN_CONFORMANCE_FULL=1` re-runs the whole sweep here and fails on any "wrong" that kvplan does not refuse;
 tests/test_conformance_live.py re-runs kvplan (config classes only) on every row the sweep stored.
 """
@@ -129,6 +131,17 @@ def test_a_family_measured_wrong_for_parameters_gets_no_weights(model_type, monk
     assert f"({error} on its default config)" in model.arch_error
     with pytest.raises(kvplan.KVPlanError, match="does not match transformers"):
         model.require_arch()
+
+
+@pytest.mark.slow
+def test_sweep_slice_through_the_worker_processes(tmp_path):
+    """The default-run slice of the whole sweep (issue #26 item 6): gpt2 (Conv1D projections, learned positions,
+    tied head) through the same path, a worker subprocess writing rows that `families` folds into the record's
+    statuses, and the same check as the full run; its statuses equal the committed record's (exact, exact)."""
+    rows = conformance.sweep(["gpt2"], workers=1, scratch=tmp_path)
+    fam = conformance.families(rows)["gpt2"]
+    assert (fam["kv"], fam["params"]) == (DATA["families"]["gpt2"]["kv"], DATA["families"]["gpt2"]["params"])
+    assert (fam["kv"], fam["params"]) == ("exact", "exact") and fam["cls"] == "GPT2LMHeadModel"
 
 
 @pytest.mark.skipif(not os.environ.get("KVPLAN_CONFORMANCE_FULL"), reason="the whole sweep: ~15 min on 2 cores")

@@ -84,6 +84,7 @@ def _gpt_oss(tmp_path: Path, skipped: list[str]):
 
 
 def test_mxfp4_padding_per_layer_by_hand(tmp_path):
+    # the module comment above PER_LAYER works 38,248,448 B a layer by hand
     assert PER_LAYER == 38_248_448
     extra, line = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("A100-80GB"), 1, range(24))
     assert extra == 24 * PER_LAYER and isinstance(extra, int) and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
@@ -131,6 +132,8 @@ def test_pp_last_stage_holds_the_tied_head_again(engine_version):
     p = plan("meta-llama/Llama-3.2-1B", gpu="L4", pp=2, max_model_len=4096, engine_version=engine_version)
     first, last = (s.weights_bytes for s in p.stages)
     assert LAYER == 60_821_504
+    # LAYER 2 x 2,048^2 + 2 x 2,048 x 512 + 3 x 2,048 x 8,192 + 2 x 2,048 = 60,821,504; EMBED 128,256 x 2,048;
+    # stage 0: (262,668,288 + 8 x 60,821,504) x 2 B + ROPE 16,777,216 = 1,515,257,856; the last adds the final norm
     assert first == (EMBED + 8 * LAYER) * 2 + ROPE == 1_515_257_856
     assert last == (8 * LAYER + 2048 + EMBED) * 2 + ROPE == 1_515_261_952
     whole = plan("meta-llama/Llama-3.2-1B", gpu="L4", max_model_len=4096, engine_version=engine_version)
@@ -227,6 +230,7 @@ def test_lora_bytes_count_the_shared_expert(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     shape = kvplan.load_model(tmp_path / "config.json").require_arch()
     per_layer = 16 * (4 * 64 + 2 * 64 + 2 * 32) + 16 * 4 * (3 * 64 + 3 * 32) + 16 * (3 * 64 + 3 * 48)
+    # per_layer above = 30,976 elements; (2 layers x 30,976 + embeddings and head 2 x 16 x (100 + 64)) x 2 B
     assert lora_bytes(shape, 2, tp=1, moe_ranks=1, lora=LoraSettings(1, 16))[0] == \
         (2 * per_layer + 2 * 16 * (100 + 64)) * 2 == 134_400
     # TP 2: the dense-MLP, expert and shared-expert intermediates and the heads halve; whole bytes still
@@ -240,6 +244,7 @@ def test_lora_slots_of_a_dense_mlp_split_by_tp():
     shape = kvplan.load_model("meta-llama/Llama-3.1-8B").require_arch()
     per_layer = 16 * (4 * 4096 + 4096 + 2 * 512) + 16 * (3 * 4096 + 3 * 14336 // 2)
     total = lora_bytes(shape, 2, tp=2, moe_ranks=2, lora=LoraSettings(4, 16))[0]
+    # 4 slots x (32 layers x per_layer + embeddings and head 2 x 16 x (128,256 + 4,096)) x 2 B
     assert total == 4 * (32 * per_layer + 2 * 16 * (128_256 + 4096)) * 2 and isinstance(total, int)
 
 
@@ -273,6 +278,7 @@ def _llama_layer():
 
 @pytest.mark.parametrize("change, own", [
     ({}, False),                                                     # Llama: the standard projections
+    # inputs: extra tensors of 4,096-wide layers, by the kind of LoRA target each is
     ({"mixer": None, "extra": (("mixer", 4096 * 3, (3, 4096)),)}, True),   # a short conv: family tensors only
     ({"mixer": None, "extra": (("norms", 4096, None),)}, True),
     ({"mixer": None, "extra": ()}, False),                           # no mixer, no tensors (a NAS no_op block)
@@ -280,6 +286,7 @@ def _llama_layer():
     ({"ffn_weights": False}, True),
     ({"extra": (("norms", 128, None),)}, False),                     # q/k norms: vectors, no LoRA
     ({"extra": (("norms", 16, (4, 4)),)}, False),                    # a matrix outside the projection groups
+    # inputs: a 4,096-wide bias vector
     ({"extra": (("attention", 4096, None),)}, False),                # a bias vector in a projection group
     *(({"extra": ((group, 16, (4, 4)),)}, True)
       for group in ("attention", "mlp", "experts", "shared_experts", "mixer")),

@@ -181,11 +181,13 @@ def test_fp8_mla_is_the_dense_layout_both_engines_use():
     """DeepSeek-V3: the latent (kv_lora_rank 512) and its rope part (64) in fp8, 576 B a layer a token over 61
     layers: vLLM 0.33's MLAAttentionSpec and SGLang 0.5.23's MLATokenToKVPool; the sparse kernels' 656 B is noted."""
     e = kvplan.estimate("deepseek-ai/DeepSeek-V3", 1000, kv_dtype="fp8")
+    # 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 1 B (fp8)
     assert e.bytes_per_token == 61 * (512 + 64) == 35_136
     assert "656 B" in " ".join(e.notes)
     for engine in ("vllm", "sglang"):
         p = kvplan.plan("deepseek-ai/DeepSeek-V3", engine=engine, gpu="H200", num_gpus=8, kv_dtype="fp8",
                         max_model_len=8192)
+        # 61 x 576 x 1 B, the same on both engines
         assert p.kv_bytes_per_token == 35_136, engine
 
 
@@ -260,6 +262,9 @@ def test_qwen3_next_hybrid():
     e = kvplan.estimate("Qwen/Qwen3-Next-80B-A3B-Thinking", 1000)
     attention = 12 * 2 * 2 * 256 * 2 * 1000
     gdn = 36 * ((2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4)
+    # Qwen3-Next: 12 attention layers x 2 x 2 KV heads x 256 x 2 B x 1,000; 36 Gated DeltaNet layers: conv
+    # (2 x 16 x 128 + 32 x 128) x kernel 4 x 2 B + float32 state 32 x 128 x 128 x 4 B; tests/test_truth_meta.py
+    # measures this bundled config on meta
     assert e.kv_cache_bytes == attention + gdn == 102_432_768
 
 
@@ -376,6 +381,8 @@ def test_deepseek_v4_buffer_at_a_window_close():
     concatenated at that step (storage 4 tokens, logical 0)."""
     est = kvplan.estimate(_v4([CSA]), 1004, prompt_len=1000, dtype="bf16")
     entries, overlap = 251 * 640 * 2, 4 * 640 * (2 + 4)
+    # window 128 x 512 x 2 B; 251 entries (1,004 / 4) of 640 x 2 B; 4 buffered tokens' kv and gate 2 x 1,280 x 2 B;
+    # the overlap 4 x 640 x (2 + 4 B), as test_deepseek_v4_layers_by_hand's table works them
     assert est.kv_cache_bytes == 128 * 512 * 2 + entries + 4 * 2 * 1280 * 2 + overlap + SCALAR
     assert est.logical_bytes == 127 * 512 * 2 + entries + 0 + overlap + SCALAR
 

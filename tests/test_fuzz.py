@@ -117,6 +117,7 @@ def attempt(surface: str, call, *args, **kwargs):
 # ---------------------------------------------------------------------------------------------- hostile configs
 
 EDGE = [0, 1, -1, 2, 3, 7, 2**31 - 1, 2**31, 2**40, 2**40 + 1, 2**53 + 1, 2**63, 2**64 + 1, 10**30, 10**400,
+        # hostile inputs, not expected figures
         -(10**400), 0.0, -0.0, 0.5, 1.5, 2.0, 1e300, -1e300, float("nan"), float("inf"), float("-inf"), "nan",
         "inf", "-inf", "", "abc", "4096", "\ud800", "x" * 5000, None, True, False, [], {}, [0], [1, 2],
         ["mlp"], ["full_attention", "mlp"], {"a": 1}, [[1]], [None], ["\udcff"]]
@@ -139,6 +140,7 @@ KEYS = ["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head
         "expert_layer_offset", "rope_local_base_freq", "global_head_dim", "num_global_key_value_heads",
         "attention_k_eq_v", "use_sliding_window", "max_window_layers", "interleave_moe_layer_step",
         "block_ffn_dim_multiplier", "ffn_proj_factor", "qk_dim_factor", "rotary_pct", "kv_channels"]
+# hostile inputs, not expected figures
 FACTORS = [8.0, 40, 1.0, 0.5, 1e308, 1e-300, 5e-324, -4.0, 0, float("nan"), float("inf"), "8", None, [8], {"a": 1},
            10**400, True]
 ROPES = s.fixed_dictionaries({"rope_type": s.sampled_from(["linear", "dynamic", "yarn", "llama3", "longrope", "mrope",
@@ -146,6 +148,7 @@ ROPES = s.fixed_dictionaries({"rope_type": s.sampled_from(["linear", "dynamic", 
                              optional={"factor": s.sampled_from(FACTORS),
                                        "original_max_position_embeddings": s.sampled_from(EDGE[:16] + [None, "x"]),
                                        "type": s.sampled_from(["yarn", "linear", None]),
+                                       # hostile inputs, not expected figures
                                        "rope_theta": s.sampled_from([10000.0, float("nan"), -1, "x"]),
                                        "mrope_section": s.sampled_from([[16, 24, 24], [], "x", None]),
                                        "partial_rotary_factor": s.sampled_from([0.25, 0.0, 2.0, float("nan")])})
@@ -203,6 +206,7 @@ def test_configs_through_the_api(data, cache, seq_len, batch):
 
 # ---------------------------------------------------------------------------------------------- the CLI
 
+# hostile inputs, not expected figures
 INT_TEXT = ["-5", "-1", "0", "1", "7", "16", "4096", "2147483648", "9" * 30, "9" * 5000, "1.5", "abc", "nan", "",
             "inf", "1e3", "٣"]
 MODELS = ["meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b",
@@ -296,6 +300,7 @@ def test_cli_flags_at_their_edges(monkeypatch, args):
 
 # ---------------------------------------------------------------------------------------------- the app
 
+# hostile inputs, not expected figures
 URL_VALUES = ["inf", "1e400", "-1", "0", "9" * 5000, "abc", "\u202e", "<script>", "x" * 300, "2.5", "nan", "-0",
               "Hub", "meta-llama/Llama-3.1-8B", "true", "sglang", "H100-SXM", "../..", "%ff%fe"]
 # f-string keys and what they expand to (setups.py: one row per setup; capacity.py: a version per engine)
@@ -362,6 +367,7 @@ def test_every_url_key_of_every_page_at_once(offline_app, page, value):
 
 
 HOSTILE_HEADERS = [b'{"lm_head.weight": {"dtype": "BF16", "shape": [Infinity], "data_offsets": [0, 2]}}',
+                   # hostile inputs, not expected figures
                    json.dumps({"model.layers." + "9" * 5000 + ".x": {"dtype": "BF16", "shape": [1],
                                                                    "data_offsets": [0, 2]}}).encode(),
                    json.dumps({"lm_head.weight": {"dtype": "U8", "shape": [2**50],
@@ -416,6 +422,7 @@ def test_app_pages_with_a_hostile_upload(offline_app, page, data):
 
 REPO_IDS = (f"acme/fuzz-{i}" for i in itertools.count())
 BODIES = [llama_config(4), b"", b"{", b"[]", b"null", b"\xff\xfe", b'{"model_type": "\\ud800"}',
+          # hostile inputs, not expected figures
           json.dumps({"num_hidden_layers": 10**400}).encode(), b'{"a": ' * 100_000, b"9" * 5000]
 BEHAVIOURS = ["status", "huge", "truncated", "proxy", "body", "gated after 200", "slow"]
 
@@ -644,6 +651,7 @@ def nested(depth: int) -> list:
     return value
 
 
+# hostile inputs: 2,000-deep nesting, a 3,000,000-digit count
 DEEP = nested(2_000)  # repr() of it raised RecursionError from the error that quoted it
 BAD_COUNTS = [0, -1, 2**40, 10**400, 1.5, True, "2", [[]], None, DEEP, "9" * 3_000_000]
 VLLM_ONLY = ("enforce_eager", "cudagraph_estimate", "kv_cache_memory_bytes", "nvls")
@@ -666,6 +674,7 @@ SPECULATIVE = mostly([None, None, {"method": "mtp"}, {"method": "eagle3", "num_s
                                                                                "num_speculative_tokens": DEEP}])
 LORA = mostly([None, None, {"max_loras": 4}, {"max_loras": 2, "max_lora_rank": 64}, {"max_lora_rank": 8}],
               [{"max_loras": 0}, {"x": 1}, "lora", [], {"max_loras": 10**400}, {"max_lora_rank": [[]]},
+               # hostile inputs, not expected figures
                {"max_loras": 1025}, {"max_loras": DEEP}, {"max_lora_rank": "9" * 3_000_000}])
 
 

@@ -90,6 +90,7 @@ def test_aliases_that_spell_a_size_agree_with_the_entry():
 
 def test_gpu_exposes_gib_and_source():
     h100 = resolve_gpu("H100")
+    # deviceQuery 'NVIDIA H100 80GB HBM3: 81090 MBytes (85029158912 bytes)' (kvplan/data/gpus.json's source)
     assert h100.memory_bytes == 85_029_158_912
     assert round(h100.memory_gib, 2) == 79.19
     assert h100.memory_bytes / GB == pytest.approx(85.03, abs=0.01)   # "80 GB" is neither number

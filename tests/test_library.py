@@ -99,6 +99,7 @@ def test_empty_source(source):
         kvplan.load_model(source)
 
 
+# hostile inputs
 @pytest.mark.parametrize("source", ["a" * 5000, "a\0b"])
 def test_sources_no_file_system_accepts_are_not_paths(source):
     with pytest.raises(ModelNotAvailableError) as err:
@@ -214,6 +215,7 @@ def test_llama_4_maverick_copy_counts_the_vision_tower():
     with torch.device("meta"):
         built = transformers.Llama4ForConditionalGeneration(transformers.Llama4Config(**data))
     tower = sum(p.numel() for m in (built.vision_model, built.multi_modal_projector) for p in m.parameters()) * 2
+    # transformers live: Llama4ForConditionalGeneration built on meta above counts the tower and projector
     assert tower == 1_743_864_832
     maverick = kvplan.load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
     assert weights_bytes(maverick.require_arch()).towers_bytes == tower
@@ -286,6 +288,7 @@ BAD_FILES = [
     ("Latin-1 bytes", '{"model_type": "llamá"}'.encode("latin-1"), "is not UTF-8 text"),
     ("UTF-16", json.dumps(llama_config()).encode("utf-16"), "is not UTF-8 text"),
     ("empty file", b"", "is not valid JSON"),
+    # hostile inputs (their size named in each label)
     ("nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ("an integer of 5,000 digits", b'{"num_hidden_layers": ' + b"9" * 5000 + b"}", "number too long to parse"),
 ]

@@ -85,6 +85,7 @@ def test_unknown_tower_is_a_warning_in_the_plan():
     p = kvplan.plan(model, max_model_len=8192)
     assert not p.verified and any("vision tower" in w and "not counted" in w for w in p.warnings)
     assert kvplan.plan("Qwen/Qwen2.5-VL-7B-Instruct", max_model_len=8192).weights_components["vision"] == (
+        # transformers 5.24 Qwen2_5_VLForConditionalGeneration on meta: model.visual holds 676,550,144 parameters
         676_550_144 * 2)
 
 
@@ -135,6 +136,7 @@ def test_images_per_prompt_caps_the_dummy_batch(capsys):
     assert any("8 dummy images" in n for n in few.notes)
     assert few.vllm_command.endswith("--limit-mm-per-prompt '{\"image\": 2}'")
     default = kvplan.plan("google/gemma-3-27b-it", max_model_len=8192, max_num_seqs=4, engine_version="0.19.0")
+    # gemma-3-27b: 32 - 8 dummy images x 256 tokens an image (mm_tokens_per_image) x hidden 5,376 x 2 B
     assert default.activation_bytes - few.activation_bytes == (32 - 8) * 256 * 5376 * 2
     assert main(["plan", "google/gemma-3-27b-it", "--max-model-len", "8192", "--images-per-prompt", "0"]) == 0
     out = capsys.readouterr().out
@@ -156,6 +158,8 @@ def test_mistral3_encoder_cache():
     """1540 px / 14 = 110 patches a side, merged 2 x 2: 55 x 55 = 3,025 embeddings, 3,080 with the row breaks."""
     shape = load_model("mistralai/Mistral-Small-3.2-24B-Instruct-2506").require_arch()
     assert shape.image_tokens == (3025, 3080)
+    # Mistral-Small-3.2 (hidden 5,120): before 0.13 two images padded to the 8,192-token budget, from 0.13
+    # two images of 3,025 embeddings
     assert encoder_cache_bytes(shape, (0, 11, 0), 8192, 2, False)[0] == 2 * 8192 * 5120 * 2
     assert encoder_cache_bytes(shape, (0, 19, 0), 8192, 2, False)[0] == 2 * 3025 * 5120 * 2
 
@@ -232,6 +236,7 @@ def test_sglang_scales_its_fraction_for_vision_models():
     assert vlm_factor(mistral.vit, (0, 4, 9)) == 1.0
     assert vlm_factor(load_model("google/gemma-3-27b-it").require_arch().vit, (0, 5, 1)) == 1.0
     assert vlm_factor(("Qwen2_5_VLForConditionalGeneration", 27, 1152), (0, 5, 1)) == pytest.approx(
+        # inputs: a 27-layer, 1,152-wide ViT against SGLang's 24 x 1,024 reference, the rule in the docstring
         0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1)))
     text = kvplan.plan("mistralai/Mistral-Small-3.1-24B-Instruct-2503", engine="sglang", max_model_len=8192,
                        engine_version="0.5.3")

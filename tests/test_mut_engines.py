@@ -77,6 +77,7 @@ def test_an_explicit_dtype_is_the_one_planned():
     model = _llama_1b()
     p = plan(model, engine="hf", gpu="L4", max_model_len=4096, dtype="float32")
     assert p.dtype == "float32" and p.kv_cache_dtype == "float32"
+    # 1,235,814,400 parameters (transformers LlamaForCausalLM on meta; by hand in the comment above) x 4 B
     assert p.weights_bytes == 1_235_814_400 * 4
     assert p.kv_bytes_per_token == 16 * 2 * 8 * 64 * 4     # 16 layers x K and V x 8 heads x 64 x 4 B = 65,536
 
@@ -86,13 +87,17 @@ def test_the_plan_fields_of_generate_on_llama_8b():
     p = plan(model, engine="hf", gpu="L4", max_model_len=8192)
     weights, per_token = 16_060_522_496, 131_072       # 8,030,261,248 params x 2 B; 32 x 2 x 8 x 128 x 2 B
     cache = per_token * 8192                           # the DynamicCache right after an 8,192-token prefill
-    peak = _peak(model, 8192, 1)
+    # the batch-1 peak by hand (tests/test_plan_hf.py's docstring): weights + 8,192 x 242,192 B a prompt token
+    # (16 inputs + 131,072 cache + 25,088 residual stream and RoPE + 86,016 MLP) = 18,044,559,360
+    peak = weights + 242_192 * 8192
+    assert _peak(model, 8192, 1) == peak == 18_044_559_360
     budget = int(0.9 * resolve_gpu("L4").memory_bytes) - CUDA_CONTEXT_BYTES
     transient = peak - weights - cache                 # what the peak holds beyond the weights and the cache
     assert p.activation_bytes == transient > 0
     assert p.kv_pool_bytes == budget - weights - transient
     assert p.kv_cache_tokens == (budget - weights - transient) // per_token
     assert p.engine_version == "transformers 5.24" and p.block_size == 1 and p.num_blocks == 0
+    # max_num_batched_tokens: the 8,192-token prompt generate prefills at once
     assert p.max_num_batched_tokens == 8192 and p.non_torch_bytes == CUDA_CONTEXT_BYTES
     (stage,) = p.stages
     assert (stage.stage, stage.layers, stage.num_blocks) == (0, "0-31", 0)
@@ -144,10 +149,12 @@ def test_gemma3_encoder_cache_formula_word_for_word():
     assert how == ("encoder cache of the profile run: 32 dummy images (budget 8,192 // 256 tokens, at most 1,024 "
                    "sequences x 999 per prompt) x 256 x 5,376 x 2 B = 88,080,384 B, unpadded (vLLM >= 0.13)")
     kept, how = encoder_cache_bytes(_gemma3(), (0, 12, 9), 8192, 2, text_only=False)   # the last padded version
+    # padded (< 0.13): 31 images x the 8,192-token encoder budget x 5,376 x 2 B (the line below)
     assert kept == 31 * 8192 * 5376 * 2 == 2_730_491_904
     assert how == ("encoder cache of the profile run: 31 dummy images (budget 8,192 // 260 tokens, at most 1,024 "
                    "sequences x 999 per prompt) x 8,192 x 5,376 x 2 B = 2,730,491,904 B, padded to the encoder budget "
                    "(vLLM < 0.13)")
+    # 32 images x 256 tokens x 5,376 x 2 B, unpadded from vLLM 0.13 (the line above)
     assert encoder_cache_bytes(_gemma3(), (0, 13, 0), 8192, 2, text_only=False)[0] == 88_080_384
 
 
@@ -160,12 +167,14 @@ def test_gemma3_encoder_cache_formula_word_for_word():
     ({"max_num_seqs": 1}, 32),                     # the default limit, 999, binds nothing: 8,192 // 256
 ])
 def test_the_profiled_batch_is_bounded_by_sequences_and_limits(kwargs, images):
+    # images x 256 tokens an image x gemma-3's hidden 5,376 x 2 B
     assert encoder_cache_bytes(_gemma3(), (0, 19, 0), 8192, 2, text_only=False, **kwargs)[0] == \
         images * 256 * 5376 * 2
 
 
 def test_a_budget_smaller_than_one_image_profiles_one():
     kept, how = encoder_cache_bytes(_gemma3(), (0, 19, 0), 100, 2, text_only=False)
+    # one image: 256 x 5,376 x 2 B
     assert kept == 1 * 256 * 5376 * 2 and "(budget 256 // 256 tokens" in how
     kept, _ = encoder_cache_bytes(_gemma3(), (0, 11, 0), 100, 2, text_only=False)   # padded to the 260-token budget
     assert kept == 1 * 260 * 5376 * 2

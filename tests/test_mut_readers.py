@@ -123,6 +123,7 @@ _CORRUPT = "the header is corrupt (re-download the file)"
      f"f: tensor 'a' has data_offsets [0, 2, 4], not [start, end] with 0 <= start <= end: {_CORRUPT}"),
     ({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, "2"]}}, 2,
      f"f: tensor 'a' has data_offsets [0, '2'], not [start, end] with 0 <= start <= end: {_CORRUPT}"),
+    # hostile inputs
     ({"n" * 1001: _bf16((1,), 0)}, 2,
      (f"f names a tensor {shown('n' * 1001)}, longer than 1,000 characters: the file is not a checkpoint "
      "(re-download it)")),
@@ -412,6 +413,7 @@ def test_resident_bytes_cast_floats_and_keep_the_rest():
     assert w.stored_bytes == 400 + 800 + 10 + 602 + 1002 + 300 + 10 + 1000 + 5000 and w.tensors == 9
     assert w.resident_bytes(BFLOAT16) == w.stored_bytes - 5000
     assert w.resident_bytes(BFLOAT16, skip=frozenset()) == w.stored_bytes
+    # sums of the synthetic ROWS sizes (inputs written above)
     assert w.resident_bytes(FLOAT32) == 2 * (w.stored_bytes - 5000)
 
 
@@ -429,6 +431,7 @@ def test_float32_among_16_bit_floats_is_kept():
 
 def test_breakdowns_by_component_and_dtype():
     w = _ckpt(ROWS + (_row("projector", -1, 7, dtype="F32"),))
+    # sums of the synthetic ROWS sizes (inputs written above)
     assert list(w.by_component().items()) == [("language_model", 400 + 800 + 10 + 602 + 10), ("embeddings", 1002),
                                               ("lm_head", 1000), ("vision", 300), ("projector", 7), ("mtp", 5000)]
     assert list(w.by_dtype().items()) == [("BF16", w.stored_bytes - 7), ("F32", 7)]
@@ -443,6 +446,7 @@ from kvplan.weights.rule import param_count
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 160,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+         # inputs: a tiny Llama config
          "max_position_embeddings": 2048, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
@@ -450,6 +454,7 @@ def test_parse_config_reads_the_dims():
     m = parse_config(LLAMA, name="tiny", source="here")
     assert (m.name, m.model_type, m.source, m.architecture) == ("tiny", "llama", "here", "LlamaForCausalLM")
     d = m.dims
+    # the config's own values (LLAMA above)
     assert (d.hidden_size, d.num_heads, d.intermediate_size, d.vocab_size, d.max_position_embeddings) == \
         (64, 4, 160, 1000, 2048)
     assert d.tie_word_embeddings is False and d.rotary_fraction == 1.0 and d.rope_tables == 1

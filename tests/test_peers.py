@@ -64,6 +64,7 @@ def raw_config(model_id: str) -> dict:
 def test_gaunernst_totals(model_id, per_token, total_bytes, published):
     assert token_bytes(model_id, "bf16") == per_token
     e = est(model_id, 32_768, 8, "bf16")
+    # 32,768 tokens x 8 users: the calculator's inputs
     assert e.kv_cache_bytes == total_bytes == per_token * 32_768 * 8
     assert fmt_gb(e.kv_cache_bytes) == published
     assert e.bytes_per_token == per_token
@@ -97,6 +98,7 @@ def test_llama2_70b_gqa_4096_tokens_fp16():
     assert e.kv_cache_bytes == 80 * 8 * 128 * 2 * 2 * 4096 == 1_342_177_280 == int(1.25 * GiB)
     mha = kvplan.load_model("meta-llama/Llama-2-70b-hf", overrides=kvplan.Overrides(kv_heads=64))
     naive_mha = est(mha, 4096, 1, "fp16")
+    # Llama-2-70b with 64 KV heads (MHA): 8 x the GQA 1,342,177,280 B above
     assert naive_mha.kv_cache_bytes == 8 * e.kv_cache_bytes == 10_737_418_240
 
 
@@ -195,12 +197,14 @@ def test_sliding_gemma2_9b_half_the_layers_slide():
     counted_full = 42 * per_layer_token * 8192
     dropped = 21 * per_layer_token * 8192
     assert e.kv_cache_bytes not in (counted_full, dropped, counted_full + scalars, dropped + scalars)
+    # gemma-2-9b config.json sliding_window 4,096; 8,192 the sequence
     assert {g.kind: g.tokens for g in e.groups} == {"sliding": 4096, "full": 8192}
 
 
 def test_sliding_gpt_oss_20b_128_token_window():
     per_layer_token = 2 * 8 * 64 * 2
     e = est("openai/gpt-oss-20b", 8192, 1, "bf16")
+    # gpt-oss-20b: 12 sliding (window 128) + 12 full layers x 2 x 8 KV heads x 64 x 2 B, + 12 int64 counters
     assert e.kv_cache_bytes == 12 * per_layer_token * 128 + 12 * per_layer_token * 8192 + 12 * 8 == 204_472_416
     assert e.kv_cache_bytes - e.bookkeeping_bytes not in (24 * per_layer_token * 8192, 12 * per_layer_token * 8192)
 
@@ -208,6 +212,7 @@ def test_sliding_gpt_oss_20b_128_token_window():
 def test_sliding_mistral_7b_v01_every_layer_slides():
     per_layer_token = 2 * 8 * 128 * 2
     e = est("mistralai/Mistral-7B-v0.1", 8192, 1, "bf16")
+    # Mistral-7B-v0.1: 32 layers, window 4,096 x 4,096 B a layer-token, + 32 int64 counters = 536,871,168
     assert e.kv_cache_bytes == 32 * per_layer_token * 4096 + 32 * 8 == 536_871_168
     counted_full = 32 * per_layer_token * 8192  # 2x too high; dropping the layers would give 0
     assert e.kv_cache_bytes - e.bookkeeping_bytes == counted_full // 2
@@ -216,6 +221,7 @@ def test_sliding_mistral_7b_v01_every_layer_slides():
 @pytest.mark.parametrize(
     "seq_len, cached",
     [
+        # Mistral-7B-v0.1's 4,096-token window (config.json sliding_window): tokens cached at each length
         (4095, 4095),   # under the window: every token kept
         (4096, 4096),   # exactly the window
         (4097, 4096),   # one past: the oldest token is dropped
@@ -272,6 +278,7 @@ def test_mla_detected_by_fields_not_by_name(model_type):
 def test_kv_dtype_fp32_and_fp16_on_a_bf16_model():
     bf16 = 32 * 2 * 8 * 128 * 2
     assert kvplan.load_model("meta-llama/Llama-3.1-8B").dtype.name == "bfloat16"
+    # fp32: 32 x 2 x 8 x 128 x 4 B
     assert token_bytes("meta-llama/Llama-3.1-8B", "fp32") == 2 * bf16 == 262_144
     e = est("meta-llama/Llama-3.1-8B", 1, 1, "fp16")
     assert e.kv_cache_bytes == bf16 and e.kv_dtype == "float16"
@@ -305,6 +312,7 @@ def test_kv_dtype_fp8_with_the_default_cache_is_one_byte_per_element():
     engine-neutral figure, 1 B an element with no scales (vLLM and SGLang keep theirs outside the pool), half of
     bf16's, as vLLM 0.19 measured 952,032 fp8 tokens where bf16 gave 476,016 (peers.md)."""
     e = est("meta-llama/Llama-3.1-8B", 4096, 1, "fp8")
+    # 32 layers x 2 x 8 KV heads x 128 x 1 B (fp8) x 4,096 tokens
     assert e.engine == "neutral" and e.kv_cache_bytes == 32 * 2 * 8 * 128 * 1 * 4096 == 268_435_456
     assert 2 * e.bytes_per_token == est("meta-llama/Llama-3.1-8B", 4096).bytes_per_token
     with pytest.raises(kvplan.WorkloadError, match="quantized"):   # transformers' static cache: still refused
@@ -318,6 +326,7 @@ def test_int4_weights_still_cache_the_activation_dtype():
     data["torch_dtype"] = "float16"
     e = est(kvplan.parse_config(data), 4096)
     assert e.kv_dtype == "float16"
+    # 32 x 2 x 8 x 128 x 2 B (fp16) x 4,096 tokens
     assert e.kv_cache_bytes == 32 * 2 * 8 * 128 * 2 * 4096 == 536_870_912
     gpt_oss = est("openai/gpt-oss-20b", 1, 1, "bf16")  # mxfp4 weights, bf16 KV
     assert gpt_oss.kv_dtype == "bfloat16"

@@ -75,6 +75,7 @@ def test_sglang_hybrid_with_mamba_plans_or_says_why():
 
 
 @pytest.mark.parametrize("change, rule", [
+    # bad inputs
     ({"gpu_memory_utilization": -3817471.0}, "the memory fraction is in (0, 1]"),
     ({"gpu_memory_utilization": 1.5}, "the memory fraction is in (0, 1]"),
     ({"kv_pool_bytes": 10**15}, "the KV pool is no larger than the card"),
@@ -184,6 +185,7 @@ def test_estimate_refuses_a_setting_its_cache_does_not_take(args, words):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
 
 
+# hostile prices (inputs)
 @pytest.mark.parametrize("price", [5e-324, 0.001, float("nan"), -1.0, 1e308])
 def test_a_gpu_price_is_a_price(price):
     """5e-324 was taken: $0.000 per million output tokens"""
@@ -242,6 +244,7 @@ def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
 
     start = time.monotonic()
     p = plan(deep, gpu="H100", max_model_len=8192, pp=10_000)
+    # 10,000 stages: the input
     assert time.monotonic() - start < 10 and len(p.stages) == 10_000 and p.fits
     assert {s.weights_bytes for s in p.stages[1:-1]} == {436_224_000 + 33_554_432}  # a layer and the RoPE table
 

@@ -56,6 +56,7 @@ def test_cli_json_has_the_contract_keys(capsys):
     for key in JSON_KEYS:
         assert key in data, key
     assert data["fits"] is True
+    # 32 x 2 x 8 x 128 x 2 B
     assert data["kv_bytes_per_token"] == 131_072
     assert data["kv_cache_tokens"] == data["num_blocks"] * 16
     # vLLM 0.33 by default: 0.92 of the card, and its CUDA-graph estimate is one more line of the budget
@@ -110,6 +111,7 @@ def test_num_gpus_alone_means_tp():
 
 
 def test_default_max_model_len_is_the_config_context():
+    # Llama-3.1-8B config.json max_position_embeddings 131,072
     assert plan("meta-llama/Llama-3.1-8B").max_model_len == 131_072
 
 
@@ -141,6 +143,7 @@ BAD = [
     (dict(num_gpus=3, pp=2), "pipeline stages"),
     (dict(num_gpus=0), "num_gpus"),
     (dict(max_model_len=0), "max_model_len"),
+    # bad inputs
     (dict(max_model_len=-8192), "max_model_len"),
     (dict(max_model_len=8192.5), "max_model_len"),
     (dict(max_model_len=True), "max_model_len"),
@@ -204,6 +207,7 @@ def test_model_that_cannot_fit_is_an_answer_with_a_shortfall():
 def test_request_longer_than_the_pool_reports_the_length_that_fits():
     p = plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=131_072)
     assert not p.fits and p.shortfall_bytes > 0
+    # 131,072 the asked length (input)
     assert 0 < p.max_model_len_that_fits < 131_072
     assert p.max_model_len_that_fits * 131_072 <= p.kv_pool_bytes          # it fits, block-rounded ...
     fitted = plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=p.max_model_len_that_fits)
@@ -454,6 +458,8 @@ def test_context_limits_as_the_engines_derive_them():
     """vLLM multiplies by the RoPE factor except for su / longrope / llama3 and Gemma 3 (yarn: the original
     length x factor); SGLang takes its first key x the factor unless rope_scaling has the original length."""
     dims = kvplan.load_model("deepseek-ai/DeepSeek-V3").dims
+    # DeepSeek-V3 rope_scaling: yarn original_max_position_embeddings 4,096 x factor 40 (vLLM 0.19 config/model.py
+    # _get_and_verify_max_len)
     assert dims.vllm_limit.tokens == 4096 * 40 == 163840 and "original_max_position_embeddings" in dims.vllm_limit.key
     assert kvplan.load_model("meta-llama/Llama-3.1-8B").dims.vllm_limit.tokens == 131072  # llama3: no factor
     gemma = kvplan.load_model("google/gemma-3-27b-it").dims

@@ -51,6 +51,7 @@ ALL_KEYS = sorted({key for data in CONFIGS.values() for key in data} | set(READ_
 KNOWN_TYPES = sorted({d.get("model_type") for d in CONFIGS.values() if isinstance(d.get("model_type"), str)}
                      | {"mamba", "mamba2", "falcon_mamba", "jamba", "qwen3_next", "llama4_text", "gemma3_text"})
 
+# hostile inputs, not expected figures
 SPECIAL_VALUES = st.sampled_from([None, 0, -1, 1, 2, 3, 7, 64, 4096, 2**31, 2**63, 2**70, 10**30, -(10**30), 1.5,
                                   0.0, 4096.0, float("nan"), float("inf"), float("-inf"), "12", "", [], {}, True])
 SPECIAL_INTS = st.sampled_from([0, -1, 1, 2, 3, 7, 64, 4096, 2**31, 2**63, 2**70, 10**30, -(10**30)])
@@ -92,6 +93,7 @@ def mutated_configs(draw):
 
 
 # workloads: valid values most of the time, anything at all some of the time
+# hostile inputs: lengths to 20,000 and past 2^41
 LENGTHS = st.one_of(st.integers(1, 20_000), st.integers(-5, 2**41), SPECIAL_INTS, JSON_VALUES)
 DTYPES = st.one_of(st.none(), st.sampled_from(["fp32", "fp16", "bf16", "fp8", "fp8_e5m2", "int8", "int4", "int2",
                                                "torch.float16"]), st.text(max_size=6))

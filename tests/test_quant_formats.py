@@ -76,6 +76,7 @@ def test_nvidia_qwen36_27b_mixed_precision_by_group():
     groups = dict(est.group_bytes)
     h, inter, vocab = 5120, 17408, 248320
     assert groups["mlp"] == 64 * (2 * _nv(inter, h) + _nv(h, inter))
+    # NVFP4 by hand: 248,320 x 5,120 / 2 B of 4-bit weights + one fp8 scale per 16 (79,462,400) + 2 fp32 scalars
     assert groups["lm_head"] == _nv(vocab, h) == 715_161_608
     assert groups["embeddings"] == vocab * h * 2
     # 16 gated-attention layers: q with its output gate 24 x 256 x 2, k and v 4 x 256, o [5120, 6144],
@@ -127,6 +128,7 @@ def test_auto_round_gptq_packing(method):
     qc = {"quant_method": method, "bits": 4, "group_size": 128, "sym": True,
           "extra_config": {"model.layers.0.mlp.down_proj": {"bits": 16}}}
     q = parse_quant(qc, [])
+    # int32 qweight 512 x 4,096 x 4 + int32 qzeros 32 x 512 x 4 + fp16 scales 32 x 4,096 x 2 (the docstring)
     assert matrix_bytes(q, 4096, 4096) == 512 * 4096 * 4 + 32 * 512 * 4 + 32 * 4096 * 2 == 8_716_288
     assert q.skip == frozenset({("mlp", 0), ("lm_head", -1)})  # bits 16 in extra_config; lm_head never packed
 
@@ -168,6 +170,7 @@ def test_deepseek_r1_fp8_block_within_half_a_percent_of_its_shards():
     as the checkpoint holds it). The shards also carry their JSON headers, a few hundred KB each."""
     lines = (ROOT / "tools/checkpoint_sources/deepseek-ai__DeepSeek-R1/lfs_pointer_sizes.txt").read_text().split("\n")
     published = sum(int(line.split()[1]) for line in lines if line.strip())
+    # the sum of the 163 LFS pointer sizes in that file: the published figure itself
     assert published == 688_586_727_753
     rule = stored_bytes_by_rule(kvplan.load_model("deepseek-ai/DeepSeek-R1").require_arch())
     assert abs(rule - published) / published < 0.005

@@ -20,6 +20,7 @@ from kvplan.planning.speed import plan_speed
 from kvplan.planning.workload import RequestMix, _held
 
 LLAMA = "meta-llama/Llama-3.1-8B"
+# inputs: 2,000-token prompts, 500-token outputs
 MIX = RequestMix(2000, 500)
 
 

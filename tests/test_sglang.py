@@ -77,6 +77,7 @@ def test_cell_size(name, tp, expected):
 
 
 def test_cell_size_fp8_halves():
+    # 32 layers x 2 x 8 KV heads x 128 x 1 B (fp8): SGLang MHATokenToKVPool's cell
     assert cell_size(_specs("meta-llama/Llama-3.1-8B", kv_bytes=1)) == 65_536
     assert cell_size(_specs("deepseek-ai/DeepSeek-V3", tp=8, kv_bytes=1)) == 576 * 61
 
@@ -146,6 +147,7 @@ def test_plan_uses_the_default_fraction_and_the_budget():
     assert p.gpu_memory_utilization == fraction == 0.835
     rest = _rest(p.gpu_memory_bytes, p.weights_bytes, fraction)
     assert p.kv_pool_bytes == rest
+    # Llama-3.1-8B's cell 32 x 2 x 8 x 128 x 2 B = 131,072; 8,192 the max_model_len
     assert p.kv_cache_tokens == rest // 131_072
     assert p.max_concurrency == round(p.kv_cache_tokens / 8192, 4)
     assert p.fits and p.shortfall_bytes == 0
@@ -187,6 +189,7 @@ def test_explicit_fraction_is_used_even_when_it_is_0_9():
 def test_sglang_fp8_command_and_tokens():
     base = _sglang("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192)
     fp8 = _sglang("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=8192, kv_dtype="fp8")
+    # the fp8 cell 32 x 2 x 8 x 128 x 1 B
     assert fp8.kv_cache_tokens == base.kv_pool_bytes // 65_536
     assert "--kv-cache-dtype fp8_e4m3" in fp8.vllm_command
 
@@ -254,6 +257,7 @@ def test_req_to_token_pool_sits_in_the_reserve():
     4), built after the budget (kv_cache_configurator.py configure). Llama-3.1-8B at 131,072 on an H100:
     2,049 x 131,076 x 4 B = 1,074,298,896 B; the pool is not reduced for it."""
     p = _sglang("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=131_072)
+    # 2,048: the floor of resolve_max_num_reqs' clamp (the pool's ~4e5 tokens / 131,072 x 512 < 2,048)
     assert p.max_num_seqs == 2048 and 2049 * 131_076 * 4 == 1_074_298_896
     assert any(n.startswith("the ReqToTokenPool, 2,049 x 131,076 x 4 B = 1.00 GiB") for n in p.notes)
     assert p.kv_pool_bytes == _rest(p.gpu_memory_bytes, p.weights_bytes, p.gpu_memory_utilization)
@@ -280,6 +284,8 @@ def test_max_running_requests_default_is_clamped():
     pool = sglang_pool(total, 16 * GiB, specs, SglangSettings(mem_fraction_static=0.85), 8192)
     assert pool.max_running_requests == min(4096, max(2048, int(pool.max_total_tokens / 8192 * 512)))
     tiny = sglang_pool(total, 16 * GiB, specs, SglangSettings(mem_fraction_static=0.85), 10**7)
+    # 10^7-token context: tokens / context x 512 < 1, clamped up to 2,048 (resolve_max_num_reqs,
+    # 0.5.23 kv_cache_configurator.py)
     assert tiny.max_running_requests == 2048
 
 
@@ -322,6 +328,7 @@ def test_llama_70b_tp1_pp4_on_h100():
     rest = _rest(p.gpu_memory_bytes, stage[0], fraction)
     assert p.gpu_memory_utilization == fraction == 0.831
     assert p.weights_bytes == stage[0] and p.kv_pool_bytes == rest and p.kv_bytes_per_token == 81_920
+    # the cell: 20 layers x 8 x 256 x 2 B (docstring); 386,922 = rest // 81,920 with rest from _rest above
     assert p.kv_cache_tokens == rest // 81_920 == 386_922
     assert [s.num_blocks for s in p.stages] == [386_922] * 4 and p.num_gpus == 4 and p.fits
     assert round(stage[0] / GiB, 2) == 35.82 and round(stage[1] / GiB, 2) == 33.86
@@ -335,6 +342,7 @@ def test_llama_70b_tp2_pp2_on_h100():
     assert [s.weights_bytes for s in p.stages] == stage
     rest = _rest(p.gpu_memory_bytes, stage[0], 0.831)
     assert p.gpu_memory_utilization == 0.831 and p.kv_bytes_per_token == 81_920
+    # rest // 81,920, rest from _rest(the card, stage 0's weights, 0.831) above: the test's arithmetic
     assert p.kv_cache_tokens == rest // 81_920 == 412_565
     assert "--tp-size 2 --pp-size 2" in p.vllm_command
 
@@ -355,6 +363,8 @@ def test_lm_head_placement_by_family():
     """qwen3.py builds the lm_head on the last PP rank only; llama.py on every rank; deepseek_v2.py on every rank
     in 0.5.5, the last from 0.5.6. An architecture kvplan has not read is planned the larger way, with a warning."""
     qwen = _sglang("Qwen/Qwen3-32B", gpu="H200", pp=2, max_model_len=8192)
+    # Qwen3-32B's final norm: hidden 5,120 x 2 B; Llama-3.1-8B: embeddings 128,256 x 4,096 x 2 B on
+    # stage 0 against the final norm 4,096 x 2 B on the last (lm_head on both)
     assert qwen.stages[1].weights_bytes - qwen.stages[0].weights_bytes == 5120 * 2   # the final norm; tables equal
     llama = _sglang("meta-llama/Llama-3.1-8B", gpu="H200", pp=2, max_model_len=8192)
     assert llama.stages[0].weights_bytes - llama.stages[1].weights_bytes == 128_256 * 4096 * 2 - 4096 * 2
@@ -425,6 +435,7 @@ def test_gemma_never_gets_the_swa_pool(name, cell, version):
 def test_gemma2_on_an_l4_misses_by_its_whole_cell():
     short = _sglang("google/gemma-2-9b", gpu="L4", max_model_len=8192, engine_version="0.5.3")
     rest = _rest(short.gpu_memory_bytes, short.weights_bytes, short.gpu_memory_utilization)
+    # gemma-2-9b's whole cell: 42 layers x 2 x 8 KV heads x 256 x 2 B = 344,064 (0.5.3 disables its SWA pool)
     assert not short.fits and short.shortfall_bytes == 8192 * 344_064 - rest
 
 
@@ -572,6 +583,7 @@ def test_ssm_state_dtype_from_the_config_from_0_5_9():
     data["text_config"]["mamba_ssm_dtype"] = "bfloat16"
     model = load_model(data, name="bf16 state")
     assert state_bytes_per_request(model, range(64), 1, (0, 5, 9)) == 48 * (61_440 + 48 * 128 * 128 * 2)
+    # 0.5.8: float32 state, 48 x (61,440 + 48 x 128 x 128 x 4) = 153,944,064
     assert state_bytes_per_request(model, range(64), 1, (0, 5, 8)) == 153_944_064
 
 
@@ -666,6 +678,7 @@ def test_sglang_mtp_and_lora_take_memory_before_the_pool():
     base = _sglang("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=8192)
     mtp = _sglang("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=8192,
                   speculative={"method": "mtp", "num_speculative_tokens": 1})
+    # 62 latent layers (61 + the MTP layer) x 576 x 2 B = 71,424
     assert mtp.kv_bytes_per_token == base.kv_bytes_per_token * 62 // 61 == 71_424
     drafted = mtp.extra["draft model weights"]
     assert mtp.kv_pool_bytes == base.kv_pool_bytes - drafted

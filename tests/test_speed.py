@@ -7,6 +7,8 @@ from kvplan.gpus import resolve_gpu
 from kvplan.planning.speed import SpeedAssumptions, roofline
 
 H100 = resolve_gpu("H100-80GB")
+# Llama-3.1-8B: 8,030,261,248 params (transformers' count, by hand in tests/test_weights.py) x 2 B; KV
+# 32 x 2 x 8 x 128 x 2 B a token; attention 4 x 32 layers x 32 heads x 128 FLOPs a token pair: inputs
 LLAMA_8B = dict(active_params=8_030_261_248, weight_bytes=16_060_522_496, kv_bytes_per_token=131_072,
                 attn_flops_per_token_pair=4 * 32 * 32 * 128)
 

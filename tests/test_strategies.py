@@ -63,6 +63,7 @@ def test_mha_baseline_not_applicable_without_heads():
 
 def test_window_on_every_layer(llama8b):
     layout = S.with_window(llama8b, 4096)
+    # the window asked (input)
     assert all(isinstance(layer[0], SlidingWindowSpec) and layer[0].window == 4096 for layer in layout.layers)
     row = S.sliding_window(llama8b, 8192, 1, 4096)
     assert row.device_bytes == kvplan.estimate(layout, 8192, 1).kv_cache_bytes
@@ -114,6 +115,7 @@ def test_offloaded_splits_device_and_host(llama8b):
     assert row.device_bytes + row.host_bytes == kvplan.estimate(llama8b, 8192, 1).kv_cache_bytes
 
 
+# tokens kept of 8,192: 0.5 x 8,192; ceil(0.001 x 8,192) = 9; all of them
 @pytest.mark.parametrize("fraction, kept", [(0.5, 4096), (0.001, 9), (1.0, 8192)])
 def test_keep_fraction(llama8b, fraction, kept):
     row = S.keep_fraction(llama8b, 8192, 1, fraction)

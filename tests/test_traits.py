@@ -18,11 +18,13 @@ transformers = pytest.importorskip("transformers")
 def test_extra_dimensions_are_sizes_fields_multiples_and_constants():
     reader = ConfigReader({"type_vocab_size": 2}, "bert")
     size = {"hidden": 768, "inter": 3072, "rec0*rec2": 5760, "vocab": lambda: 30522, "_reader": reader}
+    # the size table's own entries (inputs): numel multiplies them
     assert config_traits.numel(["hidden", "inter"], size) == 768 * 3072
     assert config_traits.numel(["2*inter"], size) == 6144
     assert config_traits.numel(["rec0*rec2", "hidden"], size) == 5760 * 768
     assert config_traits.numel(["field:type_vocab_size", "hidden"], size) == 2 * 768
     assert config_traits.numel([1], size) == 1
+    # the table's vocab entry (an input)
     assert config_traits.numel(["vocab"], size) == 30522
     with pytest.raises(ConfigError, match="experts"):
         config_traits.numel(["experts"], size)

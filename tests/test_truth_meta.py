@@ -11,7 +11,8 @@ checked here too. kimi_k2 (no transformers class) runs as the deepseek_v3 it nam
 chatglm and phi3small (remote code only) are skipped with that reason.
 
 The default covers each dimension per model with few forwards; KVPLAN_TRUTH_FULL=1 adds the whole
-dtype x batch x prompt cross product (test_bundled_models_full_matrix, marked slow). Models run in a pool
+dtype x batch x prompt cross product (test_bundled_models_full_matrix, marked slow); its default-run slice
+(test_full_matrix_slice) runs that cross product on three configs cut to a few layers, one per kind of cache. Models run in a pool
 of worker processes (KVPLAN_TRUTH_WORKERS, default the CPU count, at most 4): a meta forward is pure Python
 shape arithmetic, about 0.1 ms per aten op, so a 126-layer model costs about 0.7 s a forward.
 """
@@ -26,7 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 from truth import (SAME_ARCHITECTURE, bundled_configs, config_windows, hf_config, known_to_transformers, meta_points,
-                   meta_workloads)
+                   meta_workloads, shrink)
 
 import kvplan
 from kvplan.config.reader import text_config
@@ -195,6 +196,28 @@ def test_bundled_models_full_matrix():
     assert not problems, "\n".join(problems)
     assert not failed, f"meta runs failed: {failed}"
     assert checked >= 800
+
+
+# The default-run slice of the full matrix (issue #26 item 6): the same cross product on bundled configs cut to a
+# few layers (the cache per layer does not depend on depth), one per kind of cached layer: Gemma 3's 5:1
+# sliding / full pattern (window 512: 511 and 515 prompts), DeepSeek-V2-Lite's MLA latent (a dense layer, then
+# MoE), Jamba's Mamba state beside one attention layer (attention at layer 4 of each 8). ~10 s on 2 cores.
+FULL_SLICE = {
+    "google/gemma-3-1b-it": {"num_hidden_layers": 7},
+    "deepseek-ai/DeepSeek-V2-Lite": {"num_hidden_layers": 3},
+    "ai21labs/AI21-Jamba-1.5-Mini": {"num_hidden_layers": 8},
+}
+
+
+@pytest.mark.parametrize("model_id", list(FULL_SLICE))
+def test_full_matrix_slice(model_id):
+    data = shrink(dict(BUNDLED)[model_id], **FULL_SLICE[model_id])
+    _, points, _ = _run_one((model_id, data, _job(model_id, data)[1], True))
+    assert not isinstance(points, str), f"{model_id}: the meta run failed: {points}"
+    windows = config_windows(data, kvplan.parse_config(data))
+    assert len(points) == sum(1 + steps for *_, steps in meta_workloads(windows, full=True))
+    problems = [m for p in points for m in p.mismatches()]
+    assert not problems, "\n".join(problems)
 
 
 # ---------------------------------------------------------------- zoo families no bundled config has yet

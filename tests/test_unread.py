@@ -105,6 +105,7 @@ def test_an_interval_that_contradicts_layer_types_is_named():
 @pytest.mark.parametrize("model_id", ["google/gemma-2-9b", "google/gemma-2-27b"])
 def test_gemma2_sliding_window_size_repeats_sliding_window(model_id):
     data = bundled(model_id)
+    # gemma-2 config.json: both fields 4,096
     assert data["sliding_window_size"] == data["sliding_window"] == 4096
     assert kvplan.load_model(model_id).warnings == ()
     # Gemma2Config has no such field and modeling_gemma2 never reads it: the window is sliding_window's

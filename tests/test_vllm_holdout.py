@@ -44,6 +44,7 @@ def test_gpt_oss_20b_on_an_a100_matches_the_published_log():
     model = load_model("openai/gpt-oss-20b")
 
     extra, line = padding_bytes(model.require_arch(), resolve_gpu("A100"), 1, range(24))
+    # 24 layers x the docstring's 38,248,448 B
     assert extra == 38_248_448 * 24 == 917_962_752
     assert "Marlin" in line and "2,880 -> 2,944" in line and "2,880 -> 3,072" in line
     assert p.weights_bytes / GiB == pytest.approx(13.72, rel=0.005)
@@ -65,6 +66,7 @@ def test_mxfp4_padding_follows_the_kernel_of_the_gpu():
     assert padding_bytes(dense, resolve_gpu("A100"), 1, range(32)) == (0, "")
     # a pipeline stage pads its own layers only
     half, _ = padding_bytes(shape, resolve_gpu("A100"), 1, range(12))
+    # 12 of 24 layers x 38,248,448 B = half of 917,962,752
     assert half * 2 == 917_962_752
     h100 = plan("openai/gpt-oss-20b", gpu="H100", max_model_len=8192)
     assert any("triton_kernels" in n for n in h100.notes)
@@ -78,6 +80,8 @@ def test_v0_engine_turns_chunked_prefill_on_above_32k():
     105k-token forward (7.92 GiB x 0.95 - 2.32 weights - 0.44 non-torch - 3.60 KV = 1.16 GiB)."""
     v064 = parse_version("0.6.4")
     assert batch_defaults(8 * GiB, "GTX 1080", "api_server", v064, 105088) == (512, 256)
+    # vLLM 0.6.4 (V0, vllm_profile.batch_defaults' docstring): above 32K chunked prefill, 512 tokens / 256
+    # sequences; else max(max_model_len, 2,048) = 20,000 / 256
     assert batch_defaults(24 * GiB, "RTX-3090", "api_server", v064, 20000) == (20000, 256)
     row = _rows()["xlisp-jimw-vllm/llama-3.2-1b-gtx1080-fp16-105088"]
     result = vllm_holdout.check_row(row)
@@ -122,6 +126,7 @@ def test_rope_tables_follow_the_rotating_width():
     assert _rope_cache(load_model("meta-llama/Llama-3.1-8B"), bf16, per_layer_type=True) == 32 * MiB
 
 
+# gemma-4 config.json max_position_embeddings: 262,144 (31B), 131,072 (E4B)
 @pytest.mark.parametrize("name, positions", [("google/gemma-4-31B-it", 262_144), ("google/gemma-4-E4B-it", 131_072)])
 def test_gemma4_rope_tables_per_layer_type(name, positions):
     """vLLM builds a table per layer type: the sliding layers' default RoPE over the 256-wide head, and the full
@@ -383,10 +388,14 @@ def test_holdout_reads_versions_and_settings_from_the_notes():
              "'max_num_batched_tokens': 65536 || enforce_eager=False || To disable, set "
              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0. || --kv-cache-memory=4536913634 (4.23 GiB) to fit")
     assert holdout.settings_in_notes(notes) == {
+        # the settings the notes above write out
+        # from the notes text above: 'max_num_batched_tokens': 65536, max_num_seqs=8
         "max_num_batched_tokens": 65536, "max_num_seqs": 8,
         "speculative": {"method": "mtp", "num_speculative_tokens": 3}}
     off = holdout.settings_in_notes("cudagraph_estimate_applied=no || --kv-cache-memory 9663676416 = 9 GiB "
                                     "|| 'enforce_eager': True")
+    # the settings the note above writes out
+    # from the note text above: --kv-cache-memory 9663676416
     assert off == {"kv_cache_memory_bytes": 9663676416, "enforce_eager": True}
     assert holdout.settings_in_notes("cudagraph_estimate_applied=no")["cudagraph_estimate"] is False
     assert holdout.settings_in_notes("speculative: EAGLE-3 num_spec_tokens=3")["speculative"] == {

@@ -48,8 +48,11 @@ def test_full_attention_request_is_rounded_up_to_whole_blocks():
 
 def test_full_attention_concurrency_counts_513_blocks_for_8193_tokens():
     specs, groups = _groups_for("meta-llama/Llama-3.1-8B")
+    # 32 layers x a 16-token block x 4,096 B a layer-token (2 x 8 KV heads x 128 x 2 B): vLLM 0.33
+    # kv_cache_interface.py AttentionSpec.page_size_bytes, one page per layer
     assert groups.uniform and groups.bytes_per_block == 32 * 16 * 4096
     cap = pool_capacity(groups, 10**10, 8193, 8192)
+    # 10^10 B of pool over 2,097,152 B blocks of all 32 layers (the block above)
     assert cap.num_blocks == 10**10 // (32 * 16 * 4096)
     assert cap.blocks_per_request == 513
     assert cap.kv_cache_tokens == cap.num_blocks * 16
@@ -60,6 +63,7 @@ def test_plan_concurrency_uses_block_rounded_requests():
     for length, blocks in ((8192, 512), (8193, 513)):
         p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", max_model_len=length, engine_version="0.19.0")
         assert p.block_size == 16
+        # the same 2,097,152 B per block: 32 layers x 16 tokens x 4,096 B
         assert p.num_blocks == p.kv_pool_bytes // (32 * 16 * 4096)
         assert p.kv_cache_tokens == p.num_blocks * 16
         assert p.max_concurrency == round(p.num_blocks / blocks, 4)
@@ -68,6 +72,8 @@ def test_plan_concurrency_uses_block_rounded_requests():
 # ------------------------------------------------------------------------------------- KV-head replication
 
 
+# Qwen3-30B-A3B: 48 layers x 2 (K, V) x 4 KV heads x 128 x 2 B = 98,304; TP 2: 2 heads a rank = 49,152; TP 4 and 8:
+# one head a rank (replicated, vLLM 0.33 model_executor/layers/linear.py QKVParallelLinear) = 24,576
 @pytest.mark.parametrize("tp, expected", [(1, 98_304), (2, 49_152), (4, 24_576), (8, 24_576)])
 def test_qwen3_30b_kv_heads_replicated_when_fewer_than_tp(tp, expected):
     # 48 layers, 4 KV heads, head_dim 128, bf16: per rank max(1, 4 // tp) heads x 256 x 2 B x 48
@@ -100,6 +106,8 @@ def test_kv_heads_that_cannot_be_split_or_replicated_are_refused():
 @pytest.mark.parametrize("tp", [1, 8])
 def test_deepseek_v3_mla_latent_is_not_sharded(tp):
     p = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=tp, max_model_len=8192)
+    # DeepSeek-V3: 61 layers x one latent of kv_lora_rank 512 + qk_rope_head_dim 64 x 2 B, on every rank
+    # (vLLM 0.33 MLAAttentionSpec: no head to shard)
     assert p.kv_bytes_per_token == 61 * 576 * 2 == 70_272
     assert p.block_size == 64
     assert p.kv_cache_tokens % 64 == 0
@@ -110,6 +118,7 @@ def test_deepseek_v3_mla_latent_is_not_sharded(tp):
 
 def test_mla_fp8_halves_the_latent():
     p = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=8192, kv_dtype="fp8")
+    # 61 layers x 576 x 1 B (fp8)
     assert p.kv_bytes_per_token == 61 * 576 == 35_136
 
 
@@ -138,10 +147,12 @@ def test_chunked_attention_cap_is_chunk_plus_batch_without_extra_block():
 
 def test_model_specs_carry_the_configured_windows():
     gemma, _ = _groups_for("google/gemma-2-9b")
+    # gemma-2-9b config.json: sliding_window 4096
     assert {s.window for s in gemma if s.kind == "sliding"} == {4096}
     oss, _ = _groups_for("openai/gpt-oss-20b")
     assert {s.window for s in oss if s.kind == "sliding"} == {128}
     scout, _ = _groups_for("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    # Llama-4-Scout config.json: attention_chunk_size 8192
     assert {s.window for s in scout if s.kind == "chunked"} == {8192}
 
 
@@ -183,6 +194,7 @@ def test_gpt_oss_20b_hybrid_concurrency_hand_derived():
     tokens, concurrency = _report_kv_cache_config(num_blocks, [sliding, full], 12, page, 16, 2)
     assert p.num_blocks == num_blocks
     assert p.kv_cache_tokens == tokens
+    # 8,713 = 521 sliding + 8,192 full pages a request, the two worked in the comments above
     assert p.max_concurrency == round(concurrency, 4) == round(num_blocks / 8713, 4)
     assert p.kv_bytes_per_token == 24 * 8 * 128 * 2
 
@@ -198,6 +210,7 @@ def test_llama4_scout_chunked_groups_hand_derived():
     tokens, concurrency = _report_kv_cache_config(num_blocks, [chunked] * 3 + [full], 12, page, 16, 4)
     assert p.num_blocks == num_blocks
     assert p.kv_cache_tokens == tokens == num_blocks // 4 * 16
+    # 3 chunked groups x 1,024 pages + 8,192 full pages (the comments above)
     assert p.max_concurrency == round(concurrency, 4) == round(num_blocks / (3 * 1024 + 8192), 4)
 
 
@@ -230,7 +243,9 @@ def test_fp8_kv_halves_bytes_and_doubles_tokens_as_measured():
     common = dict(gpu="H100-80GB", max_model_len=8192, gpu_memory_utilization=0.95, engine_version="0.19.0")
     fp16 = plan("meta-llama/Llama-3.1-8B", dtype="float16", **common)
     fp8 = plan("meta-llama/Llama-3.1-8B", dtype="bfloat16", kv_dtype="fp8", **common)
+    # 32 x 2 x 8 x 128 x 2 B = 131,072 (fp16); x 1 B = 65,536 (fp8), as vLLM 0.19 measured 2x the tokens below
     assert fp16.kv_bytes_per_token == 131_072 and fp8.kv_bytes_per_token == 65_536
+    # 32 layers x 16 tokens x 2,048 B (2 x 8 x 128 x 1 B) a page
     assert fp8.num_blocks == fp8.kv_pool_bytes // (32 * 16 * 2048)
     assert fp8.kv_cache_tokens / fp16.kv_cache_tokens == pytest.approx(2, rel=1e-4)
     # measured on vLLM v0.19.0 (calibration csv): 476,016 (fp16) and 952,032 (fp8 KV) tokens
@@ -242,6 +257,7 @@ def test_fp8_kv_halves_bytes_and_doubles_tokens_as_measured():
 
 def test_fp8_e5m2_command_and_bytes():
     p = plan("meta-llama/Llama-3.1-8B", kv_dtype="fp8_e5m2", max_model_len=8192)
+    # 32 x 2 x 8 x 128 x 1 B (fp8_e5m2 is one byte too)
     assert p.kv_bytes_per_token == 65_536
     assert "--kv-cache-dtype fp8_e5m2" in p.vllm_command
 
@@ -370,6 +386,7 @@ def test_measured_calibration_kv_tokens_within_2_percent_median_and_5_percent_ma
 
 
 def test_cdiv():
+    # cdiv(8,193, 16) = 512 + 1 = 513: a 8,193-token request straddles one more block
     assert [cdiv(a, 16) for a in (0, 1, 16, 17, 8193)] == [0, 1, 1, 2, 513]
     assert cdiv(8193, 16) == math.ceil(8193 / 16)
 
@@ -461,6 +478,7 @@ def test_unequal_pages_where_the_full_layers_are_smaller():
     specs, groups = _groups_for("google/gemma-4-31B-it")
     full = next(s for g in groups.groups for s in g if s.kind == "full")
     assert (full.bytes_per_token, full.block_scale) == (8_192, 2)
+    # 32,768 tokens at 32 a block (block_scale 2 x 16) = 1,024 blocks x 32 x 8,192 B
     assert max_usage_bytes(full, 16, 32_768, 8_192) == 32_768 // 32 * 32 * 8_192
 
 
@@ -493,8 +511,10 @@ def test_nemotron3_nano_block_and_concurrency_hand_derived():
     assert p.block_size == 2_096
     groups = kv_groups(list(p.kv_layers), p.block_size)
     assert groups.padding_layers == 1 and len(groups.groups) == 5 and len(groups.groups[0]) == 6
+    # 6 layers a group x a 2,096-token block x 1,024 B (2,134,016 B of state / 2,096 rounded, the comment above)
     assert groups.bytes_per_block == 6 * 2_096 * 1_024
     assert max_concurrency_at(p, 262_144, load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")) == pytest.approx(
+        # the pool over 6 x 2,096 x 1,024 B blocks, over cdiv(262,144, 2,096) = 126 blocks + 4 a request
         (p.kv_pool_bytes // (6 * 2_096 * 1_024)) / (cdiv(262_144, 2_096) + 4))
 
 

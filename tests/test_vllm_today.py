@@ -144,6 +144,7 @@ def test_kv_cache_memory_bytes_sets_the_pool_and_vllm_suggests_one():
 
 def test_max_model_len_auto_is_the_longest_one_request_fits(capsys):
     p = plan(LLAMA, gpu="L4", max_model_len="auto")
+    # bounds: past the 8,192 default a card must hold, short of the config's 131,072
     assert p.fits and 8192 < p.max_model_len < 131_072
     assert p.max_model_len == p.max_model_len_that_fits and "max_model_len auto" in p.notes[0]
     longer = plan(LLAMA, gpu="L4", max_model_len=p.max_model_len + 64)
@@ -186,6 +187,7 @@ def test_mtp_speculative_decoding_adds_the_draft_layer_and_its_kv():
     base = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=32768)
     mtp = plan("deepseek-ai/DeepSeek-V3", gpu="H200", tp=8, max_model_len=32768,
                speculative={"method": "mtp", "num_speculative_tokens": 1})
+    # 62 MLA layers (61 + MTP) x 576 x 2 B = 71,424
     assert mtp.kv_bytes_per_token == 62 * 1152 == 71_424              # one more MLA layer in every block
     drafted = mtp.extra["draft model weights"]
     assert 1.4 * GiB < drafted < 1.7 * GiB                             # layer 61 over TP 8 + eh_proj whole

@@ -352,6 +352,7 @@ def test_nemotron_nas_blocks_counted_as_vllm_builds_them():
         if not block["ffn"]["no_op"]:           # gate, up, down of the block's width
             mlp += 3 * h * _vllm_nas_width(block["ffn"]["ffn_mult"], h)
             norms += h                          # post_attention_layernorm
+    # find_multiple(int(2 x m x 8,192 / 3), 256): 28,672; 14,336; 7,168; 5,461 -> 5,632; 2,730 -> 2,816
     assert [_vllm_nas_width(m, 8192) for m in (5.25, 2.625, 1.3125, 1.0, 0.5)] == [28672, 14336, 7168, 5632, 2816]
     counted = param_count(parse_dims(data))
     assert dict(counted.rows()) == {"embeddings": vocab * h, "attention": attention, "mlp": mlp,
@@ -375,6 +376,9 @@ def test_nemotron_nas_linear_replacements_and_no_op_ffn():
     data.update(num_hidden_layers=3, block_configs=[plain, linear, bare])
     h = 8192
     counted = param_count(parse_dims(data))
+    # a plain layer: q, o 2 x 8,192^2 + k, v 2 x 8,192 x 1,024 (64 heads / n_heads_in_group 8 = 8 KV heads)
+    # = 150,994,944, plus the linear layer's h x h; ffn_mult 1.0: find_multiple(int(2 x 8,192 / 3), 256) = 5,632
+    # (transformers' Nemotron-NAS / DeciLM _ffn_mult_to_intermediate_size)
     assert counted.attention == 150_994_944 + h * h
     assert counted.mlp == 3 * h * 5632 + h * h
     assert counted.norms == 4 * h + h
@@ -396,6 +400,9 @@ def test_families_transformers_lacks_fall_back_to_a_llama_like_count(model_id, t
 
 def test_breakdown_names_each_group_like_nanogpt():
     counted = param_count(parse_dims(CONFIGS["meta-llama/Llama-3.1-8B"]))
+    # Llama-3.1-8B by hand: embeddings 128,256 x 4,096; attention 32 x (2 x 4,096^2 + 2 x 4,096 x 1,024); MLP
+    # 32 x 3 x 4,096 x 14,336; norms 65 x 4,096; untied head; the total is transformers' LlamaForCausalLM count
+    # (test_truth_meta / the conformance record); x 2 B = 16,060,522,496
     assert dict(counted.rows()) == {"embeddings": 525_336_576, "attention": 1_342_177_280, "mlp": 5_637_144_576,
                                     "norms": 266_240, "lm_head": 525_336_576, "total": 8_030_261_248}
     assert weights_bytes(parse_dims(CONFIGS["meta-llama/Llama-3.1-8B"])).total_bytes == 16_060_522_496
@@ -413,6 +420,9 @@ def test_active_parameters_drop_the_unrouted_experts(model_id, active):
 
 def test_mtp_layers_are_counted_apart_from_the_model():
     counted = param_count(parse_dims(CONFIGS["deepseek-ai/DeepSeek-V3"]))
+    # transformers 5.24 DeepseekV3ForCausalLM built on meta from this config counts 671,026,404,352. MTP by hand:
+    # one MoE layer (MLA 187,107,328 + 256 x 3 x 7,168 x 2,048 + shared 44,040,192 + router 1,835,008 + norms
+    # 14,336) + eh_proj 14,336 x 7,168 + enorm, hnorm, head norm 3 x 7,168 = 11,610,067,968
     assert counted.total == 671_026_404_352 and counted.mtp == 11_610_067_968
     # The checkpoint repeats embed_tokens and the head inside layer 61: 684.5B, the model card's "685B".
     assert counted.total + counted.mtp + 2 * 129_280 * 7_168 == 684_489_830_400
@@ -488,6 +498,7 @@ def test_gptq_llama_keeps_embeddings_lm_head_and_norms_in_16_bit():
     est = weights_bytes(parse_dims(_with_quant("meta-llama/Llama-3.1-8B", qc)))
     gptq = lambda rows, cols: rows * cols // 2 + (cols // 128) * rows // 2 + (cols // 128) * rows * 2 + 4 * cols
     attention, mlp = 2 * gptq(4096, 4096) + 2 * gptq(1024, 4096), 2 * gptq(14336, 4096) + gptq(4096, 14336)
+    # embeddings and head 128,256 x 4,096 x 2 B each; norms 266,240 x 2 B; GPTQ packing per the lambda above
     assert dict(est.group_bytes) == {"embeddings": 1_050_673_152, "attention": 32 * attention, "mlp": 32 * mlp,
                                      "norms": 532_480, "lm_head": 1_050_673_152}
     assert est.total_bytes == 2 * 1_050_673_152 + 532_480 + 32 * (attention + mlp) == 5_732_835_328
@@ -508,6 +519,12 @@ def test_mxfp4_gpt_oss_matches_the_published_checkpoint():
 
 def test_fp8_deepseek_v3_bytes_and_rules():
     est = weights_bytes(parse_dims(CONFIGS["deepseek-ai/DeepSeek-V3"]))
+    # buffers: 58 MoE layers x 256 float32 e_score_correction_bias. By hand, fp8 linears o x i at 1 B + float32
+    # scale_inv per 128 x 128 block, ceil(o / 128) x ceil(i / 128) x 4: 61 layers x (MLA q_a 1,536 x 7,168, q_b
+    # 24,576 x 1,536, kv_a 576 x 7,168, kv_b 32,768 x 512, o 7,168 x 16,384 + bf16 norms (1,536 + 512 + 2 x 7,168)
+    # x 2) + 3 dense MLPs (2 x 18,432 x 7,168 + 7,168 x 18,432) + 58 MoE layers x (257 experts x (2 x 2,048 x 7,168
+    # + 7,168 x 2,048) + router 256 x 7,168 x 4 B, float32: DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict)
+    # + embeddings and head 2 x 129,280 x 7,168 x 2 B + the final norm 7,168 x 2 B = 673,363,413,344
     assert est.params_bytes == 673_363_413_344 and est.buffers_bytes == 14_848 * 4
     assert any("float32" in r and "router" in r for r in est.rules)
 
@@ -547,6 +564,7 @@ def test_bitsandbytes_8bit_and_unknown_methods():
 
 def test_a_plain_low_bit_dtype_is_a_cast_with_a_note():
     est = weights_bytes(parse_dims(CONFIGS["meta-llama/Llama-3.2-1B"]), "fp8")
+    # 1,235,814,400 parameters (transformers LlamaForCausalLM on meta) x 1 B
     assert est.total_bytes == 1_235_814_400 and any("plain cast" in n for n in est.notes)
 
 

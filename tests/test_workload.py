@@ -29,6 +29,7 @@ def test_llama_70b_on_4_h100_at_a_realistic_mix(seventy):
     model, p = seventy
     w = workload_plan(model, p, RequestMix(2000, 500), gpu_price_per_hour=2.99)
     assert w.concurrent_requests == round(p.num_blocks / 157, 4) == round(max_concurrency_at(p, 2500, model), 4)
+    # 2,048 = cdiv(32,768, 16) blocks for a max_model_len request
     assert w.limited_by == "KV pool" and p.max_concurrency == round(p.num_blocks / 2048, 4)
     assert 170 < w.concurrent_requests < 190     # a 13.7 GiB pool a rank: the scale the plan's budget gives
     # The roofline by hand, its inputs written out: 70,553,706,496 parameters (transformers' count of
@@ -50,6 +51,7 @@ def test_llama_70b_on_4_h100_at_a_realistic_mix(seventy):
 def test_p95_and_the_seat_limit(seventy):
     model, p = seventy
     w = workload_plan(model, p, RequestMix(2000, 500, prompt_p95=8000, output_p95=1500))
+    # p95 context 8,000 + 1,500
     assert w.p95_context == 9500 and w.concurrent_requests_p95 == round(max_concurrency_at(p, 9500, model), 4)
     short = workload_plan(model, p, RequestMix(10, 10))
     assert short.concurrent_requests == p.max_num_seqs and short.limited_by == "max_num_seqs"

@@ -8,8 +8,8 @@ roofline allows at that concurrency, and what it costs.
     cost / 1M out  = GPUs x price per GPU-hour / (output tok/s x 3,600) x 10^6
 
 Llama-3.1-70B on 4 x H100 (TP 4, vLLM 0.33, max_model_len 32,768) with 2,000-token prompts and 500-token outputs:
-the pool holds 178.18 such requests at once where it holds 13.66 of 32,768 tokens (`kvplan plan ... --prompt-mean
-2000 --output-mean 500`), and decodes them at 5,819 output tokens/s. The throughput is a roofline (decode reads the active weights and the batch's KV once a
+the pool holds 179.83 such requests at once where it holds 13.79 of 32,768 tokens (`kvplan plan ... --prompt-mean
+2000 --output-mean 500`), and decodes them at 5,835 output tokens/s (tests/test_workload.py works it by hand). The throughput is a roofline (decode reads the active weights and the batch's KV once a
 step; prefill and scheduling are not counted), so it is an upper bound, said in every result.
 """
 
