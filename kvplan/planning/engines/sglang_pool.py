@@ -23,6 +23,7 @@ mem_fraction_static when not given, by version (the card's size is nvidia-smi's 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import ceil
 
 from ...errors import WorkloadError, shown
 from ...units import GiB, MiB, fmt_bytes
@@ -242,6 +243,23 @@ def swa_full_tokens(kv: int, full_cell: int, swa_cell: int, s: SglangSettings) -
         return int(kv // divisor), divisor
     plain = kv // (full_cell + swa_cell)
     return int(plain * (full_cell + swa_cell) / divisor), divisor
+
+
+def swa_floor_full_tokens(window: int | None, s: SglangSettings) -> int:
+    """The fewest full-pool tokens whose SWA pool SGLang starts with, 0 where it checks none. From 0.5.19
+    `HybridSWAPoolConfigurator._solve_pool_sizes` (0.5.23 pool_configurator.py `validate_swa_pool_size`) refuses
+    "SWA pool (N tokens) cannot hold even one request" when sliding_window + page_size >= swa_tokens, swa_tokens =
+    int(full x swa_full_tokens_ratio) in whole pages: gpt-oss's 128-token window at page 64 needs an SWA pool of
+    193+ tokens, 256 in pages, so 320 full tokens (int(320 x 0.8) = 256). Llama 4's chunked layers have no
+    sliding_window in the config (model_config `_get_sliding_window_size`): no check."""
+    if window is None or s.version < (0, 5, 19):
+        return 0
+    page = max(1, s.page_size)
+    swa = (window + page) // page * page + page      # the first whole-page SWA pool above window + page
+    full = ceil(swa / s.swa_full_tokens_ratio)
+    while (int(full * s.swa_full_tokens_ratio) // page * page) < swa:
+        full += 1                                        # float ratios: step to the first full count that reaches it
+    return -(-full // page) * page
 
 
 def mamba_fixed(mixer: str, version: tuple[int, int, int]) -> bool:

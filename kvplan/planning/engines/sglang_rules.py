@@ -105,6 +105,34 @@ def swa_pool(architecture: str, version: Version, sm_major: int | None, speculat
                    "(model_config.is_hybrid_swa_model): every layer holds the full context")
 
 
+# ------------------------------------------------------------------------------------- Blackwell pages
+
+# Falcon-H1 keeps triton on SM 10.x (0.5.23 model_overrides/falcon_h1.py), and triton keeps SGLang's one-token page
+SM100_TRITON = frozenset({"FalconH1ForCausalLM"})
+
+
+def sm100_page(architecture: str, version: Version, sm_major: int | None, *, mla: bool, asymmetric: bool,
+               hybrid: bool, speculative: bool) -> int | None:
+    """The page SGLang's default attention backend forces on a datacenter Blackwell (SM 10.x: `is_sm100_supported`,
+    0.5.23 utils/common.py `device_capability_majors=[10]`), or None where it keeps its one-token page (or kvplan
+    has not read the choice). An MHA model gets trtllm_mha (0.5.9 server_args.py "Use trtllm_mha for SM100/SM103";
+    0.5.19 / 0.5.23 arg_groups/model_override_base.py `get_default_attn_backend`), which takes pages of 16-128
+    and turns page_size None into 64 (0.5.23 overrides.py `_mla_backend_page_constraints`: "TensorRT-LLM MHA only
+    supports page_size of 16, 32, 64 or 128, changing page_size from None to 64"); from 0.5.19 a model whose K and V
+    rows differ gets fa4 instead, whose non-MLA page is 128 (overrides.py "FA4 backend only supports page size 128
+    for non-MLA model architectures"). Qwen3-Next / Qwen3.5 (model_overrides/qwen3_5.py, trtllm_mha with the
+    extra-buffer radix cache, page 64) and Nemotron-H (model_overrides/nemotron_h.py) are read in 0.5.23 and 0.5.19;
+    Falcon-H1 keeps triton. Qwen3-8B on a B200 (0.5.x, 2026-04): "changing page_size from None to 64", 992,896
+    tokens = 15,514 pages. Drafting (eagle top-k) changes the choice: not modelled, the page stays 1."""
+    if sm_major != 10 or mla or speculative or version < (0, 5, 9) or architecture in SM100_TRITON:
+        return None
+    if hybrid and version < (0, 5, 19):
+        return None
+    if asymmetric:
+        return 128 if version >= (0, 5, 19) else 64
+    return 64
+
+
 # ------------------------------------------------------------------------------------- multimodal
 
 # configs/model_config.py `multimodal_model_archs` as 0.5.1 has them (the vision-language ones), and the models
