@@ -536,6 +536,29 @@ def test_printed_formulas_are_true_arithmetic(case):
 # ------------------------------------------------------------------------------------- Mamba / gated-DeltaNet hybrids
 
 
+@pytest.mark.parametrize("pp, share_layers", [(2, 27), (4, 14)])
+def test_nemotron_h_pipeline_charges_the_largest_stage_state(pp, share_layers):
+    """0.5.23 kv_cache_configurator.py _handle_max_mamba_cache under PP: every rank is charged
+    int(per request x largest stage's Mamba layers / 54); Nemotron-H-56B at TP 2 holds 8,450,048 B a Mamba layer
+    (10,240 conv channels x 3 x 2 B + 128 x 64 x 256 x 4 B). K = int((rest x 0.9 / 1.9 - share) // share); each
+    stage keeps rest - (K + 1) x share for KV over its own attention layers, and all keep the fewest tokens
+    (all_reduce MIN). Stage splits 59/59 and 29/29/30/30 (get_pp_indices); embeddings on the first stage, the lm_head
+    on the last (nemotron_h.py)."""
+    p = _sglang("nvidia/Nemotron-H-56B-Base-8K", gpu="H100", tp=2, pp=pp, max_model_len=8192)
+    share = share_layers * 8_450_048
+    rest = _rest(p.gpu_memory_bytes, max(x.weights_bytes for x in p.stages), p.gpu_memory_utilization)
+    slots = int((rest * 0.9 / 1.9 - share) // share)
+    assert p.extra["Mamba state pool"] == (slots + 1) * share
+    kv = rest - (slots + 1) * share
+    assert p.kv_cache_tokens == min(kv // x.kv_bytes_per_token for x in p.stages)
+    assert [len(range(*map(int, (x.layers.split("-")[0], int(x.layers.split("-")[1]) + 1)))) for x in p.stages] \
+        == ([59, 59] if pp == 2 else [29, 29, 30, 30])
+    with pytest.raises(WorkloadError, match="0.5.19 or later"):
+        _sglang("nvidia/Nemotron-H-56B-Base-8K", gpu="H100", tp=2, pp=pp, max_model_len=8192, engine_version="0.5.14")
+    with pytest.raises(WorkloadError, match="assert one stage"):
+        _sglang("Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H100", tp=2, pp=pp, max_model_len=8192)
+
+
 def test_mamba_heads_must_split_over_attention_tp():
     """configs/mamba_utils.py Mamba2StateShape.create (0.5.23) splits the state's heads with `divide`, which
     asserts: a Nemotron-H with 100 Mamba heads starts at TP 4 (25 a rank) and not at TP 8."""
@@ -634,7 +657,7 @@ def test_ssm_state_dtype_from_the_config_from_0_5_9():
      "SGLang 0.5.1 has no Qwen3NextForCausalLM model: plan it with --engine-version 0.5.2 or later"),
     ("Qwen/Qwen3.5-27B", dict(engine_version="0.5.8"),
      "SGLang 0.5.8 has no Qwen3_5ForConditionalGeneration model: plan it with --engine-version 0.5.9 or later"),
-    ("Qwen/Qwen3-Next-80B-A3B-Thinking", dict(pp=2), "kvplan plans SGLang's Mamba hybrids at PP 1"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", dict(pp=2), "kvplan plans SGLang's Qwen3NextForCausalLM at PP 1"),
     ("ai21labs/AI21-Jamba-1.5-Mini", {}, "SGLang keeps a Mamba state pool for Qwen3-Next"),
     ("deepseek-ai/DeepSeek-V3.2", dict(tp=8, engine_version="0.5.7"), "forces DP attention"),
     ("deepseek-ai/DeepSeek-V3.2", dict(tp=8, engine_version="0.5.2"), "has no DeepseekV32ForCausalLM model"),

@@ -28,8 +28,8 @@ from .sglang_notes import engine_warnings, plan_notes
 from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
                           batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
                           resolve_fraction, stage_pool, swa_floor_full_tokens, vlm_factor)
-from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, pp_layer_split,
-                           prefill_graphs_reserved, release_text, sm100_page, swa_pool)
+from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, lm_head_every_stage, multimodal,
+                           pp_layer_split, prefill_graphs_reserved, release_text, sm100_page, swa_pool)
 from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_kv import bytes_per_token
@@ -132,7 +132,7 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
         raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
                             "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
     if model.has_state:
-        _check_hybrid(model, pp, speculative, tp // dp)
+        _check_hybrid(model, pp, speculative, tp // dp, version)
     if (speculative is not None or lora is not None) and pp > 1:
         raise WorkloadError("kvplan sizes SGLang's drafts and LoRA slots without pipeline parallelism: use PP 1")
     if speculative is not None:
@@ -145,7 +145,7 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
     return speculative
 
 
-def _check_hybrid(model, pp: int, speculative, attn_tp: int) -> None:
+def _check_hybrid(model, pp: int, speculative, attn_tp: int, version) -> None:
     arch = model.architecture or model.model_type
     if model.architecture not in MAMBA_POOL_ARCHS:
         raise WorkloadError(f"SGLang keeps a Mamba state pool for Qwen3-Next, Qwen3.5 / 3.6, Nemotron-H and Falcon-H1, "
@@ -158,9 +158,12 @@ def _check_hybrid(model, pp: int, speculative, attn_tp: int) -> None:
             raise WorkloadError(f"{model.name}'s {spec.recurrent_shape[0]} {spec.mixer} heads do not split over "
                                 f"attention TP {attn_tp} (SGLang's Mamba2StateShape.create divides them): use an "
                                 f"attention TP that divides {spec.recurrent_shape[0]}")
-    if pp > 1:
-        raise WorkloadError(f"kvplan plans SGLang's Mamba hybrids at PP 1 (0.5.23 qwen3_next.py asserts one stage): "
-                            f"plan {model.name} with TP instead")
+    first_pp = PP_HYBRID_FROM.get(model.architecture)
+    if pp > 1 and (first_pp is None or version < first_pp):
+        later = f", or --engine-version {release_text(first_pp)} or later" if first_pp else ""
+        raise WorkloadError(f"kvplan plans SGLang's {model.architecture} at PP 1 (Qwen3-Next and Falcon-H1 assert one "
+                            f"stage, Qwen3.5 builds its vision tower on every stage; Nemotron-H's pipeline is read "
+                            f"from 0.5.19): plan {model.name} with TP instead{later}")
     if speculative is not None:
         raise WorkloadError(f"kvplan sizes SGLang's Mamba state pool without drafting (drafts add intermediate "
                             f"states per step): plan {model.name} without speculative decoding")
@@ -221,10 +224,22 @@ def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType,
         specs = cell_specs(model, layers, attn_tp, kv, int(act.bytes), device, version, on_swa)
         if speculative is not None:
             specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
-        state = (state_bytes_per_request(model, layers, attn_tp, version), s.dp_attention, mixer) \
-            if model.has_state else None
+        state = (_state_share(model, splits, attn_tp, version), s.dp_attention, mixer) if model.has_state else None
         stages.append(Stage(layers, weight, specs, stage_pool(rest, specs, s, state)))
     return stages, rest
+
+
+def _state_share(model, splits: list[range], attn_tp: int, version) -> int:
+    """The Mamba state one request is charged on every rank: under PP the largest stage's share of the whole
+    model's, int(per request x max stage layers / layers) (0.5.23 kv_cache_configurator.py `_handle_max_mamba_cache`
+    `pp_layer_scale`, the same float product), so every rank sizes the same pool. Nemotron-H-56B at PP 2: its 54
+    Mamba layers split 27 / 27 over 59 + 59 layers, half the state a stage."""
+    whole = state_bytes_per_request(model, range(model.num_layers), attn_tp, version)
+    if len(splits) == 1:
+        return whole
+    mamba = [i for i in range(model.num_layers) if any(isinstance(x, StateSpec) for x in model.layers[i])]
+    largest = max(sum(1 for i in mamba if i in layers) for layers in splits)
+    return int(whole * (largest / max(len(mamba), 1)))
 
 
 def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora,

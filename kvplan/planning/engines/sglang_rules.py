@@ -32,7 +32,17 @@ LM_HEAD_EVERY_STAGE = frozenset({"LlamaForCausalLM", "MixtralForCausalLM", "Qwen
 # named: qwen2.py / qwen3.py in every 0.5.x; deepseek_v2.py DeepseekV2ForCausalLM from 0.5.6 (0.5.5 built it on
 # every rank), DeepseekV3ForCausalLM its subclass
 LM_HEAD_LAST_FROM = {"Qwen2ForCausalLM": (0, 5, 0), "Qwen3ForCausalLM": (0, 5, 0),
-                     "DeepseekV2ForCausalLM": (0, 5, 6), "DeepseekV3ForCausalLM": (0, 5, 6)}
+                     "DeepseekV2ForCausalLM": (0, 5, 6), "DeepseekV3ForCausalLM": (0, 5, 6),
+                     # nemotron_h.py NemotronHForCausalLM (read in 0.5.19 and 0.5.23; kvplan plans its PP from 0.5.19)
+                     "NemotronHForCausalLM": (0, 5, 19)}
+
+# The Mamba hybrids kvplan plans under PP, from the release read: models/nemotron_h.py builds embed_tokens on the
+# first stage and the lm_head on the last (PPMissingLayer elsewhere), and kv_cache_configurator.py
+# `_handle_max_mamba_cache` charges every rank the largest stage's share of the state (0.5.19 :2210-2233, 0.5.23
+# :3229-3251). Qwen3-Next and Falcon-H1 assert one stage (0.5.23 qwen3_next.py:1036, falcon_h1.py:456); Qwen3.5
+# builds its vision tower on every stage (qwen3_vl.py Qwen3VLForConditionalGeneration, no pp gate), which kvplan's
+# stage split does not place.
+PP_HYBRID_FROM = {"NemotronHForCausalLM": (0, 5, 19)}
 
 
 def lm_head_every_stage(architecture: str, version: Version) -> bool | None:
