@@ -490,6 +490,21 @@ def test_blackwell_attention_backend_pages(name, gpu, version, page):
     assert p.block_size == page and p.kv_cache_tokens % page == 0
 
 
+def test_gemma4_pool_allocates_the_kv_shared_layers():
+    """configs/model_config.py get_hybrid_layer_ids (0.5.11, 0.5.14, 0.5.19, 0.5.23): Gemma 4's pools take every
+    layer of layer_types, the 18 KV-shared layers of gemma-4-E4B too: 7 full layers x 2 KV heads x (512 + 512) x 2 B
+    = 28,672 B and 35 sliding x 2 x (256 + 256) x 2 B = 71,680 B a token, not the 24 own caches' 16,384 + 40,960.
+    Published (DGX Spark, validation/sglang_calibration.csv): "SWAKVPool mem usage: 79.94 GB, swa size: 798276,
+    full size: 997846"."""
+    assert (997_846 * 28_672 + 798_276 * 71_680) / GiB == pytest.approx(79.94, abs=0.005)
+    assert (997_846 * 16_384 + 798_276 * 40_960) / GiB == pytest.approx(45.68, abs=0.005)   # what 24 layers give
+    p = _sglang("google/gemma-4-E4B-it", gpu="H100", max_model_len=8192)
+    assert len(p.kv_layers) == 42 and p.kv_bytes_per_token == 28_672 + 71_680
+    assert p.kv_cache_tokens == int(p.kv_pool_bytes // (28_672 + 0.8 * 71_680))
+    hf = plan("google/gemma-4-E4B-it", engine="hf", gpu="H100", max_model_len=8192)
+    assert hf.kv_bytes_per_token == 16_384   # transformers caches the 24 own layers; its sliding ones hold a window
+
+
 def test_llama4_chunked_layers_use_the_swa_pool_from_0_5_8():
     """Llama 4 is on is_hybrid_swa_model's list from 0.5.8 (get_hybrid_layer_ids: the (i + 1) % 4 != 0 layers are
     SWA): Scout at TP8, 1 KV head x 512 B a layer: 12 x 512 + 0.8 x 36 x 512 = 20,889.6 B a full token; 0.5.7 caches
@@ -804,6 +819,8 @@ PINNED = {
     ("sgl_skill_qwen3_8b_b200_20260427", "preload"): -51.36,
     ("sgl_skill_qwen3_8b_b200_20260427", "tokens"): 0.16,
     ("sgl_skill_qwen3_8b_b200_20260427", "printed"): 0.01,
+    ("sgl_gemma4_e4b_gb10_dev_dgxspark", "cell"): 0.00,
+    ("sgl_gemma4_e4b_gb10_dev_dgxspark", "weights"): -3.57,
 }
 
 
@@ -817,7 +834,7 @@ def test_published_sglang_start_ups(tmp_path):
     assert module.main(["--out", str(tmp_path)]) == 0
     with module.DEFAULT_CSV.open() as f:
         results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}
-    assert len(results) == 16
+    assert len(results) == 17
     for run_id, r in results.items():
         if r.get("cell") and run_id != "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226":
             assert r["cell"][1] == pytest.approx(r["cell"][0], abs=0.011), run_id   # two printed decimals per K, V

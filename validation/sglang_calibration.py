@@ -69,6 +69,7 @@ MODELS = {
     "Qwen/Qwen3-Reranker-0.6B": ("Qwen/Qwen3-0.6B", None, "a Qwen3-0.6B fine-tune SGLang serves as Qwen3ForCausalLM "
                                                          "(its /get_model_info in the source)"),
     "Qwen/Qwen3-4B": ("Qwen/Qwen3-8B", None, "Qwen3-8B's config with Qwen3-4B's sizes (OVERRIDES)"),
+    "google/gemma-4-E4B-it": ("google/gemma-4-E4B-it", None, ""),
 }
 # Models kvplan does not bundle, built from a bundled config of the same architecture with the sizes changed. Qwen3-4B:
 # hidden 2,560, 9,728 MLP, 36 layers, 32 heads, 8 KV heads of 128, vocabulary 151,936, tied embeddings, 40,960
@@ -175,7 +176,12 @@ def check_row(row: dict) -> dict:
              gpu_memory_utilization=fraction, max_model_len=int(_num(row["context_length"]) or 8192))
     tokens = _num(row["kv_tokens"]) or _num(row["max_total_num_tokens"])
     printed_kv = (_num(row["k_size_gb"]) or 0) + (_num(row["v_size_gb"]) or 0) or _num(row["kv_size_gb"])
-    if tokens and printed_kv:
+    split = re.search(r"swa size: (\d+), full size: (\d+)", row["notes"])
+    if tokens and printed_kv and split:   # SWAKVPool: the full pool's tokens x full layers + the SWA pool's x SWA
+        swa, full = map(int, split.groups())
+        swa_cell = sum(x.bytes_per_token for x in p.kv_layers if x.kind == "sliding")
+        out["cell"] = (printed_kv, (full * (p.kv_bytes_per_token - swa_cell) + swa * swa_cell) / GiB)
+    elif tokens and printed_kv:
         out["cell"] = (printed_kv, tokens * p.kv_bytes_per_token / GiB)
     usage, after = _num(row["weights_mem_usage_gb"]), _num(row["avail_mem_after_weights_gb"])
     if usage and "ktransformers" not in row["run_id"]:

@@ -8,7 +8,7 @@ import dataclasses
 
 from ...dtypes import DType, resolve_dtype
 from ...gpus import GPU
-from ...model.layers import IndexedMLASpec, MLASpec, StateSpec
+from ...model.layers import IndexedMLASpec, MLASpec, NoCacheSpec, StateSpec
 from ...model.spec import ModelSpec
 from .vllm_kv import VllmLayerSpec, conv_channels, rank_layer_specs
 
@@ -58,6 +58,25 @@ def dsa_index_bytes(spec: IndexedMLASpec) -> int:
     return spec.index_head_dim + spec.index_head_dim // DSA_QUANT_BLOCK * 4
 
 
+# configs/model_config.py get_hybrid_layer_ids: Gemma 4's full and SWA pools take every layer of config.layer_types,
+# the KV-shared ones too (read in 0.5.11, 0.5.14, 0.5.19, 0.5.23): SWAKVPool allocates them though they read an
+# earlier layer's KV. gemma-4-E4B-it on a GB10 (a 2026 build): "SWAKVPool mem usage: 79.94 GB, swa size: 798276,
+# full size: 997846" = 997,846 x 7 x 4,096 B + 798,276 x 35 x 2,048 B, all 42 layers (24 own caches: 45.68 GB).
+POOL_COUNTS_SHARED_KV = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+                                   "Gemma4UnifiedForConditionalGeneration"})
+
+
+def pooled_layers(model: ModelSpec) -> ModelSpec:
+    """The model as SGLang's pool counts its layers: for POOL_COUNTS_SHARED_KV a KV-shared layer cached as its own
+    layer type would be (NoCacheSpec.shares); every other model as it is."""
+    if model.architecture not in POOL_COUNTS_SHARED_KV or not any(
+            isinstance(x, NoCacheSpec) and x.shares is not None for x in model.distinct_specs):
+        return model
+    return dataclasses.replace(model, layers=tuple(
+        tuple(x.shares if isinstance(x, NoCacheSpec) and x.shares is not None else x for x in layer)
+        for layer in model.layers))
+
+
 def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_bytes: int, device: GPU,
                version: tuple[int, int, int], swa_pool: bool) -> list[VllmLayerSpec]:
     """The attention layers of a stage as SGLang's cell counts them: KV heads per attention-TP rank
@@ -66,7 +85,8 @@ def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_byt
     With the SWA pool (sglang_rules.swa_pool) sliding and chunked layers are "sliding" (Llama 4's chunked layers
     are its SWA layers: model_config.get_hybrid_layer_ids); without it every layer is "full", cached at full length."""
     if not is_dsa(model):
-        specs = [x for x in rank_layer_specs(model, layers, attn_tp, kv.bits / 8, act_bytes) if x.kind != "mamba"]
+        pooled = pooled_layers(model)
+        specs = [x for x in rank_layer_specs(pooled, layers, attn_tp, kv.bits / 8, act_bytes) if x.kind != "mamba"]
         windowed = ("sliding", "chunked")
         return [dataclasses.replace(x, kind="sliding" if swa_pool else "full") if x.kind in windowed else x
                 for x in specs]
