@@ -821,6 +821,8 @@ PINNED = {
     ("sgl_skill_qwen3_8b_b200_20260427", "printed"): 0.01,
     ("sgl_gemma4_e4b_gb10_dev_dgxspark", "cell"): 0.00,
     ("sgl_gemma4_e4b_gb10_dev_dgxspark", "weights"): -3.57,
+    ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "cell"): 0.01,
+    ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "weights"): 2.36,
 }
 
 
@@ -834,7 +836,7 @@ def test_published_sglang_start_ups(tmp_path):
     assert module.main(["--out", str(tmp_path)]) == 0
     with module.DEFAULT_CSV.open() as f:
         results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}
-    assert len(results) == 17
+    assert len(results) == 18
     for run_id, r in results.items():
         if r.get("cell") and run_id != "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226":
             assert r["cell"][1] == pytest.approx(r["cell"][0], abs=0.011), run_id   # two printed decimals per K, V

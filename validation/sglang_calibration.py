@@ -70,6 +70,7 @@ MODELS = {
                                                          "(its /get_model_info in the source)"),
     "Qwen/Qwen3-4B": ("Qwen/Qwen3-8B", None, "Qwen3-8B's config with Qwen3-4B's sizes (OVERRIDES)"),
     "google/gemma-4-E4B-it": ("google/gemma-4-E4B-it", None, ""),
+    "google/gemma-4-26B-A4B-it": ("google/gemma-4-26B-A4B", None, "base config, same architecture"),
 }
 # Models kvplan does not bundle, built from a bundled config of the same architecture with the sizes changed. Qwen3-4B:
 # hidden 2,560, 9,728 MLP, 36 layers, 32 heads, 8 KV heads of 128, vocabulary 151,936, tied embeddings, 40,960
