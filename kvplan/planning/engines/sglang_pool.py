@@ -59,6 +59,9 @@ class SglangSettings:
     chunked_prefill_size: int | None = None   # default by GPU memory (batch_defaults)
     cuda_graph_max_bs: int | None = None      # default by GPU memory and TP (batch_defaults)
     context_length: int | None = None
+    # --swa-full-tokens-ratio: 0.8 in every 0.5.x (0.5.9 server_args.py:339; 0.5.23 arg_groups/fields/schedule.py,
+    # fallback 0.8); Inkling and DeepSeek-V4 get 0.1 (model_overrides/inkling.py, deepseek_v4.py), both refused
+    # before planning (engines/unread.py)
     swa_full_tokens_ratio: float = 0.8
     version: tuple[int, int, int] = DEFAULT_VERSION
     vlm_factor: float = 1.0   # a vision-language model's default fraction is scaled by this (vlm_factor())
