@@ -525,7 +525,9 @@ PRINTED = [dict(name="google/gemma-2-9b", gpu="H100"), dict(name="google/gemma-2
            dict(name="meta-llama/Llama-3.1-70B", gpu="H100", pp=2),
            dict(name="deepseek-ai/DeepSeek-V3.2", gpu="H200", tp=8),
            dict(name="Qwen/Qwen3-Next-80B-A3B-Thinking", gpu="H100", tp=4),
-           dict(name="Qwen/Qwen3.5-27B", gpu="H100", engine_version="0.5.16")]
+           dict(name="Qwen/Qwen3.5-27B", gpu="H100", engine_version="0.5.16"),
+           dict(name="nvidia/Nemotron-H-56B-Base-8K", gpu="H100", tp=2, pp=4),
+           dict(name="google/gemma-4-E4B-it", gpu="B200")]
 
 
 @pytest.mark.parametrize("case", PRINTED, ids=lambda c: f"{c['name']}@{c['gpu']}")
@@ -544,6 +546,11 @@ def test_printed_formulas_are_true_arithmetic(case):
             assert int(value) == int(result.replace(",", "")), line
             checked += 1
     assert all(x in evaluated for x in p.formula if x.startswith("SWA pool = "))   # the SWA split is checked too
+    for line in (x for x in p.formula if x.startswith("Mamba state = ")):   # slots x bytes, and what KV keeps
+        slots, per, pool, rest, taken, kept = (int(v.replace(",", "")) for v in re.fullmatch(
+            r"Mamba state = ([\d,]+) slots x ([\d,]+) B a request = ([\d,]+) B \([\d,]+ usable\); KV keeps "
+            r"max\(0, ([\d,]+) - ([\d,]+)\) = ([\d,]+) B", line).groups())
+        assert slots * per == pool and taken == pool and kept == max(0, rest - taken), line
     tokens = [x for x in p.formula if x.startswith("max_total_num_tokens = ")]
     assert len(tokens) == 1 and tokens[0].endswith(f" = {p.kv_cache_tokens:,}") and checked >= 1
 
