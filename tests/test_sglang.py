@@ -478,14 +478,16 @@ def test_swa_pool_too_small_for_one_window_does_not_start():
     ("Qwen/Qwen3-8B", "H100", "0.5.23", 1),          # fa3 on Hopper, one-token pages
     ("Qwen/Qwen3-8B", "RTX-5090", "0.5.23", 1),      # SM 12.x is not is_sm100_supported: flashinfer
     ("XiaomiMiMo/MiMo-V2-Flash", "B200", "0.5.23", 128),   # K 192 / V 128: fa4, page 128 (model_overrides/mimo_v2.py)
-    ("deepseek-ai/DeepSeek-V3", "B200", "0.5.23", 1),      # MLA: flashinfer
+    ("deepseek-ai/DeepSeek-V3", "B200", "0.5.23", 64),     # model_overrides/deepseek_v2.py: trtllm_mla
+    ("deepseek-ai/DeepSeek-V3", "H200", "0.5.23", 1),      # fa3 on Hopper
+    ("deepseek-ai/DeepSeek-V2-Lite", "B200", "0.5.23", 1),  # DeepseekV2ForCausalLM: the generic MLA flashinfer
     ("Qwen/Qwen3-Next-80B-A3B-Instruct", "B200", "0.5.23", 64),  # model_overrides/qwen3_5.py: trtllm_mha, 64
 ])
 def test_blackwell_attention_backend_pages(name, gpu, version, page):
     """sglang_rules.sm100_page: the page SGLang's default attention backend forces on SM 10.x (0.5.23
     model_override_base.py get_default_attn_backend, overrides.py _mla_backend_page_constraints). Qwen3-8B on a B200,
     SGLang's own reference log: 992,896 tokens = 15,514 pages of 64."""
-    tp = 8 if "DeepSeek" in name or "MiMo" in name else 4 if "Next" in name else 1
+    tp = 8 if "DeepSeek-V3" in name or "MiMo" in name else 4 if "Next" in name else 1
     p = _sglang(name, gpu=gpu, tp=tp, max_model_len=4096, engine_version=version)
     assert p.block_size == page and p.kv_cache_tokens % page == 0
 

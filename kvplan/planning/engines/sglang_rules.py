@@ -119,6 +119,11 @@ def swa_pool(architecture: str, version: Version, sm_major: int | None, speculat
 
 # Falcon-H1 keeps triton on SM 10.x (0.5.23 model_overrides/falcon_h1.py), and triton keeps SGLang's one-token page
 SM100_TRITON = frozenset({"FalconH1ForCausalLM"})
+# MLA models SGLang runs on trtllm_mla on SM 10.x, whose pages are 32 or 64 (page_size None -> 64): 0.5.9
+# server_args.py _handle_model_specific_adjustments ("Use trtllm_mla as attention backend on sm100 for
+# DeepseekV3ForCausalLM"), 0.5.19 / 0.5.23 model_overrides/deepseek_v2.py; other MLA models get flashinfer (page 1)
+SM100_TRTLLM_MLA = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration",
+                              "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"})
 
 
 def sm100_page(architecture: str, version: Version, sm_major: int | None, *, mla: bool, asymmetric: bool,
@@ -133,8 +138,13 @@ def sm100_page(architecture: str, version: Version, sm_major: int | None, *, mla
     for non-MLA model architectures"). Qwen3-Next / Qwen3.5 (model_overrides/qwen3_5.py, trtllm_mha with the
     extra-buffer radix cache, page 64) and Nemotron-H (model_overrides/nemotron_h.py) are read in 0.5.23 and 0.5.19;
     Falcon-H1 keeps triton. Qwen3-8B on a B200 (0.5.x, 2026-04): "changing page_size from None to 64", 992,896
-    tokens = 15,514 pages. Drafting (eagle top-k) changes the choice: not modelled, the page stays 1."""
-    if sm_major != 10 or mla or speculative or version < (0, 5, 9) or architecture in SM100_TRITON:
+    tokens = 15,514 pages. DeepSeek-V3-architecture MLA models get trtllm_mla's 64 (SM100_TRTLLM_MLA). Drafting
+    (eagle top-k) changes an MHA model's choice: not modelled, the page stays 1."""
+    if sm_major != 10 or version < (0, 5, 9):
+        return None
+    if mla:   # the override does not look at drafting
+        return 64 if architecture in SM100_TRTLLM_MLA else None
+    if speculative or architecture in SM100_TRITON:
         return None
     if hybrid and version < (0, 5, 19):
         return None
