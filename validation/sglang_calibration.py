@@ -194,8 +194,9 @@ def check_row(row: dict) -> dict:
     known_fraction = fraction or row["run_id"] in DEFAULT_FRACTION
     if gpu is not None and known_fraction and printed_tokens and not capped:
         out["tokens"] = (printed_tokens, float(p.kv_cache_tokens))
-    if printed_tokens and after is not None and usage and known_fraction and not capped:
-        # the same division from the free memory the log printed: rest = after - (after + usage) x (1 - fraction)
+    if printed_tokens and after is not None and usage and fraction and not capped:
+        # the same division from the free memory the log printed: rest = after - (after + usage) x (1 - fraction),
+        # where the row printed its fraction (a default one would be kvplan's rule, not the log's figure)
         rest = (after - (after + usage) * (1 - p.gpu_memory_utilization)) * GiB
         out["printed"] = (printed_tokens, float(int(rest // p.kv_bytes_per_token) // p.block_size * p.block_size))
     if assumed:
