@@ -492,6 +492,17 @@ def test_blackwell_attention_backend_pages(name, gpu, version, page):
     assert p.block_size == page and p.kv_cache_tokens % page == 0
 
 
+def test_sglang_mha_pool_counts_every_layer_the_stage_owns():
+    """0.5.23 pool_configurator.py DefaultPoolConfigurator: the cell is n x (head_dim + v_head_dim) x
+    num_effective_layers (end_layer - start_layer; 0.5.9 model_runner_kv_cache_mixin.py the same), so
+    Llama-3.3-Nemotron-Super-49B's 31 MLP-only layers get rows too: 80 x 4 x (128 + 128) x 2 B = 163,840 B a token
+    at TP 2 (its 49 attention layers alone: 100,352), 80 x 2 x 256 x 2 = 81,920 at TP 4; transformers caches the 49."""
+    name = "nvidia/Llama-3_3-Nemotron-Super-49B-v1"
+    assert _sglang(name, gpu="H100", tp=2, max_model_len=8192).kv_bytes_per_token == 80 * 4 * 256 * 2
+    assert _sglang(name, gpu="H100", tp=4, max_model_len=8192).kv_bytes_per_token == 80 * 2 * 256 * 2
+    assert plan(name, engine="hf", gpu="H100", max_model_len=8192).kv_bytes_per_token == 49 * 8 * 256 * 2
+
+
 def test_gemma4_pool_allocates_the_kv_shared_layers():
     """configs/model_config.py get_hybrid_layer_ids (0.5.11, 0.5.14, 0.5.19, 0.5.23): Gemma 4's pools take every
     layer of layer_types, the 18 KV-shared layers of gemma-4-E4B too: 7 full layers x 2 KV heads x (512 + 512) x 2 B
