@@ -143,7 +143,7 @@ def calibration_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 def calibration_metric(frame: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, str]:
     """The rows of one metric and the unit its values are in."""
-    unit = {"tokens": "tokens", "blocks": "blocks", "concurrency": "requests"}.get(metric, "GiB")
+    unit = {"tokens": "tokens", "printed": "tokens", "blocks": "blocks", "concurrency": "requests"}.get(metric, "GiB")
     return frame[frame["metric"] == metric], unit
 
 

@@ -179,7 +179,7 @@ def test_lora_on_what_kvplan_cannot_size_is_refused_by_name(model, why, engine):
 
 def test_sglang_mamba_hybrids_refuse_pp_and_drafting():
     qwen_next = "Qwen/Qwen3-Next-80B-A3B-Thinking"
-    with pytest.raises(WorkloadError, match="Mamba hybrids at PP 1"):
+    with pytest.raises(WorkloadError, match="Qwen3-Next and Falcon-H1 assert one stage"):
         plan(qwen_next, engine="sglang", gpu="H200", tp=2, pp=2, max_model_len=8192)
     with pytest.raises(WorkloadError, match="state pool without drafting"):
         plan(qwen_next, engine="sglang", gpu="H200", tp=4, max_model_len=8192,

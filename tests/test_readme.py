@@ -77,6 +77,13 @@ def test_sglang_figures():
     total = re.search(r"\((\d+) rows;", (ROOT / "validation" / "sglang_calibration.md").read_text()).group(1)
     _quoted(f"replays {total} published SGLang start-ups")
     _quoted(f"bytes per token in every row ({cell_median} median, print rounding)")
+    text = (ROOT / "validation" / "sglang_calibration.md").read_text()
+    held = re.search(r"(\d+) rows: median abs error ([\d.]+) %, max ([\d.]+) %", text)
+    printed = re.search(r"\| max_total_num_tokens from the printed free memory \| \d+ \| [\d.]+ % \| ([\d.]+) % \|", text)
+    words = {"5": "five", "6": "six", "7": "seven", "8": "eight"}
+    _quoted(f"On the {words.get(held.group(1), held.group(1))} SGLang 0.5+ runs")
+    _quoted(f"kvplan comes within {held.group(2)} % median, {held.group(3)} % at worst")
+    _quoted(f"(arithmetic alone) within {printed.group(1)} %")
 
 
 def test_every_path_readme_names_exists():

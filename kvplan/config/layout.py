@@ -261,7 +261,8 @@ def _build_transformer(r: ConfigReader, notes: list[str]) -> list[tuple]:
         notes.append(f"{len(cross)} cross-attention layers cache the image tokens' K and V, not the text's")
     shared = r.opt_int("num_kv_shared_layers", minimum=0) or 0
     if shared:
-        layers[-shared:] = [(NoCacheSpec("reuses the KV of an earlier layer"),)] * min(shared, len(layers))
+        layers[-shared:] = [(NoCacheSpec("reuses the KV of an earlier layer", shares=layer[0]),)
+                            for layer in layers[-shared:]]
         notes.append(f"the last {shared} layers reuse earlier layers' KV and store nothing")
     return _looped(r, layers, notes)
 

@@ -236,6 +236,9 @@ class NoCacheSpec:
     """A layer that stores nothing: KV shared with another layer, or MLP/MoE only."""
 
     reason: str = "no attention"
+    # a KV-shared layer: the spec its own layer type would cache (SGLang's Gemma 4 pool allocates it anyway:
+    # planning/engines/sglang_layers.py POOL_COUNTS_SHARED_KV); None for every other layer that stores nothing
+    shares: "LayerSpec | None" = None
     kind = "none"
 
     @property

@@ -14,6 +14,7 @@ from math import ceil
 from ...dtypes import DType
 from ...errors import WorkloadError
 from ...gpus import GPU
+from ...model.layers import FullAttentionSpec, SlidingWindowSpec, StateSpec
 from ...model.spec import ModelSpec
 from ...units import MiB, fmt_bytes
 from ...weights.split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
@@ -26,9 +27,9 @@ from .sglang_layers import cell_specs, dsa_kv_dtype, is_dsa, state_bytes_per_req
 from .sglang_notes import engine_warnings, plan_notes
 from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
                           batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
-                          resolve_fraction, stage_pool, vlm_factor)
-from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, pp_layer_split,
-                           prefill_graphs_reserved, release_text, swa_pool)
+                          resolve_fraction, stage_pool, swa_floor_full_tokens, vlm_factor)
+from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, lm_head_every_stage, multimodal,
+                           pp_layer_split, prefill_graphs_reserved, release_text, sm100_page, swa_pool)
 from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_kv import bytes_per_token
@@ -77,7 +78,8 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
     if model.has_state:
         extra["Mamba state pool"] = head.pool.state_bytes
     running = max_running_requests(tokens, max_len, settings, state_cap)
-    fits = tokens >= max_len and state_cap != 0 and rest > 0
+    floor = swa_floor_full_tokens(_swa_window(model), settings) if on_swa and head.pool.swa_tokens else 0
+    fits = tokens >= max(max_len, floor) and state_cap != 0 and rest > 0
     reserved = int(device.memory_bytes * (1 - fraction))
     return Plan(
         model=model.name, engine="sglang", engine_version=release_text(version), gpu=device.name,
@@ -90,8 +92,8 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
         max_num_seqs=running, weights_bytes=head.weights_bytes, activation_bytes=reserved, non_torch_bytes=0,
         kv_pool_bytes=head.pool.kv_bytes, kv_bytes_per_token=bytes_per_token(head.specs), kv_cache_tokens=tokens,
         num_blocks=tokens, max_concurrency=round(tokens / max_len, 4), fits=fits,
-        shortfall_bytes=0 if fits else _shortfall(head.pool, rest, max_len, state_cap, mixer, settings),
-        max_model_len_that_fits=min(max_len, tokens) if state_cap != 0 else 0,
+        shortfall_bytes=0 if fits else _shortfall(head.pool, rest, max(max_len, floor), state_cap, mixer, settings),
+        max_model_len_that_fits=min(max_len, tokens) if state_cap != 0 and tokens >= floor else 0,
         stages=[StageMemory(stage=i, layers=f"{x.layers.start}-{x.layers.stop - 1}", weights_bytes=x.weights_bytes,
                             activation_bytes=reserved, non_torch_bytes=0, kv_pool_bytes=x.pool.kv_bytes,
                             kv_bytes_per_token=bytes_per_token(x.specs), num_blocks=x.pool.tokens)
@@ -99,7 +101,8 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
         vllm_command=sglang_command(shlex.quote(model_argument(model)), tp, pp, max_len, kv, quantization,
                                     fraction, dp, expert_parallel, speculative, lora, version),
         formula=_formula(device, fraction, rest, stages, binding, extra, settings),
-        notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len),
+        notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len)
+        + ([_swa_floor_note(model, head.pool, floor, settings)] if tokens < floor else []),
         warnings=engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
     )
 
@@ -129,7 +132,7 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
         raise WorkloadError(f"{model.name} has no attention layers (its cache is Mamba state per request), and "
                             "kvplan models SGLang's token pool only: plan it for vLLM or transformers")
     if model.has_state:
-        _check_hybrid(model, pp, speculative)
+        _check_hybrid(model, pp, speculative, tp // dp, version)
     if (speculative is not None or lora is not None) and pp > 1:
         raise WorkloadError("kvplan sizes SGLang's drafts and LoRA slots without pipeline parallelism: use PP 1")
     if speculative is not None:
@@ -142,17 +145,40 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
     return speculative
 
 
-def _check_hybrid(model, pp: int, speculative) -> None:
+def _check_hybrid(model, pp: int, speculative, attn_tp: int, version) -> None:
     arch = model.architecture or model.model_type
     if model.architecture not in MAMBA_POOL_ARCHS:
         raise WorkloadError(f"SGLang keeps a Mamba state pool for Qwen3-Next, Qwen3.5 / 3.6, Nemotron-H and Falcon-H1, "
                             f"and kvplan plans those; {arch} is not among them: plan it for vLLM")
-    if pp > 1:
-        raise WorkloadError(f"kvplan plans SGLang's Mamba hybrids at PP 1 (0.5.23 qwen3_next.py asserts one stage): "
-                            f"plan {model.name} with TP instead")
+    # configs/mamba_utils.py Mamba2StateShape.create (0.5.23 :216-230) splits the state's heads and the conv
+    # channels with distributed/utils.py `divide`, which asserts: Nemotron-H-56B's 256 Mamba heads at attention
+    # TP 3 stop SGLang's start-up (its groups are replicated instead: vllm_kv.conv_channels)
+    for spec in model.distinct_specs:
+        if isinstance(spec, StateSpec) and spec.recurrent_shape and spec.recurrent_shape[0] % attn_tp:
+            raise WorkloadError(f"{model.name}'s {spec.recurrent_shape[0]} {spec.mixer} heads do not split over "
+                                f"attention TP {attn_tp} (SGLang's Mamba2StateShape.create divides them): use an "
+                                f"attention TP that divides {spec.recurrent_shape[0]}")
+    first_pp = PP_HYBRID_FROM.get(model.architecture)
+    if pp > 1 and (first_pp is None or version < first_pp):
+        later = f", or --engine-version {release_text(first_pp)} or later" if first_pp else ""
+        raise WorkloadError(f"kvplan plans SGLang's {model.architecture} at PP 1 (Qwen3-Next and Falcon-H1 assert one "
+                            f"stage, Qwen3.5 builds its vision tower on every stage; Nemotron-H's pipeline is read "
+                            f"from 0.5.19): plan {model.name} with TP instead{later}")
     if speculative is not None:
         raise WorkloadError(f"kvplan sizes SGLang's Mamba state pool without drafting (drafts add intermediate "
                             f"states per step): plan {model.name} without speculative decoding")
+
+
+def _swa_window(model) -> int | None:
+    """The config's sliding window SGLang's SWA check reads (a sliding layer's; chunked layers have none)."""
+    windows = [x.window for x in model.distinct_specs if isinstance(x, SlidingWindowSpec) and x.window]
+    return max(windows) if windows else None
+
+
+def _swa_floor_note(model, pool: StagePool, floor: int, s: SglangSettings) -> str:
+    return (f"SGLang {release_text(s.version)} refuses to start: its SWA pool of {pool.swa_tokens:,} tokens cannot "
+            f"hold the {_swa_window(model):,}-token window plus a {s.page_size}-token page "
+            f"(pool_configurator.py validate_swa_pool_size); it needs {floor:,} full tokens")
 
 
 def _sm_major(device: GPU) -> int | None:
@@ -162,9 +188,14 @@ def _sm_major(device: GPU) -> int | None:
 def _settings(model, shape, device: GPU, tp: int, pp: int, dp: int, mem_fraction, version, speculative,
               lora) -> SglangSettings:
     """SGLang's defaults for this model: its page (64 for DSA on CUDA: 0.5.23 model_overrides/deepseek_v2.py;
-    1 on ROCm before 0.5.12), the VLM factor, the prefill graphs it keeps on."""
+    1 on ROCm before 0.5.12; the page of an MHA model's Blackwell backend: sglang_rules.sm100_page), the VLM
+    factor, the prefill graphs it keeps on."""
     dsa = is_dsa(model)
     page = 64 if dsa and not (device.vendor == "amd" and version < (0, 5, 12)) else 1
+    asymmetric = any(isinstance(x, FullAttentionSpec) and x.k_head_dim != x.v_head_dim
+                     for x in model.distinct_specs)
+    page = sm100_page(model.architecture, version, _sm_major(device), mla=model.is_mla, asymmetric=asymmetric,
+                      hybrid=model.has_state, speculative=speculative is not None) or page
     algorithm = ALGORITHMS[speculative.method] if speculative is not None else ""
     graphs = prefill_graphs_reserved(version, architecture=model.architecture, pp=pp, dp_attention=dp,
                                      lora=lora is not None, speculative=bool(algorithm), mla=model.is_mla, dsa=dsa)
@@ -193,10 +224,22 @@ def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType,
         specs = cell_specs(model, layers, attn_tp, kv, int(act.bytes), device, version, on_swa)
         if speculative is not None:
             specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
-        state = (state_bytes_per_request(model, layers, attn_tp, version), s.dp_attention, mixer) \
-            if model.has_state else None
+        state = (_state_share(model, splits, attn_tp, version), s.dp_attention, mixer) if model.has_state else None
         stages.append(Stage(layers, weight, specs, stage_pool(rest, specs, s, state)))
     return stages, rest
+
+
+def _state_share(model, splits: list[range], attn_tp: int, version) -> int:
+    """The Mamba state one request is charged on every rank: under PP the largest stage's share of the whole
+    model's, int(per request x max stage layers / layers) (0.5.23 kv_cache_configurator.py `_handle_max_mamba_cache`
+    `pp_layer_scale`, the same float product), so every rank sizes the same pool. Nemotron-H-56B at PP 2: its 54
+    Mamba layers split 27 / 27 over 59 + 59 layers, half the state a stage."""
+    whole = state_bytes_per_request(model, range(model.num_layers), attn_tp, version)
+    if len(splits) == 1:
+        return whole
+    mamba = [i for i in range(model.num_layers) if any(isinstance(x, StateSpec) for x in model.layers[i])]
+    largest = max(sum(1 for i in mamba if i in layers) for layers in splits)
+    return int(whole * (largest / max(len(mamba), 1)))
 
 
 def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora,
@@ -254,8 +297,9 @@ def _formula(device: GPU, fraction: float, rest: int, stages: list[Stage], bindi
     shown = quotients[0] if len(set(quotients)) == 1 else "min(" + ", ".join(quotients) + ")"
     lines.append(f"max_total_num_tokens = {shown} = {head.tokens:,}")
     if head.swa_tokens and head.swa_tokens != head.tokens:
-        lines.append(f"SWA pool: int({head.tokens:,} x {s.swa_full_tokens_ratio}) = {head.swa_tokens:,} tokens "
-                     "of the sliding layers")
+        paged = f" // {s.page_size} x {s.page_size}" if s.page_size > 1 else ""
+        lines.append(f"SWA pool = int({head.tokens:,} x {s.swa_full_tokens_ratio}){paged} = {head.swa_tokens:,} "
+                     "tokens of the sliding layers")
     return lines
 
 

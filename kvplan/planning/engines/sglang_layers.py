@@ -8,7 +8,7 @@ import dataclasses
 
 from ...dtypes import DType, resolve_dtype
 from ...gpus import GPU
-from ...model.layers import IndexedMLASpec, MLASpec, StateSpec
+from ...model.layers import FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec, StateSpec
 from ...model.spec import ModelSpec
 from .vllm_kv import VllmLayerSpec, conv_channels, rank_layer_specs
 
@@ -58,6 +58,38 @@ def dsa_index_bytes(spec: IndexedMLASpec) -> int:
     return spec.index_head_dim + spec.index_head_dim // DSA_QUANT_BLOCK * 4
 
 
+# SGLang's pools hold a row for every layer a stage owns, attention or not, at the model's one cell:
+# - the MHA pool (0.5.23 pool_configurator.py DefaultPoolConfigurator: num_layers = layer_info.num_effective_layers =
+#   end_layer - start_layer, `_compute_cell_size` n x (head_dim + v_head_dim) x layers; the same num_effective_layers
+#   in 0.5.9 model_runner_kv_cache_mixin.py profile_max_num_token): Llama-3.3-Nemotron-Super-49B's 31 MLP-only
+#   layers (no_op attention) are counted with its 49 attention layers, 80 x 8 x 256 x 2 B = 327,680 B at TP 1;
+# - Gemma 4's full and SWA pools (configs/model_config.py get_hybrid_layer_ids, read in 0.5.11, 0.5.14, 0.5.19,
+#   0.5.23) take every layer of layer_types, the KV-shared ones too. gemma-4-E4B-it on a GB10 (a 2026 build):
+#   "SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846" = 997,846 x 7 x 4,096 B + 798,276 x 35 x
+#   2,048 B, all 42 layers (its 24 own caches: 45.68 GB).
+# A Mamba hybrid's pool counts its full-attention layers alone (full_attention_layer_ids): it keeps kvplan's layers.
+POOL_ROW_REASONS = frozenset({"MLP-only layer", "MoE-only layer", "reuses the KV of an earlier layer"})
+
+
+def pooled_layers(model: ModelSpec) -> ModelSpec:
+    """The model as SGLang's pool counts its layers: a KV-shared layer as its own layer type would cache
+    (NoCacheSpec.shares), an MLP-only layer at the model's attention cell; a Mamba hybrid, an MLA model and one with
+    cross-attention or no attention layer as they are."""
+    if model.has_state or model.is_mla:
+        return model
+    attention = next((x for x in model.distinct_specs if type(x) is FullAttentionSpec), None)
+    blanks = [x for x in model.distinct_specs if isinstance(x, NoCacheSpec)]
+    if not blanks or any(x.reason not in POOL_ROW_REASONS for x in blanks):
+        return model
+
+    def row(spec):
+        if not isinstance(spec, NoCacheSpec):
+            return spec
+        return spec.shares or attention or spec
+
+    return dataclasses.replace(model, layers=tuple(tuple(row(x) for x in layer) for layer in model.layers))
+
+
 def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_bytes: int, device: GPU,
                version: tuple[int, int, int], swa_pool: bool) -> list[VllmLayerSpec]:
     """The attention layers of a stage as SGLang's cell counts them: KV heads per attention-TP rank
@@ -66,7 +98,8 @@ def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_byt
     With the SWA pool (sglang_rules.swa_pool) sliding and chunked layers are "sliding" (Llama 4's chunked layers
     are its SWA layers: model_config.get_hybrid_layer_ids); without it every layer is "full", cached at full length."""
     if not is_dsa(model):
-        specs = [x for x in rank_layer_specs(model, layers, attn_tp, kv.bits / 8, act_bytes) if x.kind != "mamba"]
+        pooled = pooled_layers(model)
+        specs = [x for x in rank_layer_specs(pooled, layers, attn_tp, kv.bits / 8, act_bytes) if x.kind != "mamba"]
         windowed = ("sliding", "chunked")
         return [dataclasses.replace(x, kind="sliding" if swa_pool else "full") if x.kind in windowed else x
                 for x in specs]

@@ -27,7 +27,10 @@ def plan_notes(model, shape, device: GPU, s: SglangSettings, stages, binding: in
     if any(spec.kind in ("sliding", "chunked") for _, spec in model.specs()):
         notes.append(swa_pool(model.architecture, version, _sm_major(device), speculative is not None)[1])
     if model.has_state:
-        notes.append(_state_note(model, stages[binding].pool, version))
+        notes.append(_state_note(model, stages[binding].pool, version)
+                     + ("; every stage is charged the largest stage's share of a request's state, so all size the "
+                        "same pool (kv_cache_configurator.py _handle_max_mamba_cache pp_layer_scale)"
+                        if s.pipeline_parallel_size > 1 else ""))
     if is_dsa(model):
         notes.append(_dsa_note(model, kv, device, version, s.page_size))
     if s.dp_attention > 1:

@@ -23,6 +23,7 @@ mem_fraction_static when not given, by version (the card's size is nvidia-smi's 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import ceil
 
 from ...errors import WorkloadError, shown
 from ...units import GiB, MiB, fmt_bytes
@@ -58,6 +59,9 @@ class SglangSettings:
     chunked_prefill_size: int | None = None   # default by GPU memory (batch_defaults)
     cuda_graph_max_bs: int | None = None      # default by GPU memory and TP (batch_defaults)
     context_length: int | None = None
+    # --swa-full-tokens-ratio: 0.8 in every 0.5.x (0.5.9 server_args.py:339; 0.5.23 arg_groups/fields/schedule.py,
+    # fallback 0.8); Inkling and DeepSeek-V4 get 0.1 (model_overrides/inkling.py, deepseek_v4.py), both refused
+    # before planning (engines/unread.py)
     swa_full_tokens_ratio: float = 0.8
     version: tuple[int, int, int] = DEFAULT_VERSION
     vlm_factor: float = 1.0   # a vision-language model's default fraction is scaled by this (vlm_factor())
@@ -242,6 +246,23 @@ def swa_full_tokens(kv: int, full_cell: int, swa_cell: int, s: SglangSettings) -
         return int(kv // divisor), divisor
     plain = kv // (full_cell + swa_cell)
     return int(plain * (full_cell + swa_cell) / divisor), divisor
+
+
+def swa_floor_full_tokens(window: int | None, s: SglangSettings) -> int:
+    """The fewest full-pool tokens whose SWA pool SGLang starts with, 0 where it checks none. From 0.5.19
+    `HybridSWAPoolConfigurator._solve_pool_sizes` (0.5.23 pool_configurator.py `validate_swa_pool_size`) refuses
+    "SWA pool (N tokens) cannot hold even one request" when sliding_window + page_size >= swa_tokens, swa_tokens =
+    int(full x swa_full_tokens_ratio) in whole pages: gpt-oss's 128-token window at page 64 needs an SWA pool of
+    193+ tokens, 256 in pages, so 320 full tokens (int(320 x 0.8) = 256). Llama 4's chunked layers have no
+    sliding_window in the config (model_config `_get_sliding_window_size`): no check."""
+    if window is None or s.version < (0, 5, 19):
+        return 0
+    page = max(1, s.page_size)
+    swa = (window + page) // page * page + page      # the first whole-page SWA pool above window + page
+    full = ceil(swa / s.swa_full_tokens_ratio)
+    while (int(full * s.swa_full_tokens_ratio) // page * page) < swa:
+        full += 1                                        # float ratios: step to the first full count that reaches it
+    return -(-full // page) * page
 
 
 def mamba_fixed(mixer: str, version: tuple[int, int, int]) -> bool:

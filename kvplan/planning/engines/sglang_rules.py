@@ -32,7 +32,17 @@ LM_HEAD_EVERY_STAGE = frozenset({"LlamaForCausalLM", "MixtralForCausalLM", "Qwen
 # named: qwen2.py / qwen3.py in every 0.5.x; deepseek_v2.py DeepseekV2ForCausalLM from 0.5.6 (0.5.5 built it on
 # every rank), DeepseekV3ForCausalLM its subclass
 LM_HEAD_LAST_FROM = {"Qwen2ForCausalLM": (0, 5, 0), "Qwen3ForCausalLM": (0, 5, 0),
-                     "DeepseekV2ForCausalLM": (0, 5, 6), "DeepseekV3ForCausalLM": (0, 5, 6)}
+                     "DeepseekV2ForCausalLM": (0, 5, 6), "DeepseekV3ForCausalLM": (0, 5, 6),
+                     # nemotron_h.py NemotronHForCausalLM (read in 0.5.19 and 0.5.23; kvplan plans its PP from 0.5.19)
+                     "NemotronHForCausalLM": (0, 5, 19)}
+
+# The Mamba hybrids kvplan plans under PP, from the release read: models/nemotron_h.py builds embed_tokens on the
+# first stage and the lm_head on the last (PPMissingLayer elsewhere), and kv_cache_configurator.py
+# `_handle_max_mamba_cache` charges every rank the largest stage's share of the state (0.5.19 :2210-2233, 0.5.23
+# :3229-3251). Qwen3-Next and Falcon-H1 assert one stage (0.5.23 qwen3_next.py:1036, falcon_h1.py:456); Qwen3.5
+# builds its vision tower on every stage (qwen3_vl.py Qwen3VLForConditionalGeneration, no pp gate), which kvplan's
+# stage split does not place.
+PP_HYBRID_FROM = {"NemotronHForCausalLM": (0, 5, 19)}
 
 
 def lm_head_every_stage(architecture: str, version: Version) -> bool | None:
@@ -103,6 +113,44 @@ def swa_pool(architecture: str, version: Version, sm_major: int | None, speculat
                       "tokens (model_config.is_hybrid_swa_model)")
     return False, (f"{architecture or 'this architecture'} is not in SGLang {release_text(version)}'s SWA list "
                    "(model_config.is_hybrid_swa_model): every layer holds the full context")
+
+
+# ------------------------------------------------------------------------------------- Blackwell pages
+
+# Falcon-H1 keeps triton on SM 10.x (0.5.23 model_overrides/falcon_h1.py), and triton keeps SGLang's one-token page
+SM100_TRITON = frozenset({"FalconH1ForCausalLM"})
+# MLA models SGLang runs on trtllm_mla on SM 10.x, whose pages are 32 or 64 (page_size None -> 64): 0.5.9
+# server_args.py _handle_model_specific_adjustments ("Use trtllm_mla as attention backend on sm100 for
+# DeepseekV3ForCausalLM"), 0.5.19 / 0.5.23 model_overrides/deepseek_v2.py; other MLA models get flashinfer (page 1)
+SM100_TRTLLM_MLA = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration",
+                              "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"})
+
+
+def sm100_page(architecture: str, version: Version, sm_major: int | None, *, mla: bool, asymmetric: bool,
+               hybrid: bool, speculative: bool) -> int | None:
+    """The page SGLang's default attention backend forces on a datacenter Blackwell (SM 10.x: `is_sm100_supported`,
+    0.5.23 utils/common.py `device_capability_majors=[10]`), or None where it keeps its one-token page (or kvplan
+    has not read the choice). An MHA model gets trtllm_mha (0.5.9 server_args.py "Use trtllm_mha for SM100/SM103";
+    0.5.19 / 0.5.23 arg_groups/model_override_base.py `get_default_attn_backend`), which takes pages of 16-128
+    and turns page_size None into 64 (0.5.23 overrides.py `_mla_backend_page_constraints`: "TensorRT-LLM MHA only
+    supports page_size of 16, 32, 64 or 128, changing page_size from None to 64"); from 0.5.19 a model whose K and V
+    rows differ gets fa4 instead, whose non-MLA page is 128 (overrides.py "FA4 backend only supports page size 128
+    for non-MLA model architectures"). Qwen3-Next / Qwen3.5 (model_overrides/qwen3_5.py, trtllm_mha with the
+    extra-buffer radix cache, page 64) and Nemotron-H (model_overrides/nemotron_h.py) are read in 0.5.23 and 0.5.19;
+    Falcon-H1 keeps triton. Qwen3-8B on a B200 (0.5.x, 2026-04): "changing page_size from None to 64", 992,896
+    tokens = 15,514 pages. DeepSeek-V3-architecture MLA models get trtllm_mla's 64 (SM100_TRTLLM_MLA). Drafting
+    (eagle top-k) changes an MHA model's choice: not modelled, the page stays 1."""
+    if sm_major != 10 or version < (0, 5, 9):
+        return None
+    if mla:   # the override does not look at drafting
+        return 64 if architecture in SM100_TRTLLM_MLA else None
+    if speculative or architecture in SM100_TRITON:
+        return None
+    if hybrid and version < (0, 5, 19):
+        return None
+    if asymmetric:
+        return 128 if version >= (0, 5, 19) else 64
+    return 64
 
 
 # ------------------------------------------------------------------------------------- multimodal
