@@ -508,27 +508,45 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     raise first_error
 
 
-def _probe_builds(cls_cfg, base: dict, cfg) -> list[tuple]:
-    """(config, model) with one structural integer key of the family changed each (the keys the conformance sweep
-    lists; tools/gen_field_probes.py `changed`), those transformers builds: they tell the extras' fields from
-    constants. Sizes the resized config changes already are left out."""
-    from tools.gen_field_probes import SIZES, changed
+class Probes:
+    """Builds of the default with one integer key changed (tools/gen_field_probes.py `changed`), made once each
+    and kept: the family's structural keys (the conformance sweep's `keys`) up front, and, on demand, any other
+    field whose value an extra's unchanged dimension equals (Apertus's act_fn alpha [1] is not bos_token_id 1;
+    CPM-Ant's prompt table is prompt_types x prompt_length). A value the class cannot build is no probe: no
+    checkpoint has it either."""
 
-    keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
-        getattr(cfg, "model_type", ""), {}).get("keys", [])
-    out = []
-    for key in keys:
-        value = getattr(cfg, key, None)
-        if key in SIZES or isinstance(value, bool) or changed(value) is None:
-            continue
+    def __init__(self, cls_cfg, base: dict, cfg):
+        from tools.gen_field_probes import SIZES
+
+        self.cls_cfg, self.base, self.cfg, self.built = cls_cfg, base, cfg, {}
+        keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
+            getattr(cfg, "model_type", ""), {}).get("keys", [])
+        self.tried = set(SIZES)
+        for key in keys:
+            self.add(key)
+
+    def add(self, key: str) -> bool:
+        from tools.gen_field_probes import changed
+
+        if key in self.tried:
+            return False
+        self.tried.add(key)
+        value = self.cfg.to_dict().get(key)
+        value = 2 if value == 1 and not isinstance(value, bool) else changed(value)
+        if value is None or isinstance(value, bool):
+            return False
         try:
-            out.append(_build(cls_cfg, **base, **{key: changed(value)}))
-        except Exception:  # noqa: BLE001 - a value the class cannot take: no checkpoint has it either
-            continue
-    return out
+            self.built[key] = _build(self.cls_cfg, **self.base, **{key: value})
+        except Exception:  # noqa: BLE001
+            return False
+        return True
 
 
-def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes: list[tuple] = ()) -> dict:
+def _probe_builds(cls_cfg, base: dict, cfg) -> "Probes":
+    return Probes(cls_cfg, base, cfg)
+
+
+def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes=None) -> dict:
     from kvplan.weights.rule import param_count
 
     if t.get("attention") == "all":
@@ -537,14 +555,14 @@ def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes: li
     extras1, spec1 = _extras_at(cfg1, model1, t)
     if set(extras0) != set(extras1):
         raise ValueError(f"the unexplained tensors differ at a resized config ({changes})")
-    seen = [(extras0, _symbols(spec0, t, cfg)), (extras1, _symbols(spec1, t, cfg1))]
-    for cfg_p, model_p in probes:
-        try:
-            extras_p, spec_p = _extras_at(cfg_p, model_p, t)
-        except Exception:  # noqa: BLE001 - kvplan cannot read this probe: gen_field_probes records the key fixed
-            continue
-        if set(extras_p) == set(extras0):   # else the key switches tensors on or off: not a size to read
-            seen.append((extras_p, _symbols(spec_p, t, cfg_p)))
+    base_seen = [(extras0, _symbols(spec0, t, cfg)), (extras1, _symbols(spec1, t, cfg1))]
+    while True:
+        seen = base_seen + _probed(probes, t, set(extras0))
+        unchanged = {d[0] for (scope, name) in extras0 for d in zip(*(e[(scope, name)] for e, _ in seen))
+                     if len(set(d)) == 1}
+        fields = {k[len("field:"):] for k, v in base_seen[0][1].items() if k.startswith("field:") and v in unchanged}
+        if probes is None or not any([probes.add(k) for k in sorted(fields)]):
+            break
     syms = [sym for _, sym in seen]
     listed = []
     for (scope, name), shape in sorted(extras0.items()):
@@ -561,6 +579,20 @@ def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes: li
     _check_published(_text_type(cfg))
     t["checked_at"] = "default and resized"
     return t
+
+
+def _probed(probes, t: dict, names: set) -> list[tuple]:
+    """(extras, symbols) at each probe whose unexplained tensors are the default's (a key that switches tensors on
+    or off is no size to read; kvplan cannot read a probe at all: gen_field_probes records the key fixed)."""
+    out = []
+    for cfg_p, model_p in (probes.built.values() if probes is not None else ()):
+        try:
+            extras_p, spec_p = _extras_at(cfg_p, model_p, t)
+        except Exception:  # noqa: BLE001
+            continue
+        if set(extras_p) == names:
+            out.append((extras_p, _symbols(spec_p, t, cfg_p)))
+    return out
 
 
 def _text_type(cfg) -> str:
