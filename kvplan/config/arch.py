@@ -19,7 +19,7 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
-from . import gemma, looped
+from . import gemma, looped, recurrent
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
                      MTP_KEYS, VOCAB_KEYS, ConfigReader, check_float, check_int, config_dtype, multimodal)
@@ -632,6 +632,16 @@ def _zamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=block if "hybrid" in types else ())
 
 
+def _rwkv(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """RWKV-4 (kvplan.config.recurrent): LayerNorms with biases, ln_out after the last block."""
+    return _Body(recurrent.rwkv(f, c.hidden, c.layers), norm_bias=True)
+
+
+def _recurrent_gemma(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """RecurrentGemma (kvplan.config.recurrent): RMSNorms, final_norm, lm_head tied unless the config says not."""
+    return _Body(recurrent.recurrent_gemma(f, c.hidden, c.layers))
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -641,5 +651,5 @@ _BUILDERS = {
     "starcoder2": _starcoder2, "falcon": _falcon, "mamba": _mamba, "falcon_mamba": _mamba, "jamba": _jamba,
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
-    "zamba2": _zamba2, "zamba": _zamba,
+    "zamba2": _zamba2, "zamba": _zamba, "rwkv": _rwkv, "recurrent_gemma": _recurrent_gemma,
 }
