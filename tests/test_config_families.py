@@ -55,12 +55,18 @@ def test_a_class_that_keeps_no_cache_holds_zero_bytes(model_type):
     assert any("keeps no KV cache between steps" in n for n in model.notes)
 
 
-# dots3_note_text's float32 indexer keys are planned now (IndexedMLASpec.index_bytes = 4, test_truth_meta's zoo
-# families): recurrent_gemma is the one cache left that kvplan cannot state
-@pytest.mark.parametrize("model_type,field", [("recurrent_gemma", "modules")])
-def test_caches_kvplan_cannot_state_are_refused_by_name(model_type, field):
-    with pytest.raises(UnsupportedArchitectureError, match=field):
-        kvplan.parse_config(_default(model_type), name=model_type)
+def test_recurrent_gemma_caches_its_window_and_the_state_its_modules_hold():
+    # RecurrentGemma-2B defaults, 26 blocks (recurrent, recurrent, attention): 8 attention blocks x 10 KV heads x 256
+    # x (K + V) x 1,000 tokens x 2 B in generate's DynamicSlidingWindowLayers, each with its int64 window scalar,
+    # and 18 recurrent blocks holding conv1d_state [1, 2,560, 3] in bf16 and rg_lru.recurrent_states [1, 2,560] in
+    # float32 (modeling_recurrent_gemma.py; the conformance walk measures both: 82,380,864 B)
+    attention = 8 * (10 * 256 * 2 * 1000 * 2 + 8)
+    assert _bytes(_default("recurrent_gemma")) == attention + 18 * (2560 * 3 * 2 + 2560 * 4) == 82_380_864
+
+
+def test_recurrent_gemma_refuses_a_block_type_it_does_not_know():
+    with pytest.raises(kvplan.ConfigError, match="block_types"):
+        kvplan.parse_config(_default("recurrent_gemma", block_types=["recurrent", "mlp"]), name="rg")
 
 
 def test_cpm_ant_caches_its_learned_prompt_tokens_ahead_of_the_sequence():

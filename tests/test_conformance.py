@@ -6,7 +6,7 @@ kvplan/data/conformance.json). The default test run:
 
 - re-runs a fast subset, one architecture per kind of rule (GQA, a sliding variant, gated DeltaNet hybrid, MLA with
   indexer keys, a Mamba-2 pattern, per-layer head dims, MoE counted from traits, an encoder-decoder's decoder,
-  extras, lightning and CCA states), against the real model built on the meta device (CPU, shrunk, where meta
+  extras, lightning and CCA states, state held on modules), against the real model built on the meta device (CPU, shrunk, where meta
   cannot run it): KV bytes and parameter count must be exact;
 - checks the committed record: made with the installed transformers, the markdown's counts equal the data's, and
   every family it measured wrong is refused by kvplan (so no face ever shows that number).
@@ -53,6 +53,7 @@ FAST = [
     ("deepseek_v4", "default", True),      # compressed attention: window K = V, CSA / HCA; hyper-connections
     ("inkling_text", "default", True),     # attention + four float32 short-conv states per layer, hybrid_sliding
     ("dots3_note_text", "default", True),  # float32 indexer keys beside a bf16 MLA latent
+    ("recurrent_gemma", "default", True),  # window K / V in generate's cache, conv and RG-LRU states on the modules
 ]
 
 

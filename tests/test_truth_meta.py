@@ -296,3 +296,34 @@ def test_rwkv_state_on_meta(changes, dtype):
     est = kvplan.estimate(spec, 51, 2, dtype=dtype, prompt_len=50)
     assert (prefilled.storage, prefilled.logical) == (est.prefill_peak_bytes, est.logical_bytes)
     assert (decoded.storage, decoded.logical) == (est.kv_cache_bytes, est.logical_bytes)
+
+
+@pytest.mark.parametrize("changes, dtype", [
+    ({"num_hidden_layers": 5}, "bf16"),     # RecurrentGemma-2B's blocks: 2,560 wide, 10 heads x 256, window 2,048
+    ({"hidden_size": 512, "lru_width": 640, "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 5,
+      "conv1d_width": 3, "attention_window_size": 64, "block_types": ["recurrent", "attention"]}, "fp32"),
+])
+def test_recurrent_gemma_cache_and_module_state_on_meta(changes, dtype):
+    """RecurrentGemma as generate() runs it: handed DynamicCache(config), which its attention blocks fill (over the
+    window) and forward does not return; the recurrent blocks keep conv1d_state and rg_lru.recurrent_states on
+    themselves (validation.conformance.module_states). kvplan equals the two together after a 100-token prefill at
+    batch 2 (past the resized 64-token window) and after a decode step."""
+    from transformers import DynamicCache
+    from truth import DTYPES, meta_model, measure
+
+    from validation.conformance import config_dict, module_states
+
+    cfg = CONFIG_MAPPING["recurrent_gemma"](**changes)
+    model = meta_model(cfg, DTYPES[dtype])
+    spec = kvplan.parse_config(config_dict("recurrent_gemma", changes), name="recurrent_gemma")
+    cache = DynamicCache(config=cfg)
+    with torch.no_grad():
+        model(input_ids=torch.zeros((2, 100), dtype=torch.long, device="meta"), use_cache=True, cache=cache)
+        prefilled = measure({"cache": cache, "modules": module_states(model)})
+        model(input_ids=torch.zeros((2, 1), dtype=torch.long, device="meta"), use_cache=True, cache=cache,
+              position_ids=torch.full((2, 1), 100, device="meta"))
+        decoded = measure({"cache": cache, "modules": module_states(model)})
+    est = kvplan.estimate(spec, 101, 2, dtype=dtype, prompt_len=100)
+    assert prefilled.storage == est.prefill_peak_bytes
+    assert decoded.storage == est.kv_cache_bytes
+    assert prefilled.storage > 0 and decoded.logical == est.logical_bytes

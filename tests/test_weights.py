@@ -288,6 +288,18 @@ RESIZED = [
     ("hrm_text", "resized, biased, 5 blocks a stack x 3 x (2 + 1) cycles",
      dict(hidden_size=1024, intermediate_size=3000, num_attention_heads=8, head_dim=96, attention_bias=True,
           mlp_bias=True, vocab_size=40_000, num_hidden_layers=5, H_cycles=3, L_cycles=2)),
+    ("rwkv", "default: 32 blocks of 4,096, no heads", {}),
+    ("rwkv", "resized, intermediate None -> 4 x hidden", dict(hidden_size=512, num_hidden_layers=3, vocab_size=1000)),
+    ("rwkv", "resized, attention 256 != hidden 512, tied head",
+     dict(hidden_size=512, attention_hidden_size=256, intermediate_size=1000, num_hidden_layers=2, vocab_size=1000,
+          tie_word_embeddings=True)),
+    ("recurrent_gemma", "default: 18 recurrent + 8 attention blocks, tied", {}),
+    ("recurrent_gemma", "resized, lru_width 640 != hidden, GQA 8 / 2, biased, 2-block pattern, untied",
+     dict(hidden_size=512, lru_width=640, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=7,
+          intermediate_size=1500, conv1d_width=3, attention_bias=True, block_types=["recurrent", "attention"],
+          vocab_size=1000, tie_word_embeddings=False)),
+    ("recurrent_gemma", "resized, head_dim 96 != 512 / 4",
+     dict(hidden_size=512, num_attention_heads=4, head_dim=96, num_hidden_layers=4, vocab_size=1000)),
 ]
 
 
@@ -659,3 +671,36 @@ def test_inkling_checkpoint_kwargs_size_the_mlps_as_its_config_class_does():
     finally:
         verified.ENFORCE = True
     assert param_count(shape).total == sum(p.numel() for p in model.parameters()) == 4_135_835_142
+
+
+def test_rwkv_parameters_by_hand():
+    """RWKV-4 defaults (RwkvConfig: hidden 4,096, attention 4,096, intermediate 4 x 4,096, 32 blocks, vocab 50,277,
+    untied head), tensor by tensor as modeling_rwkv.py builds them: a block's time mixing 4 x 4,096^2 (key, value,
+    receptance, output) + 2 x 4,096 (time_decay, time_first) + 3 x 4,096 (time_mix_*), channel mixing
+    2 x 16,384 x 4,096 + 4,096^2 + 2 x 4,096, ln1 and ln2 2 x 2 x 4,096; block 0's pre_ln 2 x 4,096; embeddings and
+    head 2 x 50,277 x 4,096; ln_out 2 x 4,096. transformers on meta counts 7,392,649,216 (docs/coverage.md)."""
+    h, i, v = 4096, 4 * 4096, 50277
+    block = (4 * h * h + 5 * h) + (2 * i * h + h * h + 2 * h) + 4 * h
+    expected = 32 * block + 2 * h + 2 * v * h + 2 * h
+    # a config.json may leave the derived sizes null: RwkvConfig.__post_init__ fills hidden and 4 x hidden
+    config = {"model_type": "rwkv", "hidden_size": h, "num_hidden_layers": 32, "vocab_size": v,
+              "attention_hidden_size": None, "intermediate_size": None, "tie_word_embeddings": False}
+    assert param_count(kvplan.parse_config(config, name="rwkv").arch).total == expected == 7_392_649_216
+
+
+def test_recurrent_gemma_parameters_by_hand():
+    """RecurrentGemma-2B defaults (RecurrentGemmaConfig: 26 blocks recurrent, recurrent, attention; hidden and
+    lru_width 2,560, 10 heads x 256, intermediate 7,680, conv1d_width 4, vocab 256,000, tied): a recurrent block
+    linear_x / linear_y / linear_out 3 x (2,560^2 + 2,560), conv_1d 2,560 x 4 + 2,560, rg_lru 2,560 + 2 x (10 x 256^2
+    + 2,560); an attention block q / k / v / o 4 x 2,560^2 and o_proj's bias 2,560; every block's MLP (intermediate
+    // 2 = 3,840) 3 x (3,840 x 2,560) + 2 x 3,840 + 2,560 and two RMSNorms 2 x 2,560; embeddings 256,000 x 2,560,
+    final_norm 2,560. transformers on meta counts 2,010,263,040 (docs/coverage.md)."""
+    h, w, heads, mlp = 2560, 2560, 10, 3840
+    recurrent = 3 * (w * h + w) + (w * 4 + w) + w + 2 * (heads * (w // heads) ** 2 + w)
+    attention = 4 * h * h + h
+    common = 3 * mlp * h + 2 * mlp + h + 2 * h
+    expected = 18 * recurrent + 8 * attention + 26 * common + 256_000 * h + h
+    config = {"model_type": "recurrent_gemma", "hidden_size": h, "num_hidden_layers": 26, "num_attention_heads": 10,
+              "intermediate_size": 7680, "vocab_size": 256_000, "tie_word_embeddings": True,
+              "block_types": ["recurrent", "recurrent", "attention"]}
+    assert param_count(kvplan.parse_config(config, name="rg").arch).total == expected == 2_010_263_040

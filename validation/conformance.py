@@ -95,6 +95,21 @@ def _build(mt: str, variant: dict, device: str, dtype):
     return cfg, model.eval()
 
 
+# Families whose generate() cache is a DynamicCache it is handed and does not return, with the rest of their state
+# kept on their modules: RecurrentGemma (transformers 5.24 modeling_recurrent_gemma.py; its CausalLMOutput has no
+# cache field, GenerationMixin._prepare_cache_for_generation passes `cache=DynamicCache(config)`, and each
+# RecurrentGemmaRecurrentBlock holds conv1d_state, its rg_lru recurrent_states). The walk measures both.
+MODULE_STATE = frozenset({"recurrent_gemma"})
+
+
+def module_states(model) -> list:
+    """The tensors a model's modules hold as plain attributes, outside their parameters and buffers (the state a
+    stateful model carries between forward calls: RecurrentGemma's conv1d_state and recurrent_states)."""
+    import torch
+
+    return [value for module in model.modules() for value in vars(module).values() if isinstance(value, torch.Tensor)]
+
+
 def _prefill(model, cfg, length: int):
     import torch
 
@@ -104,6 +119,13 @@ def _prefill(model, cfg, length: int):
         ids = torch.zeros((1, length), dtype=torch.long, device=device)
     else:
         ids = torch.randint(3, max(4, vocab), (1, length), generator=torch.Generator().manual_seed(0))
+    if cfg.model_type in MODULE_STATE:
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=cfg.get_text_config(decoder=True))   # what generate() hands it
+        with torch.no_grad():
+            model(input_ids=ids, use_cache=True, cache=cache)
+        return {"cache": cache, "modules": module_states(model)}
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
     cache = getattr(out, "past_key_values", None)

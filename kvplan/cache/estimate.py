@@ -408,9 +408,12 @@ def _formula(group: _Group, plan: CachePlan, total: int) -> str:
         return f"{count} layers x 0 ({spec.reason})"
     act = int(plan.act_dtype.bytes)
     if isinstance(spec, StateSpec):
+        # RecurrentGemma's conv view pins one column more once decoding: 2,560 x 1 x 2 B a layer and sequence
+        pinned = spec.pinned_bytes(act)
+        view = f" + {fmt_int(pinned)} B pinned by the conv view" if pinned else ""
         return (f"{count} {spec.mixer} layers x {plan.batch_size} seq x ({fmt_int(spec.conv_elems)} x "
                 f"{4 if spec.conv_fp32 else act} B + {fmt_int(spec.recurrent_elems)} x "
-                f"{4 if spec.recurrent_fp32 else act} B)")
+                f"{4 if spec.recurrent_fp32 else act} B{view})")
     if isinstance(spec, CompressedAttentionSpec):
         T, m = plan.seq_len, spec.compress_rate
         overlap = f" + overlap {m} x {spec.entry_elems} x ({act} + 4) B" if spec.overlap and T >= m else ""

@@ -109,7 +109,8 @@ def _state_bytes(spec: StateSpec, plan: CachePlan) -> LayerBytes:
     # conv state in the activation dtype, recurrent state in float32 (transformers' torch path)
     act = int(plan.act_dtype.bytes)
     size = plan.batch_size * (spec.conv_bytes(act) + spec.recurrent_bytes(act))
-    return LayerBytes(None, None, size, size, size, INT64_BYTES if spec.counter else 0, False)
+    stored = size + plan.batch_size * spec.pinned_bytes(act)   # RecurrentGemma's decode view: one column more
+    return LayerBytes(None, None, stored, size, size, INT64_BYTES if spec.counter else 0, False)
 
 
 def compressed_bytes(spec: CompressedAttentionSpec, plan: CachePlan) -> LayerBytes:

@@ -19,7 +19,7 @@ from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
 from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
                           QuantDims, interned)
-from . import gemma, inkling, looped
+from . import gemma, inkling, looped, recurrent
 from .deepseek_v4 import deepseek_v4
 from .quant import parse_quant
 from .reader import (EXPERT_KEYS, HEAD_DIM_KEYS, HEAD_KEYS, INTERMEDIATE_KEYS, KV_HEAD_KEYS, LAYER_KEYS, MTP_FAMILIES,
@@ -673,6 +673,16 @@ def _zamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     return _Body(layers, extra=block if "hybrid" in types else ())
 
 
+def _rwkv(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """RWKV-4 (kvplan.config.recurrent): LayerNorms with biases, ln_out after the last block."""
+    return _Body(recurrent.rwkv(f, c.hidden, c.layers), norm_bias=True)
+
+
+def _recurrent_gemma(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
+    """RecurrentGemma (kvplan.config.recurrent): RMSNorms, final_norm, lm_head tied unless the config says not."""
+    return _Body(recurrent.recurrent_gemma(f, c.hidden, c.layers))
+
+
 _BUILDERS = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2"), _llama_like),
     "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen3_next": _qwen_moe, "qwen3_5_text": _qwen_moe,
@@ -683,5 +693,6 @@ _BUILDERS = {
     "mamba2": _mamba2, "nemotron_h": _nemotron_h, "nemotron-nas": _nas, "gemma4_text": _gemma4,
     "gemma3n_text": _gemma3n, "dory": _dory, "hrm_text": _hrm_text, "xlm": _xlm,
     "inkling_text": _inkling, "inkling2_text": _inkling2, "inkling2_loop_text": _inkling2,
-    "zamba2": _zamba2, "zamba": _zamba, "deepseek_v4": _deepseek_v4,
+    "zamba2": _zamba2, "zamba": _zamba, "deepseek_v4": _deepseek_v4, "rwkv": _rwkv,
+    "recurrent_gemma": _recurrent_gemma,
 }

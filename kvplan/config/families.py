@@ -1,6 +1,7 @@
 """Cache layouts of families whose layers no shared rule in `kvplan.config.layout` describes (part of the config
-boundary): DeepSeek-V4's compressed attention, Inkling's attention with short convolutions, RWKV's state. Each mirrors what
-transformers 5.24's config class derives and what its modeling file caches, with the file and the number beside it.
+boundary): DeepSeek-V4's compressed attention, Inkling's attention with short convolutions, RWKV's state,
+RecurrentGemma's window and the state its modules hold. Each mirrors what transformers 5.24's config class derives
+and what its modeling file caches, with the file and the number beside it.
 """
 
 from __future__ import annotations
@@ -172,3 +173,53 @@ def build_rwkv(r: ConfigReader, notes: list[str]) -> list[tuple]:
     n, hidden = r.num_layers(), r.hidden_size()
     notes.append("RWKV: a constant state per sequence (token shift in the model dtype, WKV sums in float32), no K or V")
     return [(StateSpec(conv_shape=(2, hidden), recurrent_shape=(3, hidden), mixer="rwkv"),)] * n
+
+
+RG_BLOCKS = {"recurrent": "linear_attention", "attention": "sliding_attention"}
+
+
+def recurrent_gemma_types(r: ConfigReader, n: int) -> list[str]:
+    """RecurrentGemmaConfig.layers_block_type (transformers 5.24 configuration_recurrent_gemma.py): `block_types`
+    (default recurrent, recurrent, attention) repeated to num_hidden_layers, each "recurrent" a recurrent block and
+    every other string an attention block (kvplan refuses a string that is neither rather than guess). The property
+    cuts `block_types * 100`: a layer past 100 repeats has no block and RecurrentGemmaModel cannot build it."""
+    value = r.get("block_types", ["recurrent", "recurrent", "attention"])
+    if not isinstance(value, list) or not value or any(v not in RG_BLOCKS for v in value):
+        raise ConfigError("config field 'block_types' must list \"recurrent\" / \"attention\" blocks: fix the "
+                          "config.json", field="block_types")
+    if n > 100 * len(value):
+        raise ConfigError(f"config field 'block_types' ({len(value)} entries) repeats to {100 * len(value)} layers "
+                          f"in RecurrentGemmaConfig, fewer than the {n} layers: list more blocks", field="block_types")
+    r.used["block_types"] = f"{len(value)} entries"
+    return [RG_BLOCKS[value[i % len(value)]] for i in range(n)]
+
+
+def recurrent_gemma_heads(r: ConfigReader) -> tuple[int, int, int]:
+    """(heads, KV heads, head_dim): RecurrentGemmaConfig.__post_init__ sets num_key_value_heads to the head count
+    and head_dim to hidden_size // heads where the config gives none (the 2B default: 10 heads x 256 of 2,560)."""
+    heads = r.num_heads()
+    kv = r.opt_int("num_key_value_heads") or heads
+    return heads, kv, r.opt_int("head_dim") or r.hidden_size() // heads
+
+
+def build_recurrent_gemma(r: ConfigReader, notes: list[str]) -> list[tuple]:
+    """RecurrentGemma (transformers 5.24 modeling_recurrent_gemma.py). generate() hands it DynamicCache(config)
+    (GenerationMixin._prepare_cache_for_generation); the attention blocks fill its DynamicSlidingWindowLayers (K and
+    V of num_key_value_heads x head_dim over attention_window_size - 1 tokens) and forward returns none. Each
+    recurrent block keeps its state on itself: RecurrentGemmaRecurrentBlock.conv1d_state, the last conv1d_width - 1
+    columns of linear_x's output [B, lru_width, 3] in the model dtype (after a decode step a view of 4 columns:
+    StateSpec.conv_pinned), and RecurrentGemmaRglru.recurrent_states [B, lru_width] in float32. The 2B default in
+    bf16, per sequence and recurrent layer: 2,560 x 3 x 2 + 2,560 x 4 = 25,600 B after a prefill, 30,720 B
+    decoding."""
+    n = r.num_layers()
+    types = recurrent_gemma_types(r, n)
+    heads, kv, head_dim = recurrent_gemma_heads(r)
+    window = r.req_int("attention_window_size", default=2048)
+    width = r.opt_int("lru_width") or r.hidden_size()   # RecurrentGemmaConfig: lru_width or hidden_size
+    kernel = r.req_int("conv1d_width", default=4)
+    state = StateSpec(conv_shape=(width, kernel - 1), recurrent_shape=(width,), mixer="rg_lru", conv_pinned=1)
+    attention = SlidingWindowSpec(kv, head_dim, head_dim, sliding_window=window)
+    notes.append(f"RecurrentGemma: {types.count('linear_attention')} recurrent blocks (a conv state of {kernel - 1} "
+                 f"columns and an RG-LRU state of {width:,}, held on the modules) and "
+                 f"{types.count('sliding_attention')} attention blocks over a {window:,}-token window")
+    return [(state,) if t == "linear_attention" else (attention,) for t in types]

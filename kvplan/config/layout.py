@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, UnsupportedArchitectureError, shown
 from ..model.layers import (ChunkedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec, NoCacheSpec,
                             PrefixedAttentionSpec, SlidingWindowSpec, StateSpec)
-from .families import build_deepseek_v4, build_inkling, build_rwkv
+from .families import build_deepseek_v4, build_inkling, build_recurrent_gemma, build_rwkv
 from .per_layer import V_HEAD_DIM_FAMILIES, layer_overrides
 from .reader import HEAD_DIM_KEYS, HEAD_KEYS, HIDDEN_KEYS, KV_HEAD_KEYS, LAYER_KEYS, ConfigReader
 from .state import STATE_TYPES, mlstm_layers, pattern_types, state_spec
@@ -49,12 +49,6 @@ def _build_prefixed(r: ConfigReader, notes: list[str]) -> list[tuple]:
     notes.append(f"{prefix} learned prompt tokens are cached ahead of every sequence (prompt_length)")
     return [tuple(PrefixedAttentionSpec(s.kv_heads, s.k_head_dim, s.v_head_dim, prefix_tokens=prefix)
                   if type(s) is FullAttentionSpec else s for s in layer) for layer in _build_transformer(r, notes)]
-
-
-def _refuse(why: str):
-    def builder(r: ConfigReader, notes: list[str]) -> list[tuple]:
-        raise UnsupportedArchitectureError(f"model_type {r.model_type!r}: {why}: open an issue with the model id")
-    return builder
 
 
 def layer_kind(layer: tuple) -> str:
@@ -400,13 +394,12 @@ _FAMILY_BUILDERS = {
     "jamba": _build_jamba,
     "qwen3_next": _build_qwen3_next,
     **dict.fromkeys(UNCACHED, _build_uncached),
-    # caches kvplan's specs cannot state yet, refused rather than guessed (transformers 5.24 modeling files)
+    # families whose cache no shared rule states (transformers 5.24 modeling files; kvplan.config.families)
     "cpmant": _build_prefixed,
     "deepseek_v4": build_deepseek_v4,
     "rwkv": build_rwkv,
     **dict.fromkeys(("inkling_text", "inkling2_text", "inkling2_loop_text"),
                     lambda r, notes: build_inkling(r, notes, layer_kind)),
-    "recurrent_gemma": _refuse("RecurrentGemma keeps its recurrent state in the model's modules and rebuilds its "
-                               "attention cache on every forward call, which kvplan does not size yet"),
+    "recurrent_gemma": build_recurrent_gemma,
     "xlstm": lambda r, notes: mlstm_layers(r, r.num_layers()),
 }

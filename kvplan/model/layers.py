@@ -201,7 +201,17 @@ class StateSpec:
     # Mamba-2: the conv state's n_groups and SSM state size, which the engines' TP sharding reads (0: not Mamba-2)
     groups: int = 0
     group_state: int = 0
+    # columns of storage a decode step pins beyond conv_shape: RecurrentGemma keeps `conv_state[:, :, 1:]` of the
+    # [B, W, kernel] concatenation (modeling_recurrent_gemma.py), a view that holds kernel columns for kernel - 1
+    # read; right after a prefill it is a fresh [B, W, kernel - 1] tensor (2B default: 2,560 x 2 B more a decode)
+    conv_pinned: int = 0
     kind = "state"
+
+    def pinned_bytes(self, act_bytes: int) -> int:
+        """Bytes of one sequence's conv storage beyond its state, once decoding (0 for every family but one)."""
+        if not self.conv_pinned:
+            return 0
+        return prod(self.conv_shape[:-1]) * self.conv_pinned * (4 if self.conv_fp32 else act_bytes)
 
     def recurrent_bytes(self, act_bytes: int) -> int:
         """Bytes of one sequence's recurrent state."""

@@ -25,6 +25,8 @@ UNREAD = {
         "SGLang 0.5.23 sizes Dots3-Note's pools in sglang/srt/models/dots3.py"),
     "rwkv": ("vLLM 0.33 has no RWKV model (model_executor/models/registry.py)",
              "SGLang 0.5.23 has no RWKV model (sglang/srt/models)"),
+    "recurrent_gemma": ("vLLM 0.33 has no RecurrentGemma model (model_executor/models/registry.py)",
+                        "SGLang 0.5.23 has no RecurrentGemma model (sglang/srt/models)"),
 }
 
 
