@@ -123,7 +123,7 @@ result, problem = common.message(sup.plan_speed, model, plan, prompt, batch) if 
     None, "the speed estimate is for plans that fit: change the settings above until this one does")
 if result is not None:
     common.metrics(sup.speed_metrics(result))
-    st.caption(" · ".join(result.notes) + f" · decode at {plan.max_model_len:,} tokens of context, batch {batch:,}")
+    st.caption(" · ".join(map(sup.app_words, result.notes)) + f" · decode at {plan.max_model_len:,} tokens of context, batch {batch:,}")
 else:
     st.warning(f"Speed: {problem}", icon=":material/warning:")
 
@@ -139,7 +139,7 @@ else:
     load, problem = None, "the workload figures are for plans that fit: change the settings above until this one does"
 if load is not None:
     common.metrics(sup.workload_metrics(load))
-    st.caption(" · ".join([load.price_source] + load.notes[-2:]))
+    st.caption(" · ".join(map(sup.app_words, [load.price_source] + load.notes[-2:])))
     with st.expander("How the workload figures were computed"):
         st.code("\n".join(load.formula), language=None, wrap_lines=True)
 else:
@@ -152,6 +152,6 @@ st.code(sup.cli_command(model, inputs), language="bash", wrap_lines=True)
 with st.expander("How the pool was computed"):
     st.code("\n".join(plan.formula), language=None, wrap_lines=True)
     for note in plan.notes:
-        st.caption(f":material/info: {note}")
+        st.caption(f":material/info: {sup.app_words(note)}")
 common.downloads(f"kvplan-plan-{sup.file_stem(model.name)}-{plan.gpu}-{plan.num_gpus}", sup.plan_json(plan),
                  sup.plan_csv(plan), "Plan")

@@ -215,7 +215,7 @@ def test_kimi_k2_instruct_fp8_blocks_against_its_published_tensor_table():
     published, params, tensors = _sum(rows)
     assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (139_644, 1_026_470_731_056)
     assert f"{published / 2**30:.2f}" == totals["tensor_bytes_gib"] == "958.49"
-    assert published == 1_029_173_256_720
+    assert published == 1_029_173_256_720   # the report's 38-row tensor table summed (958.49 GiB as it prints)
     model = kvplan.load_model("moonshotai/Kimi-K2-Instruct")
     rule = stored_bytes_by_rule(model.require_arch())
     assert abs(rule - published) / published < 0.005
@@ -240,6 +240,9 @@ def test_kimi_k25_int4_experts_against_its_published_tensor_table():
     language = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
     assert published - language == 942_287_840
     rule = stored_bytes_by_rule(kvplan.load_model("moonshotai/Kimi-K2.5").require_arch())
+    # hand arithmetic (docstring): the 60 routers [384 experts, 7,168] in float32 where the table has them bf16,
+    # 60 x 384 x 7,168 x 2 B = 330,301,440, plus weight_shape int64 [2] against the checkpoint's int32 [2]:
+    # 60 layers x 384 experts x 3 projections x 8 B = 552,960 (69,120 tensors)
     assert rule - language == 60 * 384 * 7168 * 2 + 60 * 384 * 3 * 8 == 330_854_400
     assert abs(rule - published) / published < 0.005
 
@@ -256,6 +259,7 @@ def test_kimi_k2_thinking_against_its_published_download_sizes():
     assert abs(rule - 554 * 2**30) / (554 * 2**30) < 0.02
     rows, _ = _table("moonshotai__Kimi-K2.5")
     text = _sum([r for r in rows if r[0].startswith("language_model.")])[0]
+    # published: "Size: 554 GB (62 safetensors files)" (jwt625/PlayGround@97232dde DEPLOYMENT_SUMMARY.md, a du figure)
     assert 553 * 2**30 < text <= 554 * 2**30 and rule - text == 330_854_400
 
 
@@ -268,11 +272,11 @@ def test_qwen3_next_checkpoint_holds_an_mtp_layer_its_config_does_not_name():
     published, params, tensors = _sum(rows)
     assert (tensors, params) == (totals["tensors"], totals["parameters"]) == (75_944, 81_324_862_720)
     mtp = _sum([r for r in rows if r[0].startswith("mtp.")])
-    assert mtp[:2] == (3_300_942_848, 1_650_471_424)
+    assert mtp[:2] == (3_300_942_848, 1_650_471_424)   # the published tensor table's mtp.* rows (bf16: 2 B each)
     assert not any("embed_tokens" in name or "head" in name for name, *_ in rows if name.startswith("mtp."))
     shape = kvplan.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct").require_arch()
     assert shape.mtp_layers == 1
-    assert stored_bytes_by_rule(shape) == published == 162_649_725_440
+    assert stored_bytes_by_rule(shape) == published == 162_649_725_440   # the published table's total bytes
     assert weights_bytes(shape).total_bytes == published - mtp[0]  # resident: vLLM skips `mtp.` without drafting
 
 

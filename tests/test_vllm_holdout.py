@@ -267,6 +267,7 @@ def test_a_cold_compile_is_the_gap_between_two_starts_of_one_worker():
     rows = _rows()
     cold, warm = vllm_holdout.check_row(rows[COLD]), vllm_holdout.check_row(rows[WARM])
     gap_tokens = warm["card_tokens"][0] - cold["card_tokens"][0]
+    # the two starts' printed KV tokens: 43,040 - 35,792 (docstring)
     assert gap_tokens == 7_248 and gap_tokens * 147_456 / GiB == pytest.approx(1.18 - 0.19, abs=0.01)
     assert float(rows[COLD]["activation_peak_torch_gib"]) - float(rows[WARM]["activation_peak_torch_gib"]) == (
         pytest.approx(0.99))
