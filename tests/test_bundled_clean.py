@@ -39,12 +39,8 @@ ALLOWED = {
 
 # model id (lower case) -> (owner, why, the words of today's refusal). Planned models in here are still held to
 # ALLOWED; a refused one must refuse with exactly these words.
-REFUSED = {
-    # vLLM 0.33 pages DeepSeek-V4's window, compressed entries and compressor state in caches of their own
-    # (vllm/models/deepseek_v4/), which kvplan has not modelled: refused in one line naming them, transformers
-    # planned (--engine hf) exactly
-    "deepseek-ai/deepseek-v4-flash": ("kvzoo", "vLLM's DeepSeek-V4 pages", "kvplan does not plan vLLM for"),
-    "deepseek-ai/deepseek-v4-pro": ("kvzoo", "vLLM's DeepSeek-V4 pages", "kvplan does not plan vLLM for"),
+REFUSED: dict[str, tuple[str, str, str]] = {
+    # empty: DeepSeek-V4-Flash and -Pro, the last refused, plan on vLLM 0.33 (planning/engines/vllm_dsv4.py)
 }
 # Partial bundled configs: their plans are to say what the trimmed copy lacks (the "library" engineer; Kimi-K2's
 # missing quantization_config: the "quant" engineer). Until then and after, that one more kind is allowed for them.
