@@ -33,7 +33,9 @@ def _pages(name: str) -> dict[tuple, int]:
 
 
 def test_flash_pages_by_hand():
-    """Flash: 43 layers (compress_ratios: 2 x 0, then 4 / 128 in turn: 21 CSA, 20 HCA), window 128."""
+    """Flash: 43 layers (compress_ratios: 2 x 0, then 4 / 128 in turn: 21 CSA, 20 HCA), window 128: 43 windows +
+    41 x (entries + state) + 21 x (indexer keys + their state) = 167 caches."""
+    assert sum(_pages(FLASH).values()) == 43 + 41 * 2 + 21 * 2 == 167
     assert _pages(FLASH) == {
         ("sliding", 64, 1, 128, 37_440): 43,        # 64 x 584 = 37,376 -> 65 x 576 = 37,440
         ("mla", 256, 4, 0, 37_440): 21,             # CSA entries: 256 // 4 = 64 x 584 = 37,376 -> 37,440

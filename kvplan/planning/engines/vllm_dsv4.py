@@ -66,9 +66,9 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
 
 
 def dsv4_layer_specs(model: ModelSpec, layer_ids: range) -> list[VllmLayerSpec]:
-    """The caches the layers register (vLLM registers the indexer's first, then the window, the compressed entries and
-    the compressor state; the order moves groups, not sizes). DeepSeek-V4-Flash: 43 windows, 41 compressed layers (21 CSA + 20
-    HCA), 21 indexers: 43 + 41 x 2 + 21 x 2 = 167 specs."""
+    """The caches the layers register (vLLM registers the indexer's first, then the window, the compressed entries
+    and the compressor state; the order moves groups, not sizes). DeepSeek-V4-Flash: 43 windows, 41 compressed
+    layers (21 CSA + 20 HCA) of 2 caches each, 21 indexers of 2: 43 + 82 + 42 = 167 specs."""
     specs = []
     for index in layer_ids:
         for spec in model.layers[index]:
