@@ -127,3 +127,15 @@ def test_dsv4_refusals_name_what_kvplan_does_not_size(settings, words):
     with pytest.raises(WorkloadError, match=words) as info:
         plan(FLASH, **{**base, **settings})
     assert "\n" not in str(info.value)
+
+
+def test_the_workspace_warning_sizes_flashmla_gather_by_hand():
+    """nvidia/flashmla.py `forward_mqa` (0.33.0), the dummy run: (PREFILL_CHUNK_SIZE 4, M, 512) bf16 with
+    M = cdiv(4,096, 4) + 128 + 8,192 = 9,344 rows: 4 x 9,344 x 512 x 2 B = 38,273,024 B = 36.5 MiB; gone with a
+    given pool (--kv-cache-memory-bytes)."""
+    p = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096)
+    assert p.max_num_batched_tokens == 8192
+    assert any("4 x 9,344 rows x 512 x 2 B = 36.5 MiB" in w for w in p.warnings)
+    given = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, kv_cache_memory_bytes=20 * 2**30)
+    assert not any("workspaces" in w for w in given.warnings)
+    assert given.num_blocks == 20 * 2**30 // 1_002_240

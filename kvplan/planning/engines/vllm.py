@@ -30,7 +30,8 @@ from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
-from .vllm_dsv4 import BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, is_dsv4, packed_notes
+from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, is_dsv4, packed_notes,
+                        workspace_warning)
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
                       kv_groups, max_usage_bytes, packed_need_bytes, pool_capacity, project_packed,
                       rank_layer_specs)
@@ -213,7 +214,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
-        warnings=[w for w in (unsized_profile(shape, text_only),) if w],
+        warnings=[w for w in (unsized_profile(shape, text_only),
+                              workspace_warning(model, s.max_model_len, s.max_num_batched_tokens)
+                              if is_dsv4(model) and s.kv_cache_memory_bytes is None else None) if w],
     )
 
 

@@ -138,3 +138,24 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
             "every DeepSeek-V4 cache is one KV head that vLLM replicates on each TP rank (max_tp_shards=1), in "
             "DeepSeek's fp8_ds_mla layout whatever --kv-cache-dtype says ('auto' becomes fp8: attention.py "
             "`_resolve_dsv4_kv_cache_dtype`)"]
+
+
+PREFILL_CHUNK = 4   # DeepseekV4Attention.PREFILL_CHUNK_SIZE: requests whose bf16 KV the prefill gathers at once
+
+
+def workspace_warning(model: ModelSpec, max_model_len: int, batched_tokens: int) -> str:
+    """What kvplan's pool leaves out for DeepSeek-V4, with the one part read to the byte. The profile run's dummy
+    forward reserves FlashMLA's prefill workspace (nvidia/flashmla.py `forward_mqa`, 0.33.0:
+    `get_simultaneous((PREFILL_CHUNK_SIZE, M, 512) bf16, ...)`, M = cdiv(max_model_len, ratio) + window +
+    max_num_batched_tokens, the largest over the layers: the ratio-4 ones), which stays allocated and so leaves the
+    pool; the other DeepSeek-V4 workspaces (indexer, compressor, top-k buffers) are not read. Flash at 4,096 tokens,
+    8,192 batched: 4 x (1,024 + 128 + 8,192) x 512 x 2 B = 38,273,024 B."""
+    ratios = [s.compress_rate for layer in model.layers for s in layer if isinstance(s, CompressedAttentionSpec)]
+    window = next(s.window for layer in model.layers for s in layer if s.window)
+    rows = -(-max_model_len // min(ratios, default=max_model_len or 1)) + window + batched_tokens
+    gather = PREFILL_CHUNK * rows * 512 * 2
+    return (f"vLLM's DeepSeek-V4 attention reserves workspaces in its profile run that kvplan's activation figure "
+            f"does not hold (FlashMLA's prefill gather alone: {PREFILL_CHUNK} x {rows:,} rows x 512 x 2 B = "
+            f"{gather / 2**20:,.1f} MiB; the indexer's and compressor's are not read), and no DeepSeek-V4 start-up "
+            f"log checks the pool: it is high by at least that; pass vLLM's 'Available KV cache memory' as "
+            f"--kv-cache-memory-bytes to plan the KV from it")
