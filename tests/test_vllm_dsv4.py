@@ -117,7 +117,7 @@ def test_pro_plans_over_two_stages():
 
 @pytest.mark.parametrize("settings, words", [
     ({"engine_version": "0.19.1"}, "has no DeepSeek-V4"),             # DeepseekV4ForCausalLM joined in 0.20.0
-    ({"engine_version": "0.32.0"}, "0.33.0's grouping only"),         # 0.25 / 0.32 group the pages otherwise
+    ({"engine_version": "0.31.0"}, "grouping of 0.32 and 0.33 only"),  # 0.31 packs otherwise, 0.25 pads
     ({"gpu": "A100-80GB"}, "FlashMLA path"),                          # FlashMLA sparse needs SM 9.0+
     ({"block_size": 64}, "256-token blocks"),                         # kernels take [256]
     ({"speculative": {"method": "mtp", "num_speculative_tokens": 1}}, "MTP drafter"),
@@ -139,3 +139,11 @@ def test_the_workspace_warning_sizes_flashmla_gather_by_hand():
     given = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, kv_cache_memory_bytes=20 * 2**30)
     assert not any("workspaces" in w for w in given.warnings)
     assert given.num_blocks == 20 * 2**30 // 1_002_240
+
+
+def test_032_groups_as_033():
+    """0.32.0's `_get_packed_kv_cache_groups` and page specs are 0.33.0's (vllm_dsv4.py says which functions were
+    compared): the same 1,002,240 B block and 1,684 blocks a request; only the profile around them is 0.32's."""
+    p = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, engine_version="0.32.0")
+    assert p.num_blocks == p.kv_pool_bytes // 1_002_240
+    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)

@@ -14,8 +14,13 @@
 Every alignment is 576 because the FlashMLA path writes `cache_dtype = "fp8_ds_mla"` back onto the cache config
 (attention.py `_resolve_dsv4_kv_cache_dtype`), which the indexer and compressor specs read.
 DeepseekV4ForCausalLM joined vLLM in 0.20.0 (model_executor/models/registry.py; not in 0.19.1). The grouping these
-specs go through (`vllm_kv.packed_groups`) is 0.33.0's; 0.25.0 and 0.32.0 group them otherwise (no
-`_get_packed_kv_cache_groups` in 0.25.0's kv_cache_utils.py), so kvplan plans 0.33 only."""
+specs go through (`vllm_kv.packed_groups`) is 0.33.0's and 0.32.0's: 0.32's kv_cache_utils.py
+`_get_packed_kv_cache_groups` differs from 0.33's kv_cache_planning.py only in tagging EAGLE groups;
+`_get_kv_cache_bytes_per_block`, `_approximate_gcd`, `get_max_concurrency_for_kv_cache_config`, the spec classes
+and the DeepSeek-V4 cache layers are the same source (its DeepseekV4SWACache lacks only the block stride alignment
+0.33 leaves at None). 0.29-0.31 change `_get_packed_kv_cache_groups` or `_get_kv_cache_bytes_per_block`, 0.26-0.28
+have no `_get_packed_kv_cache_groups`, 0.25 pads the windows' pages to the compressed ones
+(`group_and_unify_kv_cache_specs`): not read line by line, so refused."""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from ...model.spec import ModelSpec
 from .vllm_kv import VllmLayerSpec
 
 DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
-DSV4_READ = (0, 33)      # the release whose KV grouping kvplan mirrors
+DSV4_READ = ((0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
 ENTRY_BYTES = 584        # fp8_ds_mla entry of a 512-wide head (448 + 64 x 2 + 8), attention.py / sparse_swa.py
 PAGE_ALIGNMENT = 576     # `alignment=576 if uses_fp8_ds_mla_layout`
 SWA_BLOCK = 64           # DeepseekV4SWACache(block_size=64)
@@ -46,8 +51,8 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
     if version[:2] < DSV4_FROM:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
                             "in 0.20.0): pick vLLM 0.33")
-    if version[:2] != DSV4_READ:
-        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from 0.33.0's grouping only (0.25 and 0.32 "
+    if version[:2] not in DSV4_READ:
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the grouping of 0.32 and 0.33 only (0.25-0.31 "
                             f"group its pages otherwise), not {'.'.join(map(str, version))}: pick --engine-version "
                             "0.33.0, or --engine hf")
     if capability is None or capability[0] not in (9, 10):
@@ -130,8 +135,8 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
                 else "compressed entries + indexer keys")
         parts.append(f"{what}: {len(here)} layers, {tokens}-token blocks of {page:,} B ({page // tokens:,} B a "
                      f"token), {need:,} blocks a request")
-    return [f"DeepSeek-V4 on vLLM 0.33: {len(groups.groups)} KV-cache groups packed side by side in one block id of "
-            f"{groups.bytes_per_block:,} B (the widest group{'' if groups.held is None else ' on this stage'}; "
+    return [f"DeepSeek-V4 on vLLM 0.32-0.33: {len(groups.groups)} KV-cache groups packed side by side in one block "
+            f"id of {groups.bytes_per_block:,} B (the widest group{'' if groups.held is None else ' on this stage'}; "
             "block-outermost layout): " + "; ".join(parts)
             + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "
             "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)",
