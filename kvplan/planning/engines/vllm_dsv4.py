@@ -53,7 +53,7 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
                             "in 0.20.0): pick vLLM 0.33")
     if version[:2] not in DSV4_READ:
         raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the grouping of 0.32 and 0.33 only (0.25-0.31 "
-                            f"group its pages otherwise), not {'.'.join(map(str, version))}: pick --engine-version "
+                            f"group its pages otherwise; 0.20-0.24 not read), not {'.'.join(map(str, version))}: pick --engine-version "
                             "0.33.0, or --engine hf")
     if capability is None or capability[0] not in (9, 10):
         # SM 12.x defaults to FLASHINFER_MLA_SPARSE_DSV4 (nvidia/model.py `_select_dsv4_attn_cls`): plain rows,
