@@ -32,6 +32,10 @@ ALLOWED = {
     "remote-code tower": re.compile(r".+: its vision tower \(no model_type in kimi_k25\) is not counted by kvplan's "
                                     r"rule, so the weights leave it out and the KV pool is high by its size: pass the "
                                     r"checkpoint folder.+"),
+    # DeepSeek-V4 on vLLM: its attention's profile workspaces, the FlashMLA gather sized to the byte (a lower bound
+    # on how high the pool is), and what to pass (vLLM's own pool) to plan the KV from it
+    "dsv4 workspaces": re.compile(r"vLLM's DeepSeek-V4 attention reserves workspaces .+ = [\d,.]+ MiB; .+ high by at "
+                                  r"least that; pass .+ --kv-cache-memory-bytes .+"),
     # Phi-3-small's block-sparse layers read a subset of a cache kept whole: the figures are its upper bound
     "block-sparse": re.compile(r"config field\(s\) blocksparse_\w+.*: Phi-3-small's block-sparse attention .+"
                                r"an upper bound .+"),
@@ -39,12 +43,8 @@ ALLOWED = {
 
 # model id (lower case) -> (owner, why, the words of today's refusal). Planned models in here are still held to
 # ALLOWED; a refused one must refuse with exactly these words.
-REFUSED = {
-    # vLLM 0.33 pages DeepSeek-V4's window, compressed entries and compressor state in caches of their own
-    # (vllm/models/deepseek_v4/), which kvplan has not modelled: refused in one line naming them, transformers
-    # planned (--engine hf) exactly
-    "deepseek-ai/deepseek-v4-flash": ("kvzoo", "vLLM's DeepSeek-V4 pages", "kvplan does not plan vLLM for"),
-    "deepseek-ai/deepseek-v4-pro": ("kvzoo", "vLLM's DeepSeek-V4 pages", "kvplan does not plan vLLM for"),
+REFUSED: dict[str, tuple[str, str, str]] = {
+    # empty: DeepSeek-V4-Flash and -Pro, the last refused, plan on vLLM 0.33 (planning/engines/vllm_dsv4.py)
 }
 # Partial bundled configs: their plans are to say what the trimmed copy lacks (the "library" engineer; Kimi-K2's
 # missing quantization_config: the "quant" engineer). Until then and after, that one more kind is allowed for them.

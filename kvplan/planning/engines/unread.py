@@ -9,12 +9,8 @@ from ...model.spec import ModelSpec
 
 # model_type prefix -> (what vLLM 0.33 does, what SGLang 0.5.23 has), each read from the engine's source
 UNREAD = {
-    "deepseek_v4": (
-        "vLLM 0.33 keeps DeepSeek-V4's window in a DeepseekV4SWACache of its own, its compressed entries in "
-        "MLAAttentionSpec pages of tokens_per_state 4 / 128 aligned to 576 B (fp8_ds_mla: 584 B per entry), and its "
-        "compressor state in SlidingWindowMLASpec pages of 4 / 8 tokens (vllm/models/deepseek_v4/attention.py, "
-        "compressor.py)",
-        "SGLang 0.5.23 sizes DeepSeek-V4's compressed pools in sglang/srt/models/deepseek_v4.py"),
+    # vLLM 0.33: planned (engines/vllm_dsv4.py), its refusals there
+    "deepseek_v4": (None, "SGLang 0.5.23 sizes DeepSeek-V4's compressed pools in sglang/srt/models/deepseek_v4.py"),
     "inkling": (
         "vLLM 0.33 keeps Inkling's four short-convolution states per layer beside its KV pages "
         "(vllm/models/inkling)",
@@ -36,5 +32,7 @@ def refuse_unread(model: ModelSpec, engine: str) -> None:
     if found is None:
         return
     what = found[0] if engine == "vllm" else found[1]
+    if what is None:
+        return
     raise WorkloadError(f"kvplan does not plan {'vLLM' if engine == 'vllm' else 'SGLang'} for {model.name} ({what}): "
                         "plan it with --engine hf, whose cache kvplan sizes exactly")

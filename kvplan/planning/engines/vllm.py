@@ -30,8 +30,11 @@ from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
+from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, is_dsv4, packed_notes,
+                        workspace_warning)
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
-                      kv_groups, max_usage_bytes, pool_capacity, rank_layer_specs)
+                      kv_groups, max_usage_bytes, packed_need_bytes, pool_capacity, project_packed,
+                      rank_layer_specs)
 from .vllm_runner import max_concurrent_batches, sampler_entry_bytes
 from .vllm_mm import (TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags,
                       unsized_profile)
@@ -54,6 +57,8 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     """vLLM's start-up for these settings (checked by kvplan.planning.inputs); None = vLLM's default. `auto_len`:
     --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
     refuse_unread(model, "vllm")
+    if is_dsv4(model):   # before the generic checks, whose words would not name what kvplan leaves out
+        check_dsv4(model, version, device.compute_capability, kv.bits, block_size, speculative)
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
@@ -138,7 +143,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
             pool = _requested(s, device) - weights - activation.total_bytes - other - sum(
                 v for k, v in extra.items() if k != GRAPHS_CAPTURED)
         specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative, caching, device)
-        groups = kv_groups(specs, block)
+        # packed (DeepSeek-V4): vLLM groups the whole model's layers, then cuts each group to the stage's
+        groups = (project_packed(kv_groups(all_specs, block), layers) if any(x.packed for x in specs)
+                  else kv_groups(specs, block))
         cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=rules.inflight,
                             tokens_from_concurrency=rules.tokens_from_concurrency, per_group=rules.per_group)
         stages.append(StageMemory(stage=index, layers=f"{layers.start}-{layers.stop - 1}", weights_bytes=weights,
@@ -149,7 +156,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     # PP: every stage gets the smallest stage's number of blocks
     binding = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
     cap, groups, specs, activation, pool, extra = budgets[binding]
-    need = sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, rules.inflight) for x in specs)
+    need = (packed_need_bytes(groups, s.max_model_len, s.max_num_batched_tokens, rules.inflight) if groups.packed
+            else sum(max_usage_bytes(x, block, s.max_model_len, s.max_num_batched_tokens, rules.inflight)
+                     for x in specs))
     head = stages[binding]
     graph = graphs(splits[binding])
     used = head.weights_bytes + head.activation_bytes + head.non_torch_bytes + sum(extra.values()) + max(0, pool)
@@ -159,9 +168,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     # blocks a request takes are rounded per group (0.27+): a hybrid pool can pass the first and still hold under
     # one max_model_len request (Qwen3.5-27B over 2 RTX 5090s, auto length: 55 blocks of the 56 a request needs)
     short_blocks = max(0, cap.blocks_per_request - cap.num_blocks) * groups.bytes_per_block if pool >= need else 0
-    fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight)
-    notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs, version) + padding_lines
-             + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
+    fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight, groups if groups.packed else None)
+    notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs, version, rules.inflight)
+             + padding_lines + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
     if short_blocks:
         notes.append(f"vLLM starts (its check is in bytes) with a max concurrency of {cap.max_concurrency:.2f}: one "
                      f"{s.max_model_len:,}-token request takes {cap.blocks_per_request:,} blocks and the pool holds "
@@ -205,7 +214,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
-        warnings=[w for w in (unsized_profile(shape, text_only),) if w],
+        warnings=[w for w in (unsized_profile(shape, text_only),
+                              workspace_warning(model, s.max_model_len, s.max_num_batched_tokens)
+                              if is_dsv4(model) and s.kv_cache_memory_bytes is None else None) if w],
     )
 
 
@@ -295,6 +306,8 @@ def _default_block(model: ModelSpec, device: GPU) -> int:
     """vLLM's block size when --block-size is not given: 16, and 64 for MLA where FlashMLA runs (Hopper and
     newer; and GPUs kvplan knows no SM version for). FlashMLA needs SM90: on Ampere / Ada vLLM runs Triton MLA
     with 16-token blocks (DeepSeek-V2-Lite on L4s: 807,792 tokens = 50,487 x 16, not a multiple of 64)."""
+    if is_dsv4(model):
+        return DSV4_BLOCK   # the lcm of its backends' kernel blocks (platforms/interface.py, 0.33)
     if not model.is_mla:
         return 16
     cc = device.compute_capability
@@ -315,9 +328,12 @@ def _activation_dims(shape, tp: int, act: DType) -> ActivationModel:
     return ActivationModel(shape.hidden, cdiv(dense, tp), cdiv(moe, tp), topk, shape.vocab, int(act.bytes))
 
 
-def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: int = 1) -> int:
-    """vLLM's `estimate_max_model_len`: the longest single request the pool holds (binary search)."""
+def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: int = 1, packed=None) -> int:
+    """vLLM's `estimate_max_model_len`: the longest single request the pool holds (binary search); a packed layout
+    (DeepSeek-V4) by its groups' blocks, the null block held back (0.33 `_estimate_max_model_len_from_groups`)."""
     def fits(length: int) -> bool:
+        if packed is not None:
+            return packed_need_bytes(packed, length, s.max_num_batched_tokens, inflight) <= pool
         return sum(max_usage_bytes(x, block, length, s.max_num_batched_tokens, inflight) for x in specs) <= pool
 
     if pool <= 0 or not fits(1):
@@ -332,8 +348,10 @@ def _max_len_that_fits(specs, block: int, pool: int, s: VllmSettings, inflight: 
 
 
 def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=(),
-                version: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
+                version: tuple[int, int, int] = (0, 0, 0), inflight: int = 1) -> list[str]:
     notes = [COLD_COMPILE] if _compiles_in_profile(s, version) else []
+    if groups.packed:
+        return notes + packed_notes(groups, s.max_model_len, s.max_num_batched_tokens, inflight)
     kv_heads = model.fields.get("engine_kv_heads") or model.kv_heads
     if kv_heads and not model.is_mla and kv_heads < s.tensor_parallel_size:
         notes.append(f"{kv_heads} KV heads < TP {s.tensor_parallel_size}: vLLM replicates them, 1 head per rank")
@@ -437,7 +455,11 @@ def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
     specs = list(p.kv_layers) or rank_layer_specs(model, range(model.num_layers), p.tensor_parallel_size,
                                                   resolve_dtype(p.kv_cache_dtype).bits / 8,
                                                   int(resolve_dtype(p.dtype).bytes))
-    groups = kv_groups(specs, p.block_size)
+    if any(x.packed for x in specs):   # the whole model's groups, cut to the binding stage's layers, as planned
+        whole = dsv4_layer_specs(model, range(model.num_layers))
+        groups = project_packed(kv_groups(whole, p.block_size), {x.layer for x in specs})
+    else:
+        groups = kv_groups(specs, p.block_size)
     rules = p.kv_rules or KVRules()
     return pool_capacity(groups, p.kv_pool_bytes, length, p.max_num_batched_tokens, inflight=rules.inflight,
                          per_group=rules.per_group).max_concurrency

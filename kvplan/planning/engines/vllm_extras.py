@@ -18,6 +18,7 @@ from . import vllm_cudagraph as cudagraph
 from . import vllm_runner as runner
 from .lora import LoraSettings
 from .spec_decode import Speculative
+from .vllm_dsv4 import dsv4_layer_specs, is_dsv4
 from .vllm_kv import ds_mla_layout, rank_layer_specs, with_ds_mla_layout
 from .vllm_profile import VllmSettings
 
@@ -235,6 +236,8 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
     """The KV layers one rank of the stage owning `layers` holds, as vLLM sizes them: the drafter's layers too,
     and Mamba layers with the state pages a request holds (`mamba_states`) and k more conv columns with k
     speculative tokens (model_executor/layers/mamba/mamba_utils.py: kernel - 1 + k)."""
+    if is_dsv4(model):   # its own caches, checked by check_dsv4 (no drafter, no Mamba)
+        return dsv4_layer_specs(model, layers)
     specs = rank_layer_specs(model, layers, tp, kv.bits / 8, int(act.bytes), version)
     if speculative is not None:
         specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))

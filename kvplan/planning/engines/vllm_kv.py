@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
-from math import gcd
+from fractions import Fraction
+from math import ceil, gcd
 
 from ...errors import WorkloadError
 from ...model.layers import (ChunkedAttentionSpec, CompressedAttentionSpec, FullAttentionSpec, IndexedMLASpec, MLASpec,
@@ -34,11 +35,26 @@ class VllmLayerSpec:
     conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
     padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
     block_scale: int = 1      # attention: its block is this many times the model's (`unify_page_sizes`)
+    # DeepSeek-V4's caches (engines/vllm_dsv4.py), grouped by `packed_groups`: a block of `own_block` tokens whatever
+    # the model's (0: the model's), one stored entry of `bytes_per_token` B per `tokens_per_state` tokens, the page
+    # rounded up to a multiple of `alignment` B (v1/kv_cache_interface.py `_apply_alignment_padding`, 0.33.0)
+    own_block: int = 0
+    tokens_per_state: int = 1
+    alignment: int = 0
+    packed: bool = False
+    layer: int = -1   # packed: the model layer it belongs to, so that a pipeline stage's share can be told apart
+
+    def block_tokens(self, block_size: int) -> int:
+        """Tokens one block of this layer covers."""
+        return self.own_block or block_size * self.block_scale
 
     def page_bytes(self, block_size: int) -> int:
         if self.kind == "mamba":
             return max(self.state_bytes, self.padded_bytes)
-        return block_size * self.block_scale * self.bytes_per_token
+        # AttentionSpec.page_size_bytes (0.33.0): heads x block // tokens_per_state x entry bytes, padded. A
+        # DeepSeek-V4 HCA layer's compressed entries at block 256: 256 // 128 x 584 = 1,168 B -> 3 x 576 = 1,728
+        raw = self.block_tokens(block_size) // self.tokens_per_state * self.bytes_per_token
+        return cdiv(raw, self.alignment) * self.alignment if self.alignment else raw
 
 
 def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int,
@@ -189,7 +205,7 @@ def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, ba
     tokens for a window, chunk + in-flight tokens for a chunk; Llama 4's 8,192-token chunks at 8,192 batched tokens
     and 2 batches in flight: cdiv(24,576, 16) = 1,536 blocks, 1,024 before 0.26)."""
     page = spec.page_bytes(block_size)
-    block_size *= spec.block_scale   # a unified layer counts its tokens in its own, larger blocks
+    block_size = spec.block_tokens(block_size)   # a unified layer counts its tokens in its own, larger blocks
     if spec.kind == "mamba":
         # MambaSpec.max_memory_usage_bytes (0.26 :709-718): 'all' cdiv(L, block) + k, 'align' 2 + k, 'none' 1 + k
         return page * (spec.states + (cdiv(max_model_len, block_size) if spec.states_per_block else 0))
@@ -209,10 +225,15 @@ class KVGroups:
     groups: tuple[tuple[VllmLayerSpec, ...], ...]   # padded to equal length for hybrid models
     uniform: bool                                    # one group, possibly with different page sizes per layer
     padding_layers: int
+    packed: bool = False  # block-outermost packing (`packed_groups`): groups of unequal sizes side by side
+    held: frozenset | None = None   # packed, under PP: the model layers this stage holds (None: all)
 
     @property
     def bytes_per_block(self) -> int:
         """Bytes one block id costs across all the layers that share it."""
+        if self.packed:  # the widest group's pages (kv_cache_planning.py `_get_kv_cache_bytes_per_block`, 0.33.0)
+            return max(sum(x.page_bytes(self.block_size) for x in group if self.held is None or x.layer in self.held)
+                       for group in self.groups)
         if self.uniform:
             return sum(s.page_bytes(self.block_size) for s in self.groups[0])
         return self.groups[0][0].page_bytes(self.block_size) * len(self.groups[0])
@@ -274,6 +295,8 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
         # holds (get_kv_cache_spec), so the sharing would cross stages, which kvplan has no rule for
         raise WorkloadError("a pipeline stage would hold only layers that reuse other stages' KV caches (KV "
                             "sharing), which kvplan does not plan: use fewer pipeline stages")
+    if any(x.packed for x in specs):
+        return packed_groups(specs, block_size)
     attention = max((x.page_bytes(block_size) for x in specs if x.kind != "mamba"), default=0)
     if attention:
         specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
@@ -297,6 +320,67 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
             padding += group_size - len(chunk)
             groups.append(tuple(chunk) + (chunk[-1],) * (group_size - len(chunk)))
     return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=padding)
+
+
+def approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """`_approximate_gcd` (v1/core/kv_cache_planning.py, 0.33.0): the d in [lower_bound, max(values)] with the least
+    total padding sum((d - x % d) % d), ties to the larger d. DeepSeek-V4-Flash: [43, 21, 20] from 21 -> 22 (pad 4:
+    1 + 1 + 2; 21 pads 20 + 0 + 1 = 21)."""
+    low = max(1, lower_bound)
+    if low > max(values):
+        return low
+    return min(range(low, max(values) + 1), key=lambda d: (sum((d - x % d) % d for x in values), -d))
+
+
+def packed_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
+    """`_get_packed_kv_cache_groups` (v1/core/kv_cache_planning.py, 0.33.0), the grouping vLLM uses when the KV layout
+    is block-outermost (DeepSeek-V4: its indexer backend declares BLHNC / BLNHC only, v1/attention/backends/mla/
+    indexer.py `DeepseekV4IndexerBackend.supported_kv_cache_layouts`) and the pages differ:
+    - layers go into buckets of one uniform type (`UniformTypeKVCacheSpecs.is_uniform_type`: one block size, and
+      full attention alike or one sliding window);
+    - a bucket is balanced when each of its page sizes has as many layers; the widest balanced bucket that mixes page
+      sizes sets a floor, and `approximate_gcd` of the balanced buckets' layer counts the layers ("repeats") a group
+      takes; a balanced bucket splits into cdiv(count, repeats) groups, round-robin; an unbalanced one stays whole;
+    - one block id then costs the widest group's pages (`_get_kv_cache_bytes_per_block`), every group drawing block
+      ids from the one pool.
+    DeepSeek-V4-Flash at block 256: SWA 43 layers -> 2 groups (22 + 21), compressed + indexer keys 62 layers in 1,
+    the CSA compressor states 42 in 1, HCA's 20 in 1: 5 groups, a block of 1,002,240 B (the compressed group's)."""
+    if any(x.kind == "mamba" for x in specs):
+        raise WorkloadError("kvplan does not pack Mamba states beside DeepSeek-V4's caches: plan it with --engine hf")
+    buckets: dict[tuple, list[VllmLayerSpec]] = {}
+    for x in specs:   # full attention: any full layers of one block size; sliding: one window too
+        key = (x.kind, x.block_tokens(block_size), x.window if x.kind == "sliding" else 0)
+        buckets.setdefault(key, []).append(x)
+    by_page = []
+    for layers in buckets.values():
+        pages: dict[int, list[VllmLayerSpec]] = {}
+        for x in layers:
+            pages.setdefault(x.page_bytes(block_size), []).append(x)
+        by_page.append((layers, pages, len({len(v) for v in pages.values()}) == 1))
+    most = [max(len(v) for v in pages.values()) for _, pages, _ in by_page]
+    floor = max((m for m, (_, pages, balanced) in zip(most, by_page) if balanced and len(pages) > 1), default=0)
+    repeats = approximate_gcd([m for m, (_, _, b) in zip(most, by_page) if b], floor) if floor else None
+    if repeats is None and any(k[0] == "sliding" for k in buckets):
+        # sliding buckets then become "state buckets" capped at the states one block holds: not read further
+        raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout (sliding caches without a repeating "
+                            "pattern): plan it with --engine hf")
+    groups = []
+    for m, (layers, pages, balanced) in zip(most, by_page):
+        count = cdiv(m, repeats) if balanced and repeats else 1
+        if count == 1:
+            groups.append(tuple(layers))
+            continue
+        pattern = list(zip(*pages.values()))   # one layer of each page size per repeat
+        groups += [tuple(x for repeat in pattern[i::count] for x in repeat) for i in range(count)]
+    return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=0, packed=True)
+
+
+def project_packed(groups: KVGroups, layers) -> KVGroups:
+    """`_project_kv_cache_groups_to_worker` (v1/core/kv_cache_planning.py, 0.33.0): the whole model's groups (vLLM
+    groups the layers of every stage at once, `get_global_kv_cache_groups`), each cut to the layers this stage holds.
+    A cut group keeps its block count per request (its layers all count alike; an emptied one keeps the whole
+    group's spec), so only the bytes a block id costs on the stage change."""
+    return dataclasses.replace(groups, held=frozenset(layers))
 
 
 @dataclass(frozen=True)
@@ -333,7 +417,13 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
     bs = groups.block_size
     per_block = groups.bytes_per_block
     num_blocks = max(0, pool_bytes) // per_block if per_block else 0
-    if groups.uniform:
+    if groups.packed:
+        # get_max_concurrency_for_kv_cache_config (v1/core/kv_cache_utils.py, 0.33.0): each group's
+        # UniformTypeKVCacheSpecs takes max over its layers of cdiv(usage, page) blocks, summed over the groups
+        tokens = num_blocks * bs
+        per_request = sum(max(cdiv(max_usage_bytes(x, bs, max_model_len, batched_tokens, inflight),
+                                   x.page_bytes(bs)) for x in g) for g in groups.groups)
+    elif groups.uniform:
         tokens = num_blocks * bs
         per_request = cdiv(max_model_len, bs)
         if groups.groups[0][0].kind != "full":
@@ -354,6 +444,15 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
 
 
 def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
-    """KV bytes one more token costs on this rank across its attention layers (no block rounding)."""
-    return sum(s.bytes_per_token for s in specs if s.kind != "mamba")
+    """KV bytes one more token costs on this rank across its attention layers (no block rounding; an entry per
+    `tokens_per_state` tokens counts its share, the sum rounded up: DeepSeek-V4's HCA entries 584 / 128 B a token)."""
+    return ceil(sum(Fraction(s.bytes_per_token, s.tokens_per_state) for s in specs if s.kind != "mamba"))
+
+
+def packed_need_bytes(groups: KVGroups, max_model_len: int, batched_tokens: int, inflight: int) -> int:
+    """What vLLM 0.33's start-up check asks of the pool for one request of a packed layout: a block id for each of the
+    request's blocks plus the null block (kv_cache_planning.py `get_kv_cache_configs`: check_memory = available -
+    one block, against `_max_memory_usage_bytes_from_groups` = bytes per block x blocks)."""
+    per_request = pool_capacity(groups, 0, max_model_len, batched_tokens, inflight=inflight).blocks_per_request
+    return groups.bytes_per_block * (per_request + 1)
 

@@ -1,0 +1,166 @@
+"""DeepSeek-V4's caches as vLLM 0.33.0 registers them, one rank's worth (every cache is one replicated KV head:
+`max_tp_shards=1`, so TP does not shrink them). Each layer registers, in vllm/models/deepseek_v4/:
+- attention.py `DeepseekV4Attention.__init__` -> v1/attention/backends/mla/sparse_swa.py `DeepseekV4SWACache`: the
+  sliding window, a SlidingWindowMLASpec of 64-token blocks (its `block_size=64` default), 584 B a token
+  (`packed_bytes_per_token`: 448 fp8 NoPE + 64 bf16 RoPE = 128 B + 8 B of UE8M0 scales), the page padded to 576 B;
+- CSA / HCA layers (compress ratio 4 / 128): attention.py `get_kv_cache_spec`, an MLAAttentionSpec of the model's
+  block with `tokens_per_state` = the ratio, 584 B an entry (`state_content_bytes`), `alignment=576`; and
+  compressor.py `CompressorStateCache`, a float32 SlidingWindowMLASpec of 2 x coff x head_dim per token (kv and
+  score states; coff 2 where windows overlap, ratio 4), window coff x ratio, blocks of 4 tokens (ratio 4) or 8
+  (ratio 128), padded to 576 B;
+- CSA layers: attention.py `DeepseekV4Indexer`: its key cache `DeepseekV4IndexerCache` (MLAAttentionSpec,
+  tokens_per_state 4, 128 fp8 + 128 // 128 x 4 B scale = 132 B an entry; 68 B with indexer_kv_dtype mxfp4, which
+  kvplan does not take) and its compressor's state (CompressorStateCache over index_head_dim).
+Every alignment is 576 because the FlashMLA path writes `cache_dtype = "fp8_ds_mla"` back onto the cache config
+(attention.py `_resolve_dsv4_kv_cache_dtype`), which the indexer and compressor specs read.
+DeepseekV4ForCausalLM joined vLLM in 0.20.0 (model_executor/models/registry.py; not in 0.19.1). The grouping these
+specs go through (`vllm_kv.packed_groups`) is 0.33.0's and 0.32.0's: 0.32's kv_cache_utils.py
+`_get_packed_kv_cache_groups` differs from 0.33's kv_cache_planning.py only in tagging EAGLE groups;
+`_get_kv_cache_bytes_per_block`, `_approximate_gcd`, `get_max_concurrency_for_kv_cache_config`, the spec classes
+and the DeepSeek-V4 cache layers are the same source (its DeepseekV4SWACache lacks only the block stride alignment
+0.33 leaves at None). 0.29-0.31 change `_get_packed_kv_cache_groups` or `_get_kv_cache_bytes_per_block`, 0.26-0.28
+have no `_get_packed_kv_cache_groups`, 0.25 pads the windows' pages to the compressed ones
+(`group_and_unify_kv_cache_specs`): not read line by line, so refused."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...errors import WorkloadError
+from ...model.layers import CompressedAttentionSpec, SlidingWindowSpec
+from ...model.spec import ModelSpec
+from .vllm_kv import VllmLayerSpec
+
+DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
+DSV4_READ = ((0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
+ENTRY_BYTES = 584        # fp8_ds_mla entry of a 512-wide head (448 + 64 x 2 + 8), attention.py / sparse_swa.py
+PAGE_ALIGNMENT = 576     # `alignment=576 if uses_fp8_ds_mla_layout`
+SWA_BLOCK = 64           # DeepseekV4SWACache(block_size=64)
+STATE_BLOCKS = {4: 4, 128: 8}   # CompressorStateCache: block_size 4 for ratio 4, 8 for ratio 128 (asserted)
+INDEXER_QUANT_BLOCK = 128       # DeepseekV4Indexer.quant_block_size: one fp32 scale per 128 keys
+BLOCK = 256              # FLASHMLA_SPARSE_DSV4 / DEEPSEEK_V4_INDEXER `get_supported_kernel_block_sizes` [256]
+
+
+def is_dsv4(model: ModelSpec) -> bool:
+    return model.model_type.startswith("deepseek_v4")
+
+
+def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_bits: int, block: int | None,
+               speculative) -> None:
+    """Refuse, in one line, what kvplan cannot size exactly for DeepSeek-V4 on vLLM."""
+    if version[:2] < DSV4_FROM:
+        raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
+                            "in 0.20.0): pick vLLM 0.33")
+    if version[:2] not in DSV4_READ:
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the grouping of 0.32 and 0.33 only (0.25-0.31 "
+                            f"group its pages otherwise; 0.20-0.24 not read), not {'.'.join(map(str, version))}: pick --engine-version "
+                            "0.33.0, or --engine hf")
+    if capability is None or capability[0] not in (9, 10):
+        # SM 12.x defaults to FLASHINFER_MLA_SPARSE_DSV4 (nvidia/model.py `_select_dsv4_attn_cls`): plain rows,
+        # 512 B alignment, not read; below SM 9.0 FlashMLA does not run
+        raise WorkloadError("kvplan sizes DeepSeek-V4 on vLLM's FlashMLA path (Hopper or Blackwell SM 10.x GPUs) "
+                            "only: pick an H100 / H200 / B200-class GPU, or --engine hf")
+    if kv_bits not in (8, 16):
+        raise WorkloadError("DeepSeek-V4 on vLLM's FlashMLA path caches fp8_ds_mla: use --kv-cache-dtype auto or fp8")
+    if block is not None and block != BLOCK:
+        raise WorkloadError(f"DeepSeek-V4's FlashMLA and indexer kernels take {BLOCK}-token blocks: use "
+                            f"--block-size {BLOCK} or leave it out")
+    if speculative is not None:   # the MTP layer adds caches and extra_retained_tokens: not read
+        raise WorkloadError("kvplan does not plan DeepSeek-V4's MTP drafter on vLLM: plan it without speculative "
+                            "decoding")
+
+
+def dsv4_layer_specs(model: ModelSpec, layer_ids: range) -> list[VllmLayerSpec]:
+    """The caches the layers register (vLLM registers the indexer's first, then the window, the compressed entries
+    and the compressor state; the order moves groups, not sizes). DeepSeek-V4-Flash: 43 windows, 41 compressed
+    layers (21 CSA + 20 HCA) of 2 caches each, 21 indexers of 2: 43 + 82 + 42 = 167 specs."""
+    specs = []
+    for index in layer_ids:
+        for spec in model.layers[index]:
+            if isinstance(spec, SlidingWindowSpec):
+                specs.append(dataclasses.replace(_window(spec.k_head_dim, spec.sliding_window), layer=index))
+            elif isinstance(spec, CompressedAttentionSpec):
+                specs += [dataclasses.replace(x, layer=index) for x in _compressed(spec)]
+    return specs
+
+
+def _window(head_dim: int, window: int) -> VllmLayerSpec:
+    if head_dim != 512:   # the 584-byte entry is the layout of a 512-wide head with a 64-wide RoPE
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's fp8_ds_mla entries for head_dim 512, not {head_dim}: plan "
+                            "it with --engine hf")
+    # 64 x 584 = 37,376 B -> 65 x 576 = 37,440 B a page
+    return VllmLayerSpec("sliding", ENTRY_BYTES, window=window, own_block=SWA_BLOCK, alignment=PAGE_ALIGNMENT,
+                         packed=True)
+
+
+def _state(head_dim: int, ratio: int, overlap: bool) -> VllmLayerSpec:
+    coff = 2 if overlap else 1
+    # CSA: 4 tokens x 2 x 2 x 512 x 4 B = 32,768 -> 32,832 B; its indexer's: 4 x 2 x 2 x 128 x 4 = 8,192 -> 8,640 B;
+    # HCA: 8 x 2 x 512 x 4 = 32,768 -> 32,832 B
+    return VllmLayerSpec("sliding", 2 * coff * head_dim * 4, window=coff * ratio, own_block=STATE_BLOCKS[ratio],
+                         alignment=PAGE_ALIGNMENT, packed=True)
+
+
+def _compressed(spec: CompressedAttentionSpec) -> list[VllmLayerSpec]:
+    ratio = spec.compress_rate
+    if ratio not in STATE_BLOCKS or spec.overlap != (ratio == 4):
+        raise WorkloadError(f"vLLM's DeepSeek-V4 compressor takes ratios 4 (overlapping) and 128, not {ratio}: plan "
+                            "it with --engine hf")
+    # the model's block: CSA 256 // 4 x 584 = 37,376 -> 37,440 B, HCA 2 x 584 = 1,168 -> 1,728 B
+    out = [_window(spec.head_dim, spec.sliding_window),
+           VllmLayerSpec("mla", ENTRY_BYTES, tokens_per_state=ratio, alignment=PAGE_ALIGNMENT, packed=True),
+           _state(spec.head_dim, ratio, spec.overlap)]
+    if spec.index_head_dim:
+        keys = spec.index_head_dim + spec.index_head_dim // INDEXER_QUANT_BLOCK * 4   # 132 B: 64 x 132 -> 8,640 B
+        out += [VllmLayerSpec("mla", keys, tokens_per_state=ratio, alignment=PAGE_ALIGNMENT, packed=True),
+                _state(spec.index_head_dim, ratio, spec.overlap)]
+    return out
+
+
+def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int) -> list[str]:
+    """Each group's layers, block, page and per-token bytes, and the blocks one max_model_len request takes."""
+    from .vllm_kv import cdiv, max_usage_bytes   # noqa: PLC0415 (same stage)
+    bs = groups.block_size
+    parts, blocks = [], []
+    for group in groups.groups:
+        first = group[0]
+        tokens = first.block_tokens(bs)
+        here = [x for x in group if groups.held is None or x.layer in groups.held]   # PP: this stage's share
+        page = sum(x.page_bytes(bs) for x in here)
+        need = max(cdiv(max_usage_bytes(x, bs, max_model_len, batched_tokens, inflight), x.page_bytes(bs))
+                   for x in group)
+        blocks.append(need)
+        what = (f"window {first.window}" if first.kind == "sliding" and first.own_block == SWA_BLOCK
+                else f"compressor state (window {first.window})" if first.kind == "sliding"
+                else "compressed entries + indexer keys")
+        parts.append(f"{what}: {len(here)} layers, {tokens}-token blocks of {page:,} B ({page // tokens:,} B a "
+                     f"token), {need:,} blocks a request")
+    return [f"DeepSeek-V4 on vLLM 0.32-0.33: {len(groups.groups)} KV-cache groups packed side by side in one block "
+            f"id of {groups.bytes_per_block:,} B (the widest group{'' if groups.held is None else ' on this stage'}; "
+            "block-outermost layout): " + "; ".join(parts)
+            + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "
+            "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)",
+            "every DeepSeek-V4 cache is one KV head that vLLM replicates on each TP rank (max_tp_shards=1), in "
+            "DeepSeek's fp8_ds_mla layout whatever --kv-cache-dtype says ('auto' becomes fp8: attention.py "
+            "`_resolve_dsv4_kv_cache_dtype`)"]
+
+
+PREFILL_CHUNK = 4   # DeepseekV4Attention.PREFILL_CHUNK_SIZE: requests whose bf16 KV the prefill gathers at once
+
+
+def workspace_warning(model: ModelSpec, max_model_len: int, batched_tokens: int) -> str:
+    """What kvplan's pool leaves out for DeepSeek-V4, with the one part read to the byte. The profile run's dummy
+    forward reserves FlashMLA's prefill workspace (nvidia/flashmla.py `forward_mqa`, 0.33.0:
+    `get_simultaneous((PREFILL_CHUNK_SIZE, M, 512) bf16, ...)`, M = cdiv(max_model_len, ratio) + window +
+    max_num_batched_tokens, the largest over the layers: the ratio-4 ones), which stays allocated and so leaves the
+    pool; the other DeepSeek-V4 workspaces (indexer, compressor, top-k buffers) are not read. Flash at 4,096 tokens,
+    8,192 batched: 4 x (1,024 + 128 + 8,192) x 512 x 2 B = 38,273,024 B."""
+    ratios = [s.compress_rate for layer in model.layers for s in layer if isinstance(s, CompressedAttentionSpec)]
+    window = next(s.window for layer in model.layers for s in layer if s.window)
+    rows = -(-max_model_len // min(ratios, default=max_model_len or 1)) + window + batched_tokens
+    gather = PREFILL_CHUNK * rows * 512 * 2
+    return (f"vLLM's DeepSeek-V4 attention reserves workspaces in its profile run that kvplan's activation figure "
+            f"does not hold (FlashMLA's prefill gather alone: {PREFILL_CHUNK} x {rows:,} rows x 512 x 2 B = "
+            f"{gather / 2**20:,.1f} MiB; the indexer's and compressor's are not read), and no DeepSeek-V4 start-up "
+            f"log checks the pool: it is high by at least that; pass vLLM's 'Available KV cache memory' as "
+            f"--kv-cache-memory-bytes to plan the KV from it")
