@@ -87,7 +87,8 @@ def test_pro_groups_and_a_pipeline_stage_by_hand():
     assert groups.bytes_per_block == 1_435_968
     stage = project_packed(groups, range(31))
     assert stage.bytes_per_block == 718_848
-    assert pool_capacity(stage, 0, 4096, 8192).blocks_per_request == 1_684   # every group still counts whole
+    # every group still counts whole: a 4,096-token request's 65 + 65 + 16 + 1,025 + 513 = 1,684 blocks (above)
+    assert pool_capacity(stage, 0, 4096, 8192).blocks_per_request == 1_684
 
 
 def test_flash_plans_on_h100s():
@@ -96,7 +97,7 @@ def test_flash_plans_on_h100s():
     p = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096)
     assert p.block_size == 256 and p.fits
     assert p.num_blocks == p.kv_pool_bytes // 1_002_240
-    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)
+    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)   # 65 + 65 + 16 + 1,025 + 513 blocks a request
     assert p.kv_cache_tokens == int(p.num_blocks / 1_684 * 4096)
     # per token: 43 x 584 + 21 x (584 / 4 + 132 / 4 + 8,192 + 2,048) + 20 x (584 / 128 + 4,096) = 25,112 +
     # 218,799 + 82,011.25, rounded up
@@ -111,7 +112,7 @@ def test_pro_plans_over_two_stages():
     p = plan(PRO, gpu="H100", tp=8, pp=2, max_model_len=4096)
     head = min(p.stages, key=lambda s: s.num_blocks)
     assert p.num_blocks == head.num_blocks
-    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)
+    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)   # 65 + 65 + 16 + 1,025 + 513 blocks a request
     assert p.stages[0].num_blocks == p.stages[0].kv_pool_bytes // 718_848
 
 
@@ -138,6 +139,7 @@ def test_the_workspace_warning_sizes_flashmla_gather_by_hand():
     assert any("4 x 9,344 rows x 512 x 2 B = 36.5 MiB" in w for w in p.warnings)
     given = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, kv_cache_memory_bytes=20 * 2**30)
     assert not any("workspaces" in w for w in given.warnings)
+    # Flash's block: 21 x 37,440 + 20 x 1,728 + 21 x 8,640 = 1,002,240 B (test_flash_groups' arithmetic)
     assert given.num_blocks == 20 * 2**30 // 1_002_240
 
 
@@ -146,4 +148,4 @@ def test_032_groups_as_033():
     compared): the same 1,002,240 B block and 1,684 blocks a request; only the profile around them is 0.32's."""
     p = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, engine_version="0.32.0")
     assert p.num_blocks == p.kv_pool_bytes // 1_002_240
-    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)
+    assert p.max_concurrency == round(p.num_blocks / 1_684, 4)   # 65 + 65 + 16 + 1,025 + 513 blocks a request
