@@ -273,3 +273,55 @@ def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
     if ssm_dtype:
         model = dataclasses.replace(model, fields={**model.fields, "engine_ssm_dtype": ssm_dtype})
     assert sl.state_bytes_per_request(model, layers, tp, version) == expected
+
+
+# ----------------------------------------------------------------------------- planner.py: what every engine shares
+
+@pytest.mark.parametrize("engine, version, expected", [
+    ("vllm", "0.18.1", "bfloat16"),        # before vLLM 0.19's resolve_kv_cache_dtype_string: the model's dtype
+    ("vllm", "0.19.0", "float8_e4m3"),     # 0.19.0 itself reads kv_cache_scheme {num_bits 8, type float}
+    ("sglang", "0.5.15", "bfloat16"),      # before SGLang 0.5.16's mem_cache/kv_cache_dtype.py
+    ("sglang", "0.5.16", "float8_e4m3"),   # 0.5.16: kv_cache_quant_algo FP8 -> float8_e4m3fn for auto
+])
+def test_the_checkpoints_fp8_kv_from_the_first_version_that_reads_it(engine, version, expected):
+    # nvidia/Qwen3.6-27B-NVFP4's config.json: quantization_config.kv_cache_scheme {"num_bits": 8, "type": "float"}
+    p = plan("nvidia/Qwen3.6-27B-NVFP4", gpu="H100", max_model_len=4096, engine=engine, engine_version=version)
+    assert p.kv_cache_dtype == expected
+
+
+_LLAMA2_PAST = "max_model_len 8,192 is past meta-llama/Llama-2-7b-hf's context limit of 4,096 tokens " \
+               "(max_position_embeddings): "
+
+
+@pytest.mark.parametrize("engine, refusal", [
+    ("hf", "positions past it were never trained and give wrong outputs"),
+    ("vllm", "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (in the command), and positions past the limit "
+             "give wrong outputs"),
+    ("sglang", "SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (in the command), and positions "
+               "past the limit give wrong outputs"),
+])
+def test_the_context_warning_word_for_word(engine, refusal):
+    # Llama-2-7b-hf's config.json: max_position_embeddings 4,096, no rope_scaling, so every engine's limit is 4,096
+    p = plan("meta-llama/Llama-2-7b-hf", engine=engine, gpu="H100", max_model_len=8192)
+    assert p.warnings == [_LLAMA2_PAST + refusal + "; plan 4,096 or fewer"]
+    # transformers' generate has no variable to set: its command is not prefixed
+    assert p.vllm_command.startswith("AutoModelForCausalLM" if engine == "hf" else ("VLLM_ALLOW", "SGLANG_ALLOW"))
+
+
+def test_a_card_without_bfloat16_says_so_at_the_head_of_the_notes():
+    # the T4 is compute capability 7.5, no bfloat16: vLLM's platforms/cuda.py logs the fall back to float16
+    p = plan("meta-llama/Llama-3.1-8B", gpu="T4", max_model_len=1024)
+    assert p.dtype == "float16" and p.notes[0] == (
+        "the T4 (compute capability 7.5) has no bfloat16: vLLM falls back to float16 ('Your device ... doesn't "
+        "support torch.bfloat16. Falling back to torch.float16'); the bytes are the same")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"engine": "x"}, "unknown engine 'x': use one of vllm, sglang, hf"),
+    ({"engine": "hf", "engine_version": "0.19.0"},
+     "transformers' generate has no engine_version setting kvplan models: leave it out, or plan for vLLM"),
+    ({"enable_prefix_caching": "y" * 50}, "enable_prefix_caching must be true or false, got '" + "y" * 40 + "'"),
+])
+def test_planner_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024, **kwargs)
