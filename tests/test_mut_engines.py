@@ -325,3 +325,30 @@ def test_a_card_without_bfloat16_says_so_at_the_head_of_the_notes():
 def test_planner_refusals_word_for_word(kwargs, message):
     with pytest.raises(WorkloadError, match=_exact(message)):
         plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024, **kwargs)
+
+
+def test_vllms_dp_engines_are_replicas_and_sglangs_gpus_are_its_tp():
+    # vLLM --data-parallel-size 2 over 4 GPUs: 2 replicas of TP 4 / 2 = 2; SGLang's DP attention splits its TP group,
+    # so 2 SGLang GPUs are TP 2 (not 2 / 2); transformers' generate has no TP: 2 GPUs (TP 2, not 2 / 2) are refused
+    v = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096, num_gpus=4, dp=2)
+    assert (v.num_gpus, v.tensor_parallel_size, v.data_parallel_size) == (4, 2, 2)
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, num_gpus=2)
+    assert (s.num_gpus, s.tensor_parallel_size) == (2, 2)
+    with pytest.raises(WorkloadError, match="^the transformers plan covers one GPU"):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, num_gpus=2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dp": 0}, "data parallel size must be a positive whole number, got 0"),
+    ({"max_model_len": -2}, "max_model_len must be a positive whole number, got -2"),   # only -1 means "auto"
+])
+def test_parallel_and_length_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", **kwargs)
+
+
+def test_minus_one_and_auto_are_the_longest_length_that_fits():
+    # vLLM's max_model_len -1: Llama-3.1-8B on a 24 GiB L4 holds far less than its 131,072-token context
+    minus, auto = (plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=v) for v in (-1, "auto"))
+    assert minus.max_model_len == auto.max_model_len == minus.max_model_len_that_fits < 131_072
+    assert plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=minus.max_model_len).fits
