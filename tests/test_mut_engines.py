@@ -282,6 +282,8 @@ def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
     ("vllm", "0.19.0", "float8_e4m3"),     # 0.19.0 itself reads kv_cache_scheme {num_bits 8, type float}
     ("sglang", "0.5.15", "bfloat16"),      # before SGLang 0.5.16's mem_cache/kv_cache_dtype.py
     ("sglang", "0.5.16", "float8_e4m3"),   # 0.5.16: kv_cache_quant_algo FP8 -> float8_e4m3fn for auto
+    ("sglang", None, "float8_e4m3"),       # no version: SGLang's default (0.5.23), past 0.5.16
+    ("vllm", None, "float8_e4m3"),         # no version: vLLM's latest read (0.33)
 ])
 def test_the_checkpoints_fp8_kv_from_the_first_version_that_reads_it(engine, version, expected):
     # nvidia/Qwen3.6-27B-NVFP4's config.json: quantization_config.kv_cache_scheme {"num_bits": 8, "type": "float"}
@@ -352,3 +354,65 @@ def test_minus_one_and_auto_are_the_longest_length_that_fits():
     minus, auto = (plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=v) for v in (-1, "auto"))
     assert minus.max_model_len == auto.max_model_len == minus.max_model_len_that_fits < 131_072
     assert plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=minus.max_model_len).fits
+
+
+@pytest.mark.parametrize("version, expected", [("0.19.0", 0.9), ("0.20.0", 0.92)])
+def test_the_default_utilization_is_the_versions(version, expected):
+    # vLLM config/cache.py gpu_memory_utilization: 0.9 through 0.19 (0.19 :41), 0.92 from 0.20.0 (0.33 :215)
+    assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096,
+                engine_version=version).gpu_memory_utilization == expected
+
+
+def _mlp_only_llama():
+    # Llama-3.1-8B's config.json with every one of its 32 layers an MLP-only layer: no layer caches anything
+    import json
+    from pathlib import Path
+
+    from kvplan import parse_config
+    data = json.loads((Path(__file__).resolve().parents[1] / "model_configs" / "meta-llama__Llama-3.1-8B.json")
+                      .read_text())
+    return parse_config({**data, "layer_types": ["mlp"] * 32})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_model_that_caches_nothing_word_for_word(engine):
+    with pytest.raises(WorkloadError, match=_exact(
+            "custom caches nothing (every layer is MLP-only or reuses another layer's KV), so " + engine + " has no "
+            "KV pool to size: its KV cache is 0 B (`kvplan estimate`); plan it with --engine hf for the weights "
+            "alone")):
+        plan(_mlp_only_llama(), engine=engine, gpu="H100", max_model_len=4096)
+
+
+_HF_TOWER = "transformers' generate loads what its model class builds: image limits and language-model-only " \
+            "serving are vLLM settings"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kv_dtype": "int8"}, "KV cache dtype int8 is not one vllm stores: use auto, fp8, fp8_e5m2, bf16, fp16 or fp32"),
+    ({"engine": "sglang", "kv_dtype": "int4"},
+     "KV cache dtype int4 is not one sglang stores: use auto, fp8, fp8_e5m2, bf16, fp16 or fp32"),
+    ({"engine": "sglang", "max_model_len": -1}, "SGLang has no automatic context length: pass --max-model-len N"),
+    ({"engine": "sglang", "max_model_len": "auto"}, "SGLang has no automatic context length: pass --max-model-len N"),
+    ({"kv_cache_memory_bytes": 0}, "kv_cache_memory_bytes must be a positive whole number, got 0"),
+    ({"engine": "hf", "language_model_only": True}, _HF_TOWER),
+    ({"engine": "hf", "images_per_prompt": 0}, _HF_TOWER),
+])
+def test_engine_setting_refusals_word_for_word(kwargs, message):
+    kwargs = {"max_model_len": 4096, **kwargs}
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", **kwargs)
+
+
+def test_kv_cache_memory_bytes_is_the_pool():
+    # vLLM --kv-cache-memory-bytes 10 GiB on Llama-3.1-8B (32 layers x 8 KV heads x 128 x (K + V) x 2 B = 131,072 B
+    # a token): 10 x 2**30 / 131,072 = 81,920 tokens
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096, kv_cache_memory_bytes=10 * GiB)
+    assert p.kv_cache_tokens == 81_920 and "--kv-cache-memory-bytes 10737418240" in p.vllm_command
+
+
+def test_an_explicit_sglang_fraction_is_the_users():
+    # --mem-fraction-static 0.8 is taken as given; without it SGLang picks its own (not vLLM's 0.92)
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, gpu_memory_utilization=0.8)
+    assert s.gpu_memory_utilization == 0.8
+    assert plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100",
+                max_model_len=4096).gpu_memory_utilization not in (0.8, 0.92)
