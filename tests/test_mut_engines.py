@@ -416,3 +416,48 @@ def test_an_explicit_sglang_fraction_is_the_users():
     assert s.gpu_memory_utilization == 0.8
     assert plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100",
                 max_model_len=4096).gpu_memory_utilization not in (0.8, 0.92)
+
+
+def test_online_quantization_prices_a_read_checkpoint_by_the_rule(tmp_path):
+    # the 2-layer TINY Llama of test_checkpoint_hostile, its 428,672 B of bf16 headers written by hand: read as they
+    # are without --quantization; vLLM's --quantization fp8 rewrites the weights at load, so the config rule prices
+    # them (and the headers' bytes no longer apply)
+    import json
+
+    from test_checkpoint_hostile import TINY, header_of, tiny_tensors, write_shard
+
+    from kvplan import load_model
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    write_shard(tmp_path / "model.safetensors", header_of(tiny_tensors()))
+    model = load_model(tmp_path, weights="checkpoint")
+    read = plan(model, gpu="L4", max_model_len=2048)
+    assert read.weights_source == "checkpoint" and read.weights_checkpoint_bytes == 428_672
+    online = plan(model, gpu="L4", max_model_len=2048, quantization="fp8")
+    assert online.weights_source == "config rule" and online.weights_provenance == (
+        "online quantization rewrites the checkpoint's weights, so the config rule prices them")
+
+
+_FALCON_COPY = ("the bundled config.json of tiiuae/falcon-7b-instruct is an older Hub revision (remote-code auto_map, "
+                "transformers 4.28.1), not today's file, so no figure moves")
+
+
+def test_a_bundled_copys_gap_is_said_once_at_the_head_of_the_notes():
+    # kvplan/data/partial_configs.json: falcon-7b-instruct's copy moves no figure (a note, not a warning); its
+    # max_position_embeddings is 2,048
+    quiet = plan("tiiuae/falcon-7b-instruct", gpu="H100", max_model_len=2048)
+    assert quiet.verified and quiet.warnings == [] and quiet.notes[0].startswith(_FALCON_COPY)
+    assert sum(_FALCON_COPY in n for n in quiet.notes) == 1
+    past = plan("tiiuae/falcon-7b-instruct", gpu="H100", max_model_len=4096)
+    assert not past.verified and len(past.warnings) == 1 and past.warnings[0].startswith(
+        "max_model_len 4,096 is past tiiuae/falcon-7b-instruct's context limit of 2,048 tokens")
+    # the warning first, marked, then the copy's note once, then the engine's own notes
+    assert past.notes[0] == "not verified: " + past.warnings[0] and past.notes[1].startswith(_FALCON_COPY)
+    assert past.notes[2:] == quiet.notes[1:]
+
+
+def test_a_bundled_copys_gap_that_moves_a_figure_is_a_warning_said_once():
+    # Llama-4-Maverick's copy has no vision_config: the weights are 1,743,864,832 B low (partial_configs.json)
+    p = plan("meta-llama/Llama-4-Maverick-17B-128E-Instruct", gpu="H200", num_gpus=8, max_model_len=4096)
+    gap = "the bundled config.json of meta-llama/Llama-4-Maverick-17B-128E-Instruct is a trimmed copy"
+    assert not p.verified and len(p.warnings) == 1 and p.warnings[0].startswith(gap)
+    assert [n.startswith(gap) or n.startswith("not verified: " + gap) for n in p.notes].count(True) == 1
