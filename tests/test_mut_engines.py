@@ -461,3 +461,54 @@ def test_a_bundled_copys_gap_that_moves_a_figure_is_a_warning_said_once():
     gap = "the bundled config.json of meta-llama/Llama-4-Maverick-17B-128E-Instruct is a trimmed copy"
     assert not p.verified and len(p.warnings) == 1 and p.warnings[0].startswith(gap)
     assert [n.startswith(gap) or n.startswith("not verified: " + gap) for n in p.notes].count(True) == 1
+
+
+_VLLM_SETTING = "{} has no {} setting kvplan models: leave it out, or plan for vLLM"
+
+
+@pytest.mark.parametrize("engine, name, value", [
+    # kvplan.planning.inputs._NOT_FOR: what only vLLM has (SGLang's page is one token and it sizes its batch itself)
+    ("sglang", "block_size", 16), ("sglang", "max_num_seqs", 8), ("sglang", "max_num_batched_tokens", 8),
+    ("sglang", "enforce_eager", True), ("sglang", "cudagraph_estimate", True),
+    ("sglang", "kv_cache_memory_bytes", GiB), ("sglang", "nvls", False), ("sglang", "enable_prefix_caching", True),
+    # and what transformers' generate has not either: a version, online quantization, DP, EP, drafts, adapters
+    ("hf", "engine_version", "0.19.0"), ("hf", "quantization", "fp8"), ("hf", "dp", 2),
+    ("hf", "expert_parallel", True), ("hf", "speculative", {"method": "mtp", "num_speculative_tokens": 1}),
+    ("hf", "lora", {"max_loras": 1, "max_lora_rank": 8}),
+])
+def test_a_setting_the_engine_lacks_is_refused_by_name(engine, name, value):
+    words = {"sglang": "SGLang", "hf": "transformers' generate"}[engine]
+    with pytest.raises(WorkloadError, match=_exact(_VLLM_SETTING.format(words, name))):
+        plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", max_model_len=4096, **{name: value})
+
+
+def test_sglangs_dp_attention_ranks_are_inside_its_tp_group():
+    # SGLang --tp 2 --dp 2 with DP attention is 2 GPUs (dp_attention.py: attn_tp_size = tp_size // dp_size), not 4
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, num_gpus=2, dp=2)
+    assert (s.num_gpus, s.tensor_parallel_size) == (2, 2) and "--tp-size 2 --attn-dp-size 2" in s.vllm_command
+
+
+def test_transformers_is_one_gpu_however_tp_and_pp_split():
+    # TP 2 x PP 2 is 4 GPUs for generate, which has no tensor or pipeline parallelism
+    with pytest.raises(WorkloadError, match=_exact("the transformers plan covers one GPU (generate has no tensor "
+                                                   "parallelism): use --engine vllm or sglang for TP / PP")):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, tp=2, pp=2)
+
+
+def test_transformers_without_a_length_plans_the_config_limit():
+    # Llama-2-7b-hf's config.json: max_position_embeddings 4,096
+    assert plan("meta-llama/Llama-2-7b-hf", engine="hf", gpu="H100", max_model_len=None).max_model_len == 4096
+
+
+def test_sglang_refuses_a_card_below_sm75():
+    # SGLang: 'SGLang only supports sm75 and above'; the V100 is compute capability 7.0 (vLLM still runs on it)
+    with pytest.raises(WorkloadError, match=_exact(
+            "SGLang runs on compute capability 7.5 and newer ('SGLang only supports sm75 and above'), and the "
+            "V100-SXM2-16GB has 7.0: plan it for vLLM, or pick a newer card")):
+        plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="V100", max_model_len=4096)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_quantized_checkpoint_without_an_fp8_kv_keeps_the_model_dtype(engine):
+    # gpt-oss-20b's quantization_config is MXFP4 weights with no kv_cache_scheme: auto is its bfloat16
+    assert plan("openai/gpt-oss-20b", engine=engine, gpu="H100", max_model_len=4096).kv_cache_dtype == "bfloat16"
