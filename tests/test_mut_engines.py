@@ -343,6 +343,9 @@ def test_vllms_dp_engines_are_replicas_and_sglangs_gpus_are_its_tp():
 @pytest.mark.parametrize("kwargs, message", [
     ({"dp": 0}, "data parallel size must be a positive whole number, got 0"),
     ({"max_model_len": -2}, "max_model_len must be a positive whole number, got -2"),   # only -1 means "auto"
+    ({"max_num_seqs": 0}, "max_num_seqs must be a positive whole number, got 0"),
+    ({"max_num_batched_tokens": 0}, "max_num_batched_tokens must be a positive whole number, got 0"),
+    ({"block_size": 0}, "block_size must be a positive whole number, got 0"),
 ])
 def test_parallel_and_length_refusals_word_for_word(kwargs, message):
     with pytest.raises(WorkloadError, match=_exact(message)):
