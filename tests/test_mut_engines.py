@@ -515,3 +515,33 @@ def test_sglang_refuses_a_card_below_sm75():
 def test_a_quantized_checkpoint_without_an_fp8_kv_keeps_the_model_dtype(engine):
     # gpt-oss-20b's quantization_config is MXFP4 weights with no kv_cache_scheme: auto is its bfloat16
     assert plan("openai/gpt-oss-20b", engine=engine, gpu="H100", max_model_len=4096).kv_cache_dtype == "bfloat16"
+
+
+_SGLANG = {"engine": "sglang", "gpu": "H100", "max_model_len": 4096}
+
+
+@pytest.mark.parametrize("kwargs", [{"language_model_only": True}, {"images_per_prompt": 0}])
+def test_sglang_refuses_image_limits(kwargs):
+    with pytest.raises(WorkloadError, match=_exact(
+            "kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 loads the vision tower "
+            "of most models whatever its flags: plan it with the tower")):
+        plan("google/gemma-3-4b-it", **kwargs, **_SGLANG)
+
+
+def test_sglangs_settings_reach_its_plan():
+    # each setting shows in the launch command SGLang is given (server_args.py flag names)
+    eagle = plan("meta-llama/Llama-3.1-8B", speculative={"method": "eagle3", "num_speculative_tokens": 3,
+                                                         "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}, **_SGLANG)
+    assert "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-draft-model-path " \
+           "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in eagle.vllm_command
+    lora = plan("meta-llama/Llama-3.1-8B", lora={"max_loras": 2, "max_lora_rank": 16}, **_SGLANG)
+    assert "--enable-lora --max-loras-per-batch 2 --max-lora-rank 16" in lora.vllm_command
+    plain = plan("meta-llama/Llama-3.1-8B", **_SGLANG)
+    fp8 = plan("meta-llama/Llama-3.1-8B", quantization="fp8", **_SGLANG)
+    # fp8 weights: 1 B for each of the 6.98e9 linear weights instead of 2 (embeddings and head stay bf16)
+    assert fp8.vllm_command.endswith("--quantization fp8") and fp8.weights_bytes < 0.6 * plain.weights_bytes
+    ep = plan("Qwen/Qwen3-30B-A3B", tp=2, expert_parallel=True, **_SGLANG)
+    assert "--tp-size 2 --ep-size 2" in ep.vllm_command
+    t4 = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="T4", max_model_len=1024)
+    assert t4.notes[0] == ("the T4 (compute capability 7.5) has no bfloat16: SGLang runs float16 below SM80; the "
+                           "bytes are the same")
