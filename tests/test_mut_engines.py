@@ -545,3 +545,12 @@ def test_sglangs_settings_reach_its_plan():
     t4 = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="T4", max_model_len=1024)
     assert t4.notes[0] == ("the T4 (compute capability 7.5) has no bfloat16: SGLang runs float16 below SM80; the "
                            "bytes are the same")
+
+
+@pytest.mark.parametrize("kv_dtype, expected", [("auto", "float8_e4m3"), ("bf16", "bfloat16")])
+def test_sglangs_dsa_default_kv_on_blackwell_is_fp8(kv_dtype, expected):
+    # SGLang 0.5.23 arg_groups/overrides.py _dsa_kv_cache_dtype_default: "fp8_e4m3" if major >= 10; the B200 is
+    # SM 10.0; an explicit --kv-cache-dtype is kept
+    p = plan("deepseek-ai/DeepSeek-V3.2", engine="sglang", gpu="B200", num_gpus=8, max_model_len=4096,
+             kv_dtype=kv_dtype)
+    assert p.kv_cache_dtype == expected
