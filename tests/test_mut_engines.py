@@ -554,3 +554,45 @@ def test_sglangs_dsa_default_kv_on_blackwell_is_fp8(kv_dtype, expected):
     p = plan("deepseek-ai/DeepSeek-V3.2", engine="sglang", gpu="B200", num_gpus=8, max_model_len=4096,
              kv_dtype=kv_dtype)
     assert p.kv_cache_dtype == expected
+
+
+@pytest.mark.parametrize("version, expected", [(None, "0.5.23"), ("0.5.21", "0.5.21")])
+def test_sglang_plans_its_own_default_version_or_the_given_one(version, expected):
+    # no --engine-version: SGLang's default release kvplan read (0.5.23), not vLLM's 0.33
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, engine_version=version)
+    assert s.engine_version == expected
+
+
+_VLLM = {"gpu": "H100", "max_model_len": 4096}
+
+
+@pytest.mark.parametrize("model, kwargs, flag", [
+    # each setting that changes vLLM's memory is in the command it runs (engine_flags.json: vLLM's arg_utils.py)
+    ("meta-llama/Llama-3.1-8B", {"max_num_batched_tokens": 2048}, " --max-num-batched-tokens 2048"),
+    ("meta-llama/Llama-3.1-8B", {"block_size": 32}, " --block-size 32"),
+    ("meta-llama/Llama-3.1-8B", {"max_num_seqs": 64}, " --max-num-seqs 64 "),
+    ("meta-llama/Llama-3.1-8B", {"enforce_eager": True}, " --enforce-eager"),
+    ("meta-llama/Llama-3.1-8B", {"cudagraph_estimate": False}, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve"),
+    ("meta-llama/Llama-3.1-8B", {"tp": 2, "nvls": False}, "NCCL_NVLS_ENABLE=0 vllm serve"),
+    ("meta-llama/Llama-3.1-8B", {"lora": {"max_loras": 2, "max_lora_rank": 16}},
+     " --enable-lora --max-loras 2 --max-lora-rank 16"),
+    ("meta-llama/Llama-3.1-8B", {"speculative": {"method": "eagle3", "num_speculative_tokens": 3,
+                                                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}},
+     """ --speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", """
+     """"num_speculative_tokens": 3}'"""),
+    ("Qwen/Qwen3-30B-A3B", {"tp": 2, "expert_parallel": True}, " --tensor-parallel-size 2 --enable-expert-parallel "),
+    ("google/gemma-3-4b-it", {"images_per_prompt": 2}, """ --limit-mm-per-prompt '{"image": 2}'"""),
+])
+def test_vllms_settings_reach_its_command(model, kwargs, flag):
+    assert flag in plan(model, **kwargs, **_VLLM).vllm_command
+
+
+def test_the_batch_the_plan_was_sized_with_is_the_one_vllm_runs():
+    # was a defect: --max-num-batched-tokens 2048 changed the plan (a smaller activation peak) but not the command,
+    # so vLLM ran its H100 default of 8,192 and a smaller pool than planned
+    given = plan("meta-llama/Llama-3.1-8B", max_num_batched_tokens=2048, **_VLLM)
+    default = plan("meta-llama/Llama-3.1-8B", **_VLLM)
+    assert (given.max_num_batched_tokens, default.max_num_batched_tokens) == (2048, 8192)
+    assert given.activation_bytes < default.activation_bytes
+    assert given.vllm_command == default.vllm_command + " --max-num-batched-tokens 2048"
+    assert "--block-size" not in default.vllm_command and "--max-num-batched-tokens" not in default.vllm_command
