@@ -596,3 +596,31 @@ def test_the_batch_the_plan_was_sized_with_is_the_one_vllm_runs():
     assert given.activation_bytes < default.activation_bytes
     assert given.vllm_command == default.vllm_command + " --max-num-batched-tokens 2048"
     assert "--block-size" not in default.vllm_command and "--max-num-batched-tokens" not in default.vllm_command
+
+
+def test_the_weights_rule_prices_the_dtype_served():
+    # gpt2's config.json says float32; vLLM serves it in bfloat16 on an H100 (config/model.py _resolve_auto_dtype):
+    # the rule prices GPT2LMHeadModel's 124,439,808 parameters (tied head) at 2 B, not 4
+    p = plan("openai-community/gpt2", gpu="H100", max_model_len=1024)
+    assert p.dtype == "bfloat16" and p.weights_rule_bytes == 124_439_808 * 2
+
+
+def test_a_missing_tower_is_a_warning_only_without_the_checkpoint(tmp_path):
+    # a model whose config cannot count a tower: the rule's weights are low by it, the checkpoint's headers are not
+    import json
+
+    from test_checkpoint_hostile import TINY, header_of, tiny_tensors, write_shard
+
+    from kvplan import load_model
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    write_shard(tmp_path / "model.safetensors", header_of(tiny_tensors()))
+    gap = "its vision tower is not in the config"
+
+    def towerless(weights):
+        m = load_model(tmp_path, weights=weights)
+        return dataclasses.replace(m, arch=dataclasses.replace(m.arch, towers_missing=gap))
+    read = plan(towerless("checkpoint"), gpu="L4", max_model_len=2048)
+    assert read.weights_source == "checkpoint" and read.warnings == []
+    rule = plan(towerless("config"), gpu="L4", max_model_len=2048)
+    assert rule.warnings == [f"{rule.model}: {gap}, so the weights leave it out and the KV pool is high by its size: "
+                             "pass the checkpoint folder (or the Hub id online) for its exact bytes"]
