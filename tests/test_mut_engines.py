@@ -622,5 +622,17 @@ def test_a_missing_tower_is_a_warning_only_without_the_checkpoint(tmp_path):
     read = plan(towerless("checkpoint"), gpu="L4", max_model_len=2048)
     assert read.weights_source == "checkpoint" and read.warnings == []
     rule = plan(towerless("config"), gpu="L4", max_model_len=2048)
-    assert rule.warnings == [f"{rule.model}: {gap}, so the weights leave it out and the KV pool is high by its size: "
-                             "pass the checkpoint folder (or the Hub id online) for its exact bytes"]
+    assert rule.verified is False and rule.warnings == [
+        f"{rule.model}: {gap}, so the weights leave it out and the KV pool is high by its size: pass the checkpoint "
+        "folder (or the Hub id online) for its exact bytes"]
+    # transformers' generate loads what its class builds, the tower with it or not at all: no warning
+    assert plan(towerless("config"), engine="hf", gpu="L4", max_model_len=2048).warnings == []
+
+
+@pytest.mark.parametrize("engine, flag", [
+    ("sglang", "--enable-lora --max-loras-per-batch 8 --max-lora-rank 16"),   # server_args.py max_loras_per_batch 8
+    ("vllm", "--enable-lora --max-loras 1 --max-lora-rank 16"),               # vLLM's LoRAConfig max_loras 1
+])
+def test_lora_slots_default_to_the_engines_own(engine, flag):
+    p = plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", max_model_len=4096, lora={"max_lora_rank": 16})
+    assert flag in p.vllm_command
