@@ -507,3 +507,40 @@ def test_parse_dims_takes_the_overrides():
     bare = {k: v for k, v in LLAMA.items() if k != "num_hidden_layers"}
     shape = parse_dims(bare, overrides=Overrides(num_layers=3))
     assert shape.num_layers == 3 and param_count(shape).total == 3 * 43_136 + 128_064
+
+
+# ----------------------------------------------------------------------------- kvplan.config.reader
+
+from kvplan.config.reader import ConfigReader, check_float
+
+
+def _refusal(call) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize("value, message", [
+    ("x", "config field 'rope_factor' must be a number, got 'x': fix the config.json"),
+    (float("nan"), "config field 'rope_factor' must be a number, got nan: fix the config.json"),
+    (4.5, "config field 'rope_factor' must be between 1 and 4, got 4.5: fix the config.json"),
+    (0.5, "config field 'rope_factor' must be between 1 and 4, got 0.5: fix the config.json"),
+])
+def test_check_float_refusals_name_the_field(value, message):
+    error = _refusal(lambda: check_float("rope_factor", value, minimum=1, maximum=4))
+    assert str(error) == message and error.field == "rope_factor"
+
+
+def test_check_float_takes_both_ends_of_its_range():
+    assert check_float("f", 4, minimum=1, maximum=4) == 4.0 and check_float("f", 1.0, minimum=1, maximum=4) == 1.0
+
+
+def test_a_layer_period_may_start_at_layer_zero():
+    # JambaConfig._check_supported_offset: the offset must be below the period; 0 (the first layer) is allowed
+    reader = ConfigReader({"attn_layer_period": 8, "attn_layer_offset": 0}, "jamba")
+    assert reader.layer_period("attn", 32) == (8, 0)
+    late = ConfigReader({"attn_layer_period": 8, "attn_layer_offset": 8}, "jamba")
+    error = _refusal(lambda: late.layer_period("attn", 32))
+    assert error.field == "attn_layer_offset" and str(error) == (
+        "config field 'attn_layer_offset' is 8, not below its period 8 and the 32 layers: no layer would have it; "
+        "fix the config.json")
