@@ -636,3 +636,62 @@ def test_a_missing_tower_is_a_warning_only_without_the_checkpoint(tmp_path):
 def test_lora_slots_default_to_the_engines_own(engine, flag):
     p = plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", max_model_len=4096, lora={"max_lora_rank": 16})
     assert flag in p.vllm_command
+
+
+# ----------------------------------------------------------------------------- vllm_kv.py: vLLM's KV accounting
+
+from kvplan.planning.engines import vllm_kv as vk
+
+
+@pytest.mark.parametrize("version, is_mla, gdn, expected", [
+    ((0, 26, 9), False, False, 16),    # FlashAttention's block alignment
+    ((0, 26, 9), True, False, 64),     # FlashMLA's
+    ((0, 27, 0), True, False, 128),    # MLA hybrids at least 128 from 0.27 (platforms/interface.py)
+    ((0, 27, 0), False, False, 16),    # not for attention that is not MLA
+    ((0, 33, 0), False, True, 64),     # FlashInfer GDN 'align' mode: lcm(16, 64)
+    ((0, 33, 0), True, True, 128),     # lcm(128, 64)
+])
+def test_hybrid_alignment(version, is_mla, gdn, expected):
+    assert vk.hybrid_alignment(version, is_mla, gdn) == expected
+
+
+@pytest.mark.parametrize("version, expected", [
+    ((0, 20, 0), (False, False)), ((0, 20, 1), (True, False)),      # tokens from concurrency from 0.20.1
+    ((0, 26, 5), (True, False)), ((0, 27, 0), (True, True)),        # blocks per KV-cache group from 0.27
+])
+def test_kv_rules_by_release(version, expected):
+    rules = vk.KVRules.of(version, 2)
+    assert (rules.inflight, rules.tokens_from_concurrency, rules.per_group) == (2, *expected)
+
+
+def test_the_hybrid_block_holds_the_largest_state():
+    # a 1,000,000 B state beside 2,048 B a token of attention, alignment 16: 16 x cdiv(1,000,000, 16 x 2,048) =
+    # 16 x 31 = 496 tokens; no Mamba layer or no attention layer: the block as given
+    mamba, attn = vk.VllmLayerSpec("mamba", 0, state_bytes=1_000_000), vk.VllmLayerSpec("full", 2048)
+    assert vk.hybrid_block_size([mamba, attn], 16, 16) == 496
+    assert vk.hybrid_block_size([attn], 16, 16) == 16 and vk.hybrid_block_size([mamba], 16, 16) == 16
+    assert vk.hybrid_block_size([mamba, attn], 1024, 16) == 1024     # a larger block given stays
+
+
+def test_pages_are_unified_to_the_largest_that_they_divide():
+    # gemma-4-E4B-it: full 4,096 B a token, sliding 2,048: the sliding block is twice as long (block_scale 2); a
+    # 3,000 B page does not divide 16 x 4,096 and stays; Mamba pages and zero-byte layers are left alone
+    full, sliding = vk.VllmLayerSpec("full", 4096), vk.VllmLayerSpec("sliding", 2048, window=512)
+    odd, mamba = vk.VllmLayerSpec("full", 3000), vk.VllmLayerSpec("mamba", 0, state_bytes=10)
+    out = vk.unify_page_sizes([full, sliding, odd, mamba], 16)
+    assert [x.block_scale for x in out] == [1, 2, 1, 1]
+    assert vk.unify_page_sizes([full, full], 16) == [full, full]           # one page size: unchanged
+    assert vk.unify_page_sizes([mamba, full], 16) == [mamba, full]
+
+
+@pytest.mark.parametrize("conv, groups, tp, expected", [
+    ((8192, 3), 1, 4, (8192 + 2 * 3 * 128) // 4),   # 1 group over TP 4: 3 replicas more of its 2 x 128: 2,240
+    ((8192, 3), 8, 4, 8192 // 4),                   # 8 groups split evenly over 4 ranks
+    ((8192, 3), 0, 4, 8192 // 4),                   # not Mamba-2: no groups
+    ((8190, 3), 0, 4, 2047),                        # whole channels a rank (8,190 / 4 = 2,047.5)
+    ((), 0, 1, 0),                                  # MiniMax lightning attention: no conv state
+])
+def test_conv_channels_per_rank(conv, groups, tp, expected):
+    from kvplan.model.layers import StateSpec
+    spec = StateSpec(conv_shape=conv, recurrent_shape=(1,), mixer="mamba2", groups=groups, group_state=128)
+    assert vk.conv_channels(spec, tp) == expected
