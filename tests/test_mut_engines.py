@@ -695,3 +695,20 @@ def test_conv_channels_per_rank(conv, groups, tp, expected):
     from kvplan.model.layers import StateSpec
     spec = StateSpec(conv_shape=conv, recurrent_shape=(1,), mixer="mamba2", groups=groups, group_state=128)
     assert vk.conv_channels(spec, tp) == expected
+
+
+@pytest.mark.parametrize("model, gpu, kwargs, expected", [
+    # DeepSeek-V3.2: 61 layers of a 576-element latent (512 + 64 rope) and a 128-dim indexer key of 128 + 128 // 128
+    # x 4 = 132 B (deepseek_v2.py Indexer); fp8_ds_mla packs the latent into 656 B (platforms/cuda.py sparse
+    # backends, as ds_mla_layout's docstring reads them)
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {"kv_dtype": "fp8"}, 61 * (656 + 132)),                   # 48,068
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {"kv_dtype": "fp8", "engine_version": "0.19.0"}, 61 * (576 + 132)),
+    ("deepseek-ai/DeepSeek-V3.2", "B200", {"kv_dtype": "fp8"}, 61 * (576 + 132)),   # SM 10: FlashInfer keeps 576
+    ("deepseek-ai/DeepSeek-V3.2", "MI300X", {"kv_dtype": "fp8"}, 61 * (576 + 132)),  # no CUDA capability
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {}, 61 * (576 * 2 + 132)),                 # bf16: 78,324
+    ("deepseek-ai/DeepSeek-V3.2", "RTX PRO 6000", {}, 61 * (656 + 132)),             # SM 12 from 0.24: even auto
+    ("deepseek-ai/DeepSeek-V3.2", "RTX PRO 6000", {"engine_version": "0.23.0"}, 61 * (576 * 2 + 132)),
+    ("deepseek-ai/DeepSeek-V3", "H100", {"kv_dtype": "fp8"}, 61 * 576),              # dense MLA: no ds_mla layout
+])
+def test_the_sparse_mla_latent_layout_by_card_and_release(model, gpu, kwargs, expected):
+    assert plan(model, gpu=gpu, tp=8, max_model_len=4096, **kwargs).kv_bytes_per_token == expected
