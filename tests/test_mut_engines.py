@@ -712,3 +712,36 @@ def test_conv_channels_per_rank(conv, groups, tp, expected):
 ])
 def test_the_sparse_mla_latent_layout_by_card_and_release(model, gpu, kwargs, expected):
     assert plan(model, gpu=gpu, tp=8, max_model_len=4096, **kwargs).kv_bytes_per_token == expected
+
+
+def test_max_usage_bytes_of_each_kind():
+    # 16-token blocks, a 1,000-token request, 256 batched tokens
+    full = vk.VllmLayerSpec("full", 100)                       # page 1,600 B; cdiv(1,000, 16) = 63 blocks
+    assert vk.max_usage_bytes(full, 16, 1000, 256) == 63 * 1600
+    sliding = vk.VllmLayerSpec("sliding", 100, window=128)     # 127 + 256 = 383 tokens: cdiv(383, 16) + 1 = 25
+    assert vk.max_usage_bytes(sliding, 16, 1000, 256) == 25 * 1600
+    # 2 batches in flight (0.26+): 127 + 512 = 639 tokens, cdiv(639, 16) + 1 = 41 pages
+    assert vk.max_usage_bytes(sliding, 16, 1000, 256, inflight=2) == 41 * 1600
+    chunked = vk.VllmLayerSpec("chunked", 100, window=128)     # 128 + 256 = 384 tokens: 24 blocks
+    assert vk.max_usage_bytes(chunked, 16, 1000, 256) == 24 * 1600
+    none = vk.VllmLayerSpec("mamba", 0, state_bytes=5000, states=2)             # 'align' / 'none': k states
+    assert vk.max_usage_bytes(none, 16, 1000, 256) == 2 * 5000
+    every = vk.VllmLayerSpec("mamba", 0, state_bytes=5000, states=1, states_per_block=True)  # 'all': 63 + 1
+    assert vk.max_usage_bytes(every, 16, 1000, 256) == 64 * 5000
+    scaled = vk.VllmLayerSpec("sliding", 50, window=128, block_scale=2)  # 32-token blocks of 1,600 B: 12 + 1
+    assert vk.max_usage_bytes(scaled, 16, 1000, 256) == 13 * 1600
+
+
+def test_pool_capacity_of_one_full_group():
+    # one group of 2 full layers at 100 B a token, 16-token blocks: 3,200 B a block; a 10,000 B pool is 3 blocks,
+    # 48 tokens; a 40-token request takes cdiv(40, 16) = 3 blocks: concurrency 1.0
+    groups = vk.KVGroups(16, ((vk.VllmLayerSpec("full", 100), vk.VllmLayerSpec("full", 100)),), True, 0)
+    r = vk.pool_capacity(groups, 10_000, 40, 256)
+    assert (r.num_blocks, r.kv_cache_tokens, r.max_concurrency, r.blocks_per_request) == (3, 48, 1.0, 3)
+    assert vk.pool_capacity(groups, -5, 40, 256).num_blocks == 0            # an overdrawn pool holds no block
+    assert vk.pool_capacity(groups, 10_000, 40, 256, tokens_from_concurrency=True).kv_cache_tokens == 40
+    # a uniform group led by a sliding layer counts a request by its layers' usage: sliding (cdiv(min(383, 40), 16)
+    # + 1) = 4 pages, full cdiv(40, 16) = 3, of 1,600 B: cdiv(11,200, 3,200) = 4 blocks, not the full layer's 3
+    slide = vk.KVGroups(16, ((vk.VllmLayerSpec("sliding", 100, window=128),
+                              vk.VllmLayerSpec("full", 100)),), True, 0)
+    assert vk.pool_capacity(slide, 10_000, 40, 256).blocks_per_request == 4
