@@ -282,3 +282,475 @@ def test_state_bytes_per_request(layers, tp, version, ssm_dtype, expected):
     if ssm_dtype:
         model = dataclasses.replace(model, fields={**model.fields, "engine_ssm_dtype": ssm_dtype})
     assert sl.state_bytes_per_request(model, layers, tp, version) == expected
+
+
+# ----------------------------------------------------------------------------- planner.py: what every engine shares
+
+@pytest.mark.parametrize("engine, version, expected", [
+    ("vllm", "0.18.1", "bfloat16"),        # before vLLM 0.19's resolve_kv_cache_dtype_string: the model's dtype
+    ("vllm", "0.19.0", "float8_e4m3"),     # 0.19.0 itself reads kv_cache_scheme {num_bits 8, type float}
+    ("sglang", "0.5.15", "bfloat16"),      # before SGLang 0.5.16's mem_cache/kv_cache_dtype.py
+    ("sglang", "0.5.16", "float8_e4m3"),   # 0.5.16: kv_cache_quant_algo FP8 -> float8_e4m3fn for auto
+    ("sglang", None, "float8_e4m3"),       # no version: SGLang's default (0.5.23), past 0.5.16
+    ("vllm", None, "float8_e4m3"),         # no version: vLLM's latest read (0.33)
+])
+def test_the_checkpoints_fp8_kv_from_the_first_version_that_reads_it(engine, version, expected):
+    # nvidia/Qwen3.6-27B-NVFP4's config.json: quantization_config.kv_cache_scheme {"num_bits": 8, "type": "float"}
+    p = plan("nvidia/Qwen3.6-27B-NVFP4", gpu="H100", max_model_len=4096, engine=engine, engine_version=version)
+    assert p.kv_cache_dtype == expected
+
+
+_LLAMA2_PAST = "max_model_len 8,192 is past meta-llama/Llama-2-7b-hf's context limit of 4,096 tokens " \
+               "(max_position_embeddings): "
+
+
+@pytest.mark.parametrize("engine, refusal", [
+    ("hf", "positions past it were never trained and give wrong outputs"),
+    ("vllm", "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (in the command), and positions past the limit "
+             "give wrong outputs"),
+    ("sglang", "SGLang refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (in the command), and positions "
+               "past the limit give wrong outputs"),
+])
+def test_the_context_warning_word_for_word(engine, refusal):
+    # Llama-2-7b-hf's config.json: max_position_embeddings 4,096, no rope_scaling, so every engine's limit is 4,096
+    p = plan("meta-llama/Llama-2-7b-hf", engine=engine, gpu="H100", max_model_len=8192)
+    assert p.warnings == [_LLAMA2_PAST + refusal + "; plan 4,096 or fewer"]
+    # transformers' generate has no variable to set: its command is not prefixed
+    assert p.vllm_command.startswith("AutoModelForCausalLM" if engine == "hf" else ("VLLM_ALLOW", "SGLANG_ALLOW"))
+
+
+def test_a_card_without_bfloat16_says_so_at_the_head_of_the_notes():
+    # the T4 is compute capability 7.5, no bfloat16: vLLM's platforms/cuda.py logs the fall back to float16
+    p = plan("meta-llama/Llama-3.1-8B", gpu="T4", max_model_len=1024)
+    assert p.dtype == "float16" and p.notes[0] == (
+        "the T4 (compute capability 7.5) has no bfloat16: vLLM falls back to float16 ('Your device ... doesn't "
+        "support torch.bfloat16. Falling back to torch.float16'); the bytes are the same")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"engine": "x"}, "unknown engine 'x': use one of vllm, sglang, hf"),
+    ({"engine": "hf", "engine_version": "0.19.0"},
+     "transformers' generate has no engine_version setting kvplan models: leave it out, or plan for vLLM"),
+    ({"enable_prefix_caching": "y" * 50}, "enable_prefix_caching must be true or false, got '" + "y" * 40 + "'"),
+])
+def test_planner_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024, **kwargs)
+
+
+def test_vllms_dp_engines_are_replicas_and_sglangs_gpus_are_its_tp():
+    # vLLM --data-parallel-size 2 over 4 GPUs: 2 replicas of TP 4 / 2 = 2; SGLang's DP attention splits its TP group,
+    # so 2 SGLang GPUs are TP 2 (not 2 / 2); transformers' generate has no TP: 2 GPUs (TP 2, not 2 / 2) are refused
+    v = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096, num_gpus=4, dp=2)
+    assert (v.num_gpus, v.tensor_parallel_size, v.data_parallel_size) == (4, 2, 2)
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, num_gpus=2)
+    assert (s.num_gpus, s.tensor_parallel_size) == (2, 2)
+    with pytest.raises(WorkloadError, match="^the transformers plan covers one GPU"):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, num_gpus=2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dp": 0}, "data parallel size must be a positive whole number, got 0"),
+    ({"max_model_len": -2}, "max_model_len must be a positive whole number, got -2"),   # only -1 means "auto"
+    ({"max_num_seqs": 0}, "max_num_seqs must be a positive whole number, got 0"),
+    ({"max_num_batched_tokens": 0}, "max_num_batched_tokens must be a positive whole number, got 0"),
+    ({"block_size": 0}, "block_size must be a positive whole number, got 0"),
+])
+def test_parallel_and_length_refusals_word_for_word(kwargs, message):
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", **kwargs)
+
+
+def test_minus_one_and_auto_are_the_longest_length_that_fits():
+    # vLLM's max_model_len -1: Llama-3.1-8B on a 24 GiB L4 holds far less than its 131,072-token context
+    minus, auto = (plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=v) for v in (-1, "auto"))
+    assert minus.max_model_len == auto.max_model_len == minus.max_model_len_that_fits < 131_072
+    assert plan("meta-llama/Llama-3.1-8B", gpu="L4", max_model_len=minus.max_model_len).fits
+
+
+@pytest.mark.parametrize("version, expected", [("0.19.0", 0.9), ("0.20.0", 0.92)])
+def test_the_default_utilization_is_the_versions(version, expected):
+    # vLLM config/cache.py gpu_memory_utilization: 0.9 through 0.19 (0.19 :41), 0.92 from 0.20.0 (0.33 :215)
+    assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096,
+                engine_version=version).gpu_memory_utilization == expected
+
+
+def _mlp_only_llama():
+    # Llama-3.1-8B's config.json with every one of its 32 layers an MLP-only layer: no layer caches anything
+    import json
+    from pathlib import Path
+
+    from kvplan import parse_config
+    data = json.loads((Path(__file__).resolve().parents[1] / "model_configs" / "meta-llama__Llama-3.1-8B.json")
+                      .read_text())
+    return parse_config({**data, "layer_types": ["mlp"] * 32})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_model_that_caches_nothing_word_for_word(engine):
+    with pytest.raises(WorkloadError, match=_exact(
+            "custom caches nothing (every layer is MLP-only or reuses another layer's KV), so " + engine + " has no "
+            "KV pool to size: its KV cache is 0 B (`kvplan estimate`); plan it with --engine hf for the weights "
+            "alone")):
+        plan(_mlp_only_llama(), engine=engine, gpu="H100", max_model_len=4096)
+
+
+_HF_TOWER = "transformers' generate loads what its model class builds: image limits and language-model-only " \
+            "serving are vLLM settings"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kv_dtype": "int8"}, "KV cache dtype int8 is not one vllm stores: use auto, fp8, fp8_e5m2, bf16, fp16 or fp32"),
+    ({"engine": "sglang", "kv_dtype": "int4"},
+     "KV cache dtype int4 is not one sglang stores: use auto, fp8, fp8_e5m2, bf16, fp16 or fp32"),
+    ({"engine": "sglang", "max_model_len": -1}, "SGLang has no automatic context length: pass --max-model-len N"),
+    ({"engine": "sglang", "max_model_len": "auto"}, "SGLang has no automatic context length: pass --max-model-len N"),
+    ({"kv_cache_memory_bytes": 0}, "kv_cache_memory_bytes must be a positive whole number, got 0"),
+    ({"engine": "hf", "language_model_only": True}, _HF_TOWER),
+    ({"engine": "hf", "images_per_prompt": 0}, _HF_TOWER),
+])
+def test_engine_setting_refusals_word_for_word(kwargs, message):
+    kwargs = {"max_model_len": 4096, **kwargs}
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        plan("meta-llama/Llama-3.1-8B", gpu="H100", **kwargs)
+
+
+def test_kv_cache_memory_bytes_is_the_pool():
+    # vLLM --kv-cache-memory-bytes 10 GiB on Llama-3.1-8B (32 layers x 8 KV heads x 128 x (K + V) x 2 B = 131,072 B
+    # a token): 10 x 2**30 / 131,072 = 81,920 tokens
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096, kv_cache_memory_bytes=10 * GiB)
+    assert p.kv_cache_tokens == 81_920 and "--kv-cache-memory-bytes 10737418240" in p.vllm_command
+
+
+def test_an_explicit_sglang_fraction_is_the_users():
+    # --mem-fraction-static 0.8 is taken as given; without it SGLang picks its own (not vLLM's 0.92)
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, gpu_memory_utilization=0.8)
+    assert s.gpu_memory_utilization == 0.8
+    assert plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100",
+                max_model_len=4096).gpu_memory_utilization not in (0.8, 0.92)
+
+
+def test_online_quantization_prices_a_read_checkpoint_by_the_rule(tmp_path):
+    # the 2-layer TINY Llama of test_checkpoint_hostile, its 428,672 B of bf16 headers written by hand: read as they
+    # are without --quantization; vLLM's --quantization fp8 rewrites the weights at load, so the config rule prices
+    # them (and the headers' bytes no longer apply)
+    import json
+
+    from test_checkpoint_hostile import TINY, header_of, tiny_tensors, write_shard
+
+    from kvplan import load_model
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    write_shard(tmp_path / "model.safetensors", header_of(tiny_tensors()))
+    model = load_model(tmp_path, weights="checkpoint")
+    read = plan(model, gpu="L4", max_model_len=2048)
+    assert read.weights_source == "checkpoint" and read.weights_checkpoint_bytes == 428_672
+    online = plan(model, gpu="L4", max_model_len=2048, quantization="fp8")
+    assert online.weights_source == "config rule" and online.weights_provenance == (
+        "online quantization rewrites the checkpoint's weights, so the config rule prices them")
+
+
+_FALCON_COPY = ("the bundled config.json of tiiuae/falcon-7b-instruct is an older Hub revision (remote-code auto_map, "
+                "transformers 4.28.1), not today's file, so no figure moves")
+
+
+def test_a_bundled_copys_gap_is_said_once_at_the_head_of_the_notes():
+    # kvplan/data/partial_configs.json: falcon-7b-instruct's copy moves no figure (a note, not a warning); its
+    # max_position_embeddings is 2,048
+    quiet = plan("tiiuae/falcon-7b-instruct", gpu="H100", max_model_len=2048)
+    assert quiet.verified and quiet.warnings == [] and quiet.notes[0].startswith(_FALCON_COPY)
+    assert sum(_FALCON_COPY in n for n in quiet.notes) == 1
+    past = plan("tiiuae/falcon-7b-instruct", gpu="H100", max_model_len=4096)
+    assert not past.verified and len(past.warnings) == 1 and past.warnings[0].startswith(
+        "max_model_len 4,096 is past tiiuae/falcon-7b-instruct's context limit of 2,048 tokens")
+    # the warning first, marked, then the copy's note once, then the engine's own notes
+    assert past.notes[0] == "not verified: " + past.warnings[0] and past.notes[1].startswith(_FALCON_COPY)
+    assert past.notes[2:] == quiet.notes[1:]
+
+
+def test_a_bundled_copys_gap_that_moves_a_figure_is_a_warning_said_once():
+    # Llama-4-Maverick's copy has no vision_config: the weights are 1,743,864,832 B low (partial_configs.json)
+    p = plan("meta-llama/Llama-4-Maverick-17B-128E-Instruct", gpu="H200", num_gpus=8, max_model_len=4096)
+    gap = "the bundled config.json of meta-llama/Llama-4-Maverick-17B-128E-Instruct is a trimmed copy"
+    assert not p.verified and len(p.warnings) == 1 and p.warnings[0].startswith(gap)
+    assert [n.startswith(gap) or n.startswith("not verified: " + gap) for n in p.notes].count(True) == 1
+
+
+_VLLM_SETTING = "{} has no {} setting kvplan models: leave it out, or plan for vLLM"
+
+
+@pytest.mark.parametrize("engine, name, value", [
+    # kvplan.planning.inputs._NOT_FOR: what only vLLM has (SGLang's page is one token and it sizes its batch itself)
+    ("sglang", "block_size", 16), ("sglang", "max_num_seqs", 8), ("sglang", "max_num_batched_tokens", 8),
+    ("sglang", "enforce_eager", True), ("sglang", "cudagraph_estimate", True),
+    ("sglang", "kv_cache_memory_bytes", GiB), ("sglang", "nvls", False), ("sglang", "enable_prefix_caching", True),
+    # and what transformers' generate has not either: a version, online quantization, DP, EP, drafts, adapters
+    ("hf", "engine_version", "0.19.0"), ("hf", "quantization", "fp8"), ("hf", "dp", 2),
+    ("hf", "expert_parallel", True), ("hf", "speculative", {"method": "mtp", "num_speculative_tokens": 1}),
+    ("hf", "lora", {"max_loras": 1, "max_lora_rank": 8}),
+])
+def test_a_setting_the_engine_lacks_is_refused_by_name(engine, name, value):
+    words = {"sglang": "SGLang", "hf": "transformers' generate"}[engine]
+    with pytest.raises(WorkloadError, match=_exact(_VLLM_SETTING.format(words, name))):
+        plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", max_model_len=4096, **{name: value})
+
+
+def test_sglangs_dp_attention_ranks_are_inside_its_tp_group():
+    # SGLang --tp 2 --dp 2 with DP attention is 2 GPUs (dp_attention.py: attn_tp_size = tp_size // dp_size), not 4
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, num_gpus=2, dp=2)
+    assert (s.num_gpus, s.tensor_parallel_size) == (2, 2) and "--tp-size 2 --attn-dp-size 2" in s.vllm_command
+
+
+def test_transformers_is_one_gpu_however_tp_and_pp_split():
+    # TP 2 x PP 2 is 4 GPUs for generate, which has no tensor or pipeline parallelism
+    with pytest.raises(WorkloadError, match=_exact("the transformers plan covers one GPU (generate has no tensor "
+                                                   "parallelism): use --engine vllm or sglang for TP / PP")):
+        plan("meta-llama/Llama-3.1-8B", engine="hf", gpu="H100", max_model_len=4096, tp=2, pp=2)
+
+
+def test_transformers_without_a_length_plans_the_config_limit():
+    # Llama-2-7b-hf's config.json: max_position_embeddings 4,096
+    assert plan("meta-llama/Llama-2-7b-hf", engine="hf", gpu="H100", max_model_len=None).max_model_len == 4096
+
+
+def test_sglang_refuses_a_card_below_sm75():
+    # SGLang: 'SGLang only supports sm75 and above'; the V100 is compute capability 7.0 (vLLM still runs on it)
+    with pytest.raises(WorkloadError, match=_exact(
+            "SGLang runs on compute capability 7.5 and newer ('SGLang only supports sm75 and above'), and the "
+            "V100-SXM2-16GB has 7.0: plan it for vLLM, or pick a newer card")):
+        plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="V100", max_model_len=4096)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_quantized_checkpoint_without_an_fp8_kv_keeps_the_model_dtype(engine):
+    # gpt-oss-20b's quantization_config is MXFP4 weights with no kv_cache_scheme: auto is its bfloat16
+    assert plan("openai/gpt-oss-20b", engine=engine, gpu="H100", max_model_len=4096).kv_cache_dtype == "bfloat16"
+
+
+_SGLANG = {"engine": "sglang", "gpu": "H100", "max_model_len": 4096}
+
+
+@pytest.mark.parametrize("kwargs", [{"language_model_only": True}, {"images_per_prompt": 0}])
+def test_sglang_refuses_image_limits(kwargs):
+    with pytest.raises(WorkloadError, match=_exact(
+            "kvplan models image limits and language-model-only serving for vLLM; SGLang 0.5 loads the vision tower "
+            "of most models whatever its flags: plan it with the tower")):
+        plan("google/gemma-3-4b-it", **kwargs, **_SGLANG)
+
+
+def test_sglangs_settings_reach_its_plan():
+    # each setting shows in the launch command SGLang is given (server_args.py flag names)
+    eagle = plan("meta-llama/Llama-3.1-8B", speculative={"method": "eagle3", "num_speculative_tokens": 3,
+                                                         "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}, **_SGLANG)
+    assert "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-draft-model-path " \
+           "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in eagle.vllm_command
+    lora = plan("meta-llama/Llama-3.1-8B", lora={"max_loras": 2, "max_lora_rank": 16}, **_SGLANG)
+    assert "--enable-lora --max-loras-per-batch 2 --max-lora-rank 16" in lora.vllm_command
+    plain = plan("meta-llama/Llama-3.1-8B", **_SGLANG)
+    fp8 = plan("meta-llama/Llama-3.1-8B", quantization="fp8", **_SGLANG)
+    # fp8 weights: 1 B for each of the 6.98e9 linear weights instead of 2 (embeddings and head stay bf16)
+    assert fp8.vllm_command.endswith("--quantization fp8") and fp8.weights_bytes < 0.6 * plain.weights_bytes
+    ep = plan("Qwen/Qwen3-30B-A3B", tp=2, expert_parallel=True, **_SGLANG)
+    assert "--tp-size 2 --ep-size 2" in ep.vllm_command
+    t4 = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="T4", max_model_len=1024)
+    assert t4.notes[0] == ("the T4 (compute capability 7.5) has no bfloat16: SGLang runs float16 below SM80; the "
+                           "bytes are the same")
+
+
+@pytest.mark.parametrize("kv_dtype, expected", [("auto", "float8_e4m3"), ("bf16", "bfloat16")])
+def test_sglangs_dsa_default_kv_on_blackwell_is_fp8(kv_dtype, expected):
+    # SGLang 0.5.23 arg_groups/overrides.py _dsa_kv_cache_dtype_default: "fp8_e4m3" if major >= 10; the B200 is
+    # SM 10.0; an explicit --kv-cache-dtype is kept
+    p = plan("deepseek-ai/DeepSeek-V3.2", engine="sglang", gpu="B200", num_gpus=8, max_model_len=4096,
+             kv_dtype=kv_dtype)
+    assert p.kv_cache_dtype == expected
+
+
+@pytest.mark.parametrize("version, expected", [(None, "0.5.23"), ("0.5.21", "0.5.21")])
+def test_sglang_plans_its_own_default_version_or_the_given_one(version, expected):
+    # no --engine-version: SGLang's default release kvplan read (0.5.23), not vLLM's 0.33
+    s = plan("meta-llama/Llama-3.1-8B", engine="sglang", gpu="H100", max_model_len=4096, engine_version=version)
+    assert s.engine_version == expected
+
+
+_VLLM = {"gpu": "H100", "max_model_len": 4096}
+
+
+@pytest.mark.parametrize("model, kwargs, flag", [
+    # each setting that changes vLLM's memory is in the command it runs (engine_flags.json: vLLM's arg_utils.py)
+    ("meta-llama/Llama-3.1-8B", {"max_num_batched_tokens": 2048}, " --max-num-batched-tokens 2048"),
+    ("meta-llama/Llama-3.1-8B", {"block_size": 32}, " --block-size 32"),
+    ("meta-llama/Llama-3.1-8B", {"max_num_seqs": 64}, " --max-num-seqs 64 "),
+    ("meta-llama/Llama-3.1-8B", {"enforce_eager": True}, " --enforce-eager"),
+    ("meta-llama/Llama-3.1-8B", {"cudagraph_estimate": False}, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve"),
+    ("meta-llama/Llama-3.1-8B", {"tp": 2, "nvls": False}, "NCCL_NVLS_ENABLE=0 vllm serve"),
+    ("meta-llama/Llama-3.1-8B", {"lora": {"max_loras": 2, "max_lora_rank": 16}},
+     " --enable-lora --max-loras 2 --max-lora-rank 16"),
+    ("meta-llama/Llama-3.1-8B", {"speculative": {"method": "eagle3", "num_speculative_tokens": 3,
+                                                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}},
+     """ --speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", """
+     """"num_speculative_tokens": 3}'"""),
+    ("Qwen/Qwen3-30B-A3B", {"tp": 2, "expert_parallel": True}, " --tensor-parallel-size 2 --enable-expert-parallel "),
+    ("google/gemma-3-4b-it", {"images_per_prompt": 2}, """ --limit-mm-per-prompt '{"image": 2}'"""),
+])
+def test_vllms_settings_reach_its_command(model, kwargs, flag):
+    assert flag in plan(model, **kwargs, **_VLLM).vllm_command
+
+
+def test_the_batch_the_plan_was_sized_with_is_the_one_vllm_runs():
+    # was a defect: --max-num-batched-tokens 2048 changed the plan (a smaller activation peak) but not the command,
+    # so vLLM ran its H100 default of 8,192 and a smaller pool than planned
+    given = plan("meta-llama/Llama-3.1-8B", max_num_batched_tokens=2048, **_VLLM)
+    default = plan("meta-llama/Llama-3.1-8B", **_VLLM)
+    assert (given.max_num_batched_tokens, default.max_num_batched_tokens) == (2048, 8192)
+    assert given.activation_bytes < default.activation_bytes
+    assert given.vllm_command == default.vllm_command + " --max-num-batched-tokens 2048"
+    assert "--block-size" not in default.vllm_command and "--max-num-batched-tokens" not in default.vllm_command
+
+
+def test_the_weights_rule_prices_the_dtype_served():
+    # gpt2's config.json says float32; vLLM serves it in bfloat16 on an H100 (config/model.py _resolve_auto_dtype):
+    # the rule prices GPT2LMHeadModel's 124,439,808 parameters (tied head) at 2 B, not 4
+    p = plan("openai-community/gpt2", gpu="H100", max_model_len=1024)
+    assert p.dtype == "bfloat16" and p.weights_rule_bytes == 124_439_808 * 2
+
+
+def test_a_missing_tower_is_a_warning_only_without_the_checkpoint(tmp_path):
+    # a model whose config cannot count a tower: the rule's weights are low by it, the checkpoint's headers are not
+    import json
+
+    from test_checkpoint_hostile import TINY, header_of, tiny_tensors, write_shard
+
+    from kvplan import load_model
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    write_shard(tmp_path / "model.safetensors", header_of(tiny_tensors()))
+    gap = "its vision tower is not in the config"
+
+    def towerless(weights):
+        m = load_model(tmp_path, weights=weights)
+        return dataclasses.replace(m, arch=dataclasses.replace(m.arch, towers_missing=gap))
+    read = plan(towerless("checkpoint"), gpu="L4", max_model_len=2048)
+    assert read.weights_source == "checkpoint" and read.warnings == []
+    rule = plan(towerless("config"), gpu="L4", max_model_len=2048)
+    assert rule.verified is False and rule.warnings == [
+        f"{rule.model}: {gap}, so the weights leave it out and the KV pool is high by its size: pass the checkpoint "
+        "folder (or the Hub id online) for its exact bytes"]
+    # transformers' generate loads what its class builds, the tower with it or not at all: no warning
+    assert plan(towerless("config"), engine="hf", gpu="L4", max_model_len=2048).warnings == []
+
+
+@pytest.mark.parametrize("engine, flag", [
+    ("sglang", "--enable-lora --max-loras-per-batch 8 --max-lora-rank 16"),   # server_args.py max_loras_per_batch 8
+    ("vllm", "--enable-lora --max-loras 1 --max-lora-rank 16"),               # vLLM's LoRAConfig max_loras 1
+])
+def test_lora_slots_default_to_the_engines_own(engine, flag):
+    p = plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", max_model_len=4096, lora={"max_lora_rank": 16})
+    assert flag in p.vllm_command
+
+
+# ----------------------------------------------------------------------------- vllm_kv.py: vLLM's KV accounting
+
+from kvplan.planning.engines import vllm_kv as vk
+
+
+@pytest.mark.parametrize("version, is_mla, gdn, expected", [
+    ((0, 26, 9), False, False, 16),    # FlashAttention's block alignment
+    ((0, 26, 9), True, False, 64),     # FlashMLA's
+    ((0, 27, 0), True, False, 128),    # MLA hybrids at least 128 from 0.27 (platforms/interface.py)
+    ((0, 27, 0), False, False, 16),    # not for attention that is not MLA
+    ((0, 33, 0), False, True, 64),     # FlashInfer GDN 'align' mode: lcm(16, 64)
+    ((0, 33, 0), True, True, 128),     # lcm(128, 64)
+])
+def test_hybrid_alignment(version, is_mla, gdn, expected):
+    assert vk.hybrid_alignment(version, is_mla, gdn) == expected
+
+
+@pytest.mark.parametrize("version, expected", [
+    ((0, 20, 0), (False, False)), ((0, 20, 1), (True, False)),      # tokens from concurrency from 0.20.1
+    ((0, 26, 5), (True, False)), ((0, 27, 0), (True, True)),        # blocks per KV-cache group from 0.27
+])
+def test_kv_rules_by_release(version, expected):
+    rules = vk.KVRules.of(version, 2)
+    assert (rules.inflight, rules.tokens_from_concurrency, rules.per_group) == (2, *expected)
+
+
+def test_the_hybrid_block_holds_the_largest_state():
+    # a 1,000,000 B state beside 2,048 B a token of attention, alignment 16: 16 x cdiv(1,000,000, 16 x 2,048) =
+    # 16 x 31 = 496 tokens; no Mamba layer or no attention layer: the block as given
+    mamba, attn = vk.VllmLayerSpec("mamba", 0, state_bytes=1_000_000), vk.VllmLayerSpec("full", 2048)
+    assert vk.hybrid_block_size([mamba, attn], 16, 16) == 496
+    assert vk.hybrid_block_size([attn], 16, 16) == 16 and vk.hybrid_block_size([mamba], 16, 16) == 16
+    assert vk.hybrid_block_size([mamba, attn], 1024, 16) == 1024     # a larger block given stays
+
+
+def test_pages_are_unified_to_the_largest_that_they_divide():
+    # gemma-4-E4B-it: full 4,096 B a token, sliding 2,048: the sliding block is twice as long (block_scale 2); a
+    # 3,000 B page does not divide 16 x 4,096 and stays; Mamba pages and zero-byte layers are left alone
+    full, sliding = vk.VllmLayerSpec("full", 4096), vk.VllmLayerSpec("sliding", 2048, window=512)
+    odd, mamba = vk.VllmLayerSpec("full", 3000), vk.VllmLayerSpec("mamba", 0, state_bytes=10)
+    out = vk.unify_page_sizes([full, sliding, odd, mamba], 16)
+    assert [x.block_scale for x in out] == [1, 2, 1, 1]
+    assert vk.unify_page_sizes([full, full], 16) == [full, full]           # one page size: unchanged
+    assert vk.unify_page_sizes([mamba, full], 16) == [mamba, full]
+
+
+@pytest.mark.parametrize("conv, groups, tp, expected", [
+    ((8192, 3), 1, 4, (8192 + 2 * 3 * 128) // 4),   # 1 group over TP 4: 3 replicas more of its 2 x 128: 2,240
+    ((8192, 3), 8, 4, 8192 // 4),                   # 8 groups split evenly over 4 ranks
+    ((8192, 3), 0, 4, 8192 // 4),                   # not Mamba-2: no groups
+    ((8190, 3), 0, 4, 2047),                        # whole channels a rank (8,190 / 4 = 2,047.5)
+    ((), 0, 1, 0),                                  # MiniMax lightning attention: no conv state
+])
+def test_conv_channels_per_rank(conv, groups, tp, expected):
+    from kvplan.model.layers import StateSpec
+    spec = StateSpec(conv_shape=conv, recurrent_shape=(1,), mixer="mamba2", groups=groups, group_state=128)
+    assert vk.conv_channels(spec, tp) == expected
+
+
+@pytest.mark.parametrize("model, gpu, kwargs, expected", [
+    # DeepSeek-V3.2: 61 layers of a 576-element latent (512 + 64 rope) and a 128-dim indexer key of 128 + 128 // 128
+    # x 4 = 132 B (deepseek_v2.py Indexer); fp8_ds_mla packs the latent into 656 B (platforms/cuda.py sparse
+    # backends, as ds_mla_layout's docstring reads them)
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {"kv_dtype": "fp8"}, 61 * (656 + 132)),                   # 48,068
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {"kv_dtype": "fp8", "engine_version": "0.19.0"}, 61 * (576 + 132)),
+    ("deepseek-ai/DeepSeek-V3.2", "B200", {"kv_dtype": "fp8"}, 61 * (576 + 132)),   # SM 10: FlashInfer keeps 576
+    ("deepseek-ai/DeepSeek-V3.2", "MI300X", {"kv_dtype": "fp8"}, 61 * (576 + 132)),  # no CUDA capability
+    ("deepseek-ai/DeepSeek-V3.2", "H100", {}, 61 * (576 * 2 + 132)),                 # bf16: 78,324
+    ("deepseek-ai/DeepSeek-V3.2", "RTX PRO 6000", {}, 61 * (656 + 132)),             # SM 12 from 0.24: even auto
+    ("deepseek-ai/DeepSeek-V3.2", "RTX PRO 6000", {"engine_version": "0.23.0"}, 61 * (576 * 2 + 132)),
+    ("deepseek-ai/DeepSeek-V3", "H100", {"kv_dtype": "fp8"}, 61 * 576),              # dense MLA: no ds_mla layout
+])
+def test_the_sparse_mla_latent_layout_by_card_and_release(model, gpu, kwargs, expected):
+    assert plan(model, gpu=gpu, tp=8, max_model_len=4096, **kwargs).kv_bytes_per_token == expected
+
+
+def test_max_usage_bytes_of_each_kind():
+    # 16-token blocks, a 1,000-token request, 256 batched tokens
+    full = vk.VllmLayerSpec("full", 100)                       # page 1,600 B; cdiv(1,000, 16) = 63 blocks
+    assert vk.max_usage_bytes(full, 16, 1000, 256) == 63 * 1600
+    sliding = vk.VllmLayerSpec("sliding", 100, window=128)     # 127 + 256 = 383 tokens: cdiv(383, 16) + 1 = 25
+    assert vk.max_usage_bytes(sliding, 16, 1000, 256) == 25 * 1600
+    # 2 batches in flight (0.26+): 127 + 512 = 639 tokens, cdiv(639, 16) + 1 = 41 pages
+    assert vk.max_usage_bytes(sliding, 16, 1000, 256, inflight=2) == 41 * 1600
+    chunked = vk.VllmLayerSpec("chunked", 100, window=128)     # 128 + 256 = 384 tokens: 24 blocks
+    assert vk.max_usage_bytes(chunked, 16, 1000, 256) == 24 * 1600
+    none = vk.VllmLayerSpec("mamba", 0, state_bytes=5000, states=2)             # 'align' / 'none': k states
+    assert vk.max_usage_bytes(none, 16, 1000, 256) == 2 * 5000
+    every = vk.VllmLayerSpec("mamba", 0, state_bytes=5000, states=1, states_per_block=True)  # 'all': 63 + 1
+    assert vk.max_usage_bytes(every, 16, 1000, 256) == 64 * 5000
+    scaled = vk.VllmLayerSpec("sliding", 50, window=128, block_scale=2)  # 32-token blocks of 1,600 B: 12 + 1
+    assert vk.max_usage_bytes(scaled, 16, 1000, 256) == 13 * 1600
+
+
+def test_pool_capacity_of_one_full_group():
+    # one group of 2 full layers at 100 B a token, 16-token blocks: 3,200 B a block; a 10,000 B pool is 3 blocks,
+    # 48 tokens; a 40-token request takes cdiv(40, 16) = 3 blocks: concurrency 1.0
+    groups = vk.KVGroups(16, ((vk.VllmLayerSpec("full", 100), vk.VllmLayerSpec("full", 100)),), True, 0)
+    r = vk.pool_capacity(groups, 10_000, 40, 256)
+    assert (r.num_blocks, r.kv_cache_tokens, r.max_concurrency, r.blocks_per_request) == (3, 48, 1.0, 3)
+    assert vk.pool_capacity(groups, -5, 40, 256).num_blocks == 0            # an overdrawn pool holds no block
+    assert vk.pool_capacity(groups, 10_000, 40, 256, tokens_from_concurrency=True).kv_cache_tokens == 40
+    # a uniform group led by a sliding layer counts a request by its layers' usage: sliding (cdiv(min(383, 40), 16)
+    # + 1) = 4 pages, full cdiv(40, 16) = 3, of 1,600 B: cdiv(11,200, 3,200) = 4 blocks, not the full layer's 3
+    slide = vk.KVGroups(16, ((vk.VllmLayerSpec("sliding", 100, window=128),
+                              vk.VllmLayerSpec("full", 100)),), True, 0)
+    assert vk.pool_capacity(slide, 10_000, 40, 256).blocks_per_request == 4

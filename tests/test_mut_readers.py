@@ -512,3 +512,214 @@ def test_parse_dims_takes_the_overrides():
     bare = {k: v for k, v in LLAMA.items() if k != "num_hidden_layers"}
     shape = parse_dims(bare, overrides=Overrides(num_layers=3))
     assert shape.num_layers == 3 and param_count(shape).total == 3 * 43_136 + 128_064
+
+
+# ----------------------------------------------------------------------------- kvplan.config.reader
+
+from kvplan.config.reader import ConfigReader, check_float
+
+
+def _refusal(call) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize("value, message", [
+    ("x", "config field 'rope_factor' must be a number, got 'x': fix the config.json"),
+    (float("nan"), "config field 'rope_factor' must be a number, got nan: fix the config.json"),
+    (4.5, "config field 'rope_factor' must be between 1 and 4, got 4.5: fix the config.json"),
+    (0.5, "config field 'rope_factor' must be between 1 and 4, got 0.5: fix the config.json"),
+])
+def test_check_float_refusals_name_the_field(value, message):
+    error = _refusal(lambda: check_float("rope_factor", value, minimum=1, maximum=4))
+    assert str(error) == message and error.field == "rope_factor"
+
+
+def test_check_float_takes_both_ends_of_its_range():
+    assert check_float("f", 4, minimum=1, maximum=4) == 4.0 and check_float("f", 1.0, minimum=1, maximum=4) == 1.0
+
+
+def test_a_layer_period_may_start_at_layer_zero():
+    # JambaConfig._check_supported_offset: the offset must be below the period; 0 (the first layer) is allowed
+    reader = ConfigReader({"attn_layer_period": 8, "attn_layer_offset": 0}, "jamba")
+    assert reader.layer_period("attn", 32) == (8, 0)
+    late = ConfigReader({"attn_layer_period": 8, "attn_layer_offset": 8}, "jamba")
+    error = _refusal(lambda: late.layer_period("attn", 32))
+    assert error.field == "attn_layer_offset" and str(error) == (
+        "config field 'attn_layer_offset' is 8, not below its period 8 and the 32 layers: no layer would have it; "
+        "fix the config.json")
+
+
+from kvplan.config.reader import MAX_LAYERS, MAX_SIZE, Overrides, check_int, config_dtype, multimodal, text_config
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_layers": "x"}, "--num-layers must be a whole number, got 'x'"),
+    ({"kv_heads": True}, "--kv-heads must be a whole number, got True"),
+    ({"num_layers": 10_001}, "--num-layers must be between 1 and 10,000, got 10,001"),          # MAX_LAYERS
+    ({"hidden_size": 2**40 + 1}, "--hidden-size must be between 1 and 1,099,511,627,776, got 1,099,511,627,777"),
+    ({"num_heads": 0}, "--num-heads must be between 1 and 1,099,511,627,776, got 0"),
+    ({"head_dim": -1}, "--head-dim must be between 1 and 1,099,511,627,776, got -1"),
+])
+def test_overrides_refusals_name_their_flag(kwargs, message):
+    error = _refusal(lambda: Overrides(**kwargs))
+    name = next(iter(kwargs))
+    assert str(error) == message and error.field == name and error.flag == "--" + name.replace("_", "-")
+
+
+def test_overrides_take_both_ends_of_their_range():
+    o = Overrides(num_layers=MAX_LAYERS, num_heads=1, kv_heads=MAX_SIZE, head_dim=MAX_SIZE, hidden_size=1)
+    assert (o.num_layers, o.num_heads, o.kv_heads, o.head_dim, o.hidden_size) == (10_000, 1, 2**40, 2**40, 1)
+
+
+@pytest.mark.parametrize("value, kwargs, message", [
+    (2.5, {}, "config field 'k' must be an integer, got 2.5: fix the config.json"),
+    (float("inf"), {}, "config field 'k' must be an integer, got inf: fix the config.json"),
+    (True, {}, "config field 'k' must be an integer, got True: fix the config.json"),
+    ("2", {}, "config field 'k' must be an integer, got '2': fix the config.json"),
+    (0, {}, "config field 'k' must be >= 1, got 0: fix the config.json"),
+    (11, {"maximum": 10}, "config field 'k' must be <= 10, got 11: fix the config.json"),
+    (2**40 + 1, {}, "config field 'k' must be <= 1,099,511,627,776, got 1,099,511,627,777: fix the config.json"),
+])
+def test_check_int_refusals_name_the_field(value, kwargs, message):
+    error = _refusal(lambda: check_int("k", value, **kwargs))
+    assert str(error) == message and error.field == "k"
+
+
+def test_check_int_takes_whole_floats_and_both_ends():
+    two = check_int("k", 2.0)
+    assert two == 2 and type(two) is int
+    assert check_int("k", 0, minimum=0) == 0 and check_int("k", 10, maximum=10) == 10 and check_int("k", 2**40) == 2**40
+
+
+def test_need_int_says_which_aliases_and_which_flag():
+    bare = ConfigReader({}, "unknown")     # no family defaults to fall back on
+    error = _refusal(bare.num_layers)
+    assert (str(error), error.field, error.flag) == (
+        "config has no num_layers (num_hidden_layers / n_layer / n_layers / num_layers): pass --num-layers N",
+        "num_layers", "--num-layers")
+    error = _refusal(bare.num_heads)
+    assert (str(error), error.field, error.flag) == (
+        "config has no num_heads (num_attention_heads / n_head / n_heads / num_heads / attention_heads): pass "
+        "--num-heads N", "num_heads", "--num-heads")
+    error = _refusal(lambda: bare.hidden_size("--hidden"))
+    assert (str(error), error.flag) == (
+        "config has no hidden_size (hidden_size / n_embd / d_model / n_embed / model_dim / emb_dim): pass --hidden N",
+        "--hidden")
+    assert str(_refusal(lambda: bare.need_int(("a", "b"), "thing"))) == \
+        "config has no thing (a / b): add it to the config.json"
+
+
+def test_need_int_bounds_layers_by_max_layers_and_sizes_by_max_size():
+    error = _refusal(ConfigReader({"num_hidden_layers": 10_001}, "llama").num_layers)
+    assert str(error) == "config field 'num_hidden_layers' must be <= 10,000, got 10,001: fix the config.json"
+    assert ConfigReader({"num_hidden_layers": 10_000}, "llama").num_layers() == 10_000
+    assert ConfigReader({"num_attention_heads": 10_001}, "llama").num_heads() == 10_001      # a size: up to 2**40
+    assert str(_refusal(ConfigReader({"hidden_size": 2**40 + 1}, "llama").hidden_size)) == (
+        "config field 'hidden_size' must be <= 1,099,511,627,776, got 1,099,511,627,777: fix the config.json")
+
+
+def test_overrides_win_and_are_recorded_under_the_concept():
+    r = ConfigReader({"num_hidden_layers": 4}, "llama", Overrides(num_layers=5, num_heads=3, hidden_size=96))
+    assert (r.num_layers(), r.num_heads(), r.hidden_size()) == (5, 3, 96)
+    assert r.used == {"num_layers": 5, "num_heads": 3, "hidden_size": 96}
+
+
+def test_the_first_alias_set_wins_and_the_config_before_the_defaults():
+    # an older Falcon config.json says n_head 8: it wins over FalconConfig's default num_attention_heads 71
+    falcon = ConfigReader({"n_head": 8}, "falcon")
+    assert falcon.num_heads() == 8 and falcon.defaults["num_attention_heads"] == 71 and falcon.used == {"n_head": 8}
+    assert ConfigReader({"n_layer": 3, "num_layers": 9}, "unknown").num_layers() == 3   # LAYER_KEYS order
+    assert ConfigReader({"num_hidden_layers": None, "n_layer": 3}, "unknown").num_layers() == 3   # null is unset
+    assert ConfigReader({}, "llama").num_layers() == 32      # LlamaConfig's default num_hidden_layers
+
+
+def test_a_bart_style_decoder_is_read_under_its_decoder_keys():
+    # distil-whisper-large-v3: num_hidden_layers 32 (the encoder) beside decoder_layers 2; WhisperForCausalLM
+    # builds the 2 decoder layers
+    r = ConfigReader({"decoder_layers": 2, "num_hidden_layers": 32, "decoder_attention_heads": 20,
+                      "num_attention_heads": 4}, "whisper")
+    assert r.decoder_layout and (r.num_layers(), r.num_heads()) == (2, 20)
+    assert not ConfigReader({"num_hidden_layers": 32}, "llama").decoder_layout
+
+
+def test_req_and_opt_int_read_defaults_minimums_and_refuse_by_name():
+    r = ConfigReader({"zero": 0}, "unknown")
+    error = _refusal(lambda: r.req_int("foo"))
+    assert (str(error), error.field) == ("config has no 'foo', which sizes this model: fix the config.json", "foo")
+    assert r.req_int("zero", minimum=0) == 0 and r.req_int("foo", default=3) == 3
+    assert str(_refusal(lambda: r.req_int("zero"))) == "config field 'zero' must be >= 1, got 0: fix the config.json"
+    assert r.opt_int("foo") is None and r.opt_int("foo", default=2) == 2 and r.opt_int("zero", minimum=0) == 0
+    assert str(_refusal(lambda: r.opt_int("zero"))) == "config field 'zero' must be >= 1, got 0: fix the config.json"
+    assert r.used == {"zero": 0, "foo": 2}
+
+
+def test_layer_sets_and_what_get_records():
+    r = ConfigReader({"moe_layers": [0, 2, 2], "bad": 3, "neg": [-1], "top": [10_000], "off": None, "lst": [1, 2, 3]},
+                     "unknown")
+    assert r.layer_set("moe_layers") == {0, 2} and r.layer_set("absent") is None and r.layer_set("off") is None
+    assert r.layer_set("top") == {10_000}                                   # MAX_LAYERS itself is an index
+    assert str(_refusal(lambda: r.layer_set("bad"))) == \
+        "config field 'bad' must list layer indices, got 3: fix the config.json"
+    assert str(_refusal(lambda: r.layer_set("neg"))) == "config field 'neg' must be >= 0, got -1: fix the config.json"
+    assert r.get("lst") == [1, 2, 3] and r.get("off", 5) is None and r.get("absent", 5) == 5
+    # a list is recorded by its length, a null not at all (kvplan.config.verified: "unread")
+    assert r.used == {"moe_layers": "3 entries", "top": "1 entries", "lst": "3 entries", "bad": 3, "neg": "1 entries"}
+
+
+def test_flags_take_null_as_the_default_and_refuse_the_rest():
+    assert ConfigReader({"f": None}, "unknown").flag("f", True) is True
+    assert ConfigReader({}, "unknown").flag("f") is False
+    r = ConfigReader({"f": False}, "unknown")
+    assert r.flag("f", True) is False and r.used == {"f": False}
+    assert str(_refusal(lambda: ConfigReader({"f": "yes"}, "unknown").flag("f"))) == \
+        "config field 'f' must be true or false, got 'yes': fix the config.json"
+
+
+def test_family_defaults_follow_the_shared_architecture():
+    # Kimi-K2 ships DeepseekV3ForCausalLM: DeepseekV3Config's defaults, and its own kv_lora_rank 512
+    kimi = ConfigReader({}, "kimi_k2")
+    assert kimi.family == "deepseek_v3" and kimi.get("kv_lora_rank") == 512 and kimi.has("kv_lora_rank")
+    assert not kimi.has("zzz") and kimi.has("qk_rope_head_dim")
+    assert ConfigReader({}, "gpt_neox").get("attention_bias") is True      # GPTNeoXConfig's default
+    assert ConfigReader({"x": 1}, "unknown").has("x")
+
+
+def test_text_config_unwraps_as_get_text_config_does():
+    assert str(_refusal(lambda: text_config([1]))) == \
+        "config.json must hold a JSON object: pass the model's config.json, not a list or a value"
+    # Gemma 3's wrapper: text_config without a model_type is gemma3_text, the dtype inherited from the wrapper
+    assert text_config({"model_type": "gemma3", "dtype": "bfloat16", "text_config": {"hidden_size": 8}}) == \
+        ({"hidden_size": 8, "dtype": "bfloat16"}, "gemma3_text")
+    # the text config's own dtype stays; the wrapper's torch_dtype comes along beside it; LLaVA's is llama
+    assert text_config({"model_type": "llava", "torch_dtype": "float16",
+                        "text_config": {"hidden_size": 8, "dtype": "float32"}}) == \
+        ({"hidden_size": 8, "dtype": "float32", "torch_dtype": "float16"}, "llama")
+    assert text_config({"model_type": "x", "llm_config": {"model_type": "qwen2"}}) == ({"model_type": "qwen2"}, "qwen2")
+    assert text_config({"model_type": "x", "text_config": {}}) == ({"model_type": "x", "text_config": {}}, "x")
+    assert text_config({}) == ({}, "unknown") and text_config({"model_type": "a" * 100})[1] == "a" * 100
+
+
+@pytest.mark.parametrize("model_type, shown_as", [("a" * 101, shown("a" * 101)), (5, "5")])
+def test_a_model_type_that_is_no_short_name_is_refused(model_type, shown_as):
+    assert str(_refusal(lambda: text_config({"model_type": model_type}))) == \
+        f"config field 'model_type' must be a short name like 'llama', got {shown_as}: fix the config.json"
+
+
+def test_config_dtype_reads_dtype_then_torch_dtype_else_float32():
+    assert config_dtype({"torch_dtype": "float16"}).name == "float16"
+    assert config_dtype({"dtype": None, "torch_dtype": "float16"}).name == "float16"
+    assert config_dtype({"dtype": "bfloat16", "torch_dtype": "float16"}).name == "bfloat16"
+    assert config_dtype({}).name == "float32"          # transformers' from_config without a dtype
+    for value in ("weird", ["x"], "a" * 101):
+        assert str(_refusal(lambda: config_dtype({"dtype": value}))) == \
+            f"config field 'dtype' has unknown dtype {shown(value)}: pass --dtype explicitly"
+    assert str(_refusal(lambda: config_dtype({"torch_dtype": "weird"}))) == \
+        "config field 'torch_dtype' has unknown dtype 'weird': pass --dtype explicitly"
+
+
+def test_multimodal_is_a_nested_text_config_or_a_tower():
+    assert multimodal({"vision_config": {"a": 1}}) and multimodal({"text_config": {"a": 1}})
+    assert multimodal({"audio_config": {"a": 1}}) and multimodal({"llm_config": {"a": 1}})
+    assert not multimodal({"vision_config": {}}) and not multimodal({"a": 1}) and not multimodal({"vision_config": 3})
