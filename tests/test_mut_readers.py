@@ -557,7 +557,7 @@ from kvplan.config.reader import MAX_LAYERS, MAX_SIZE, Overrides, check_int, con
 @pytest.mark.parametrize("kwargs, message", [
     ({"num_layers": "x"}, "--num-layers must be a whole number, got 'x'"),
     ({"kv_heads": True}, "--kv-heads must be a whole number, got True"),
-    ({"num_layers": 10_001}, "--num-layers must be between 1 and 10,000, got 10,001"),          # MAX_LAYERS
+    ({"num_layers": 10_001}, "--num-layers must be between 1 and 10,000, got 10,001"),  # MAX_LAYERS 10,000 + 1
     ({"hidden_size": 2**40 + 1}, "--hidden-size must be between 1 and 1,099,511,627,776, got 1,099,511,627,777"),
     ({"num_heads": 0}, "--num-heads must be between 1 and 1,099,511,627,776, got 0"),
     ({"head_dim": -1}, "--head-dim must be between 1 and 1,099,511,627,776, got -1"),
@@ -570,6 +570,7 @@ def test_overrides_refusals_name_their_flag(kwargs, message):
 
 def test_overrides_take_both_ends_of_their_range():
     o = Overrides(num_layers=MAX_LAYERS, num_heads=1, kv_heads=MAX_SIZE, head_dim=MAX_SIZE, hidden_size=1)
+    # the caps: MAX_LAYERS 10,000 and MAX_SIZE 2**40 (kvplan/config/reader.py)
     assert (o.num_layers, o.num_heads, o.kv_heads, o.head_dim, o.hidden_size) == (10_000, 1, 2**40, 2**40, 1)
 
 
@@ -614,7 +615,7 @@ def test_need_int_says_which_aliases_and_which_flag():
 def test_need_int_bounds_layers_by_max_layers_and_sizes_by_max_size():
     error = _refusal(ConfigReader({"num_hidden_layers": 10_001}, "llama").num_layers)
     assert str(error) == "config field 'num_hidden_layers' must be <= 10,000, got 10,001: fix the config.json"
-    assert ConfigReader({"num_hidden_layers": 10_000}, "llama").num_layers() == 10_000
+    assert ConfigReader({"num_hidden_layers": 10_000}, "llama").num_layers() == 10_000   # MAX_LAYERS itself (10,000, kvplan/config/reader.py)
     assert ConfigReader({"num_attention_heads": 10_001}, "llama").num_heads() == 10_001      # a size: up to 2**40
     assert str(_refusal(ConfigReader({"hidden_size": 2**40 + 1}, "llama").hidden_size)) == (
         "config field 'hidden_size' must be <= 1,099,511,627,776, got 1,099,511,627,777: fix the config.json")
@@ -659,7 +660,7 @@ def test_layer_sets_and_what_get_records():
     r = ConfigReader({"moe_layers": [0, 2, 2], "bad": 3, "neg": [-1], "top": [10_000], "off": None, "lst": [1, 2, 3]},
                      "unknown")
     assert r.layer_set("moe_layers") == {0, 2} and r.layer_set("absent") is None and r.layer_set("off") is None
-    assert r.layer_set("top") == {10_000}                                   # MAX_LAYERS itself is an index
+    assert r.layer_set("top") == {10_000}   # MAX_LAYERS (10,000, kvplan/config/reader.py) itself is an index
     assert str(_refusal(lambda: r.layer_set("bad"))) == \
         "config field 'bad' must list layer indices, got 3: fix the config.json"
     assert str(_refusal(lambda: r.layer_set("neg"))) == "config field 'neg' must be >= 0, got -1: fix the config.json"
