@@ -474,8 +474,14 @@ def test_a_bundled_copys_gap_that_moves_a_figure_is_a_warning_said_once(monkeypa
     from kvplan.sources import library
 
     gap = library.PartialCopy("a trimmed copy", "the weights are 1,743,864,832 B low", True)
+    from kvplan.config import load
+
     monkeypatch.setattr(library, "partial_copies", lambda: {"meta-llama/Llama-3.1-8B": gap})
-    p = plan("meta-llama/Llama-3.1-8B", gpu="H200", num_gpus=1, max_model_len=4096)
+    load._load_bundled.cache_clear()   # bundled models are read once per process: read this one with the record
+    try:
+        p = plan("meta-llama/Llama-3.1-8B", gpu="H200", num_gpus=1, max_model_len=4096)
+    finally:
+        load._load_bundled.cache_clear()
     said = "the bundled config.json of meta-llama/Llama-3.1-8B is a trimmed copy"
     assert not p.verified and len(p.warnings) == 1 and p.warnings[0].startswith(said)
     assert [n.startswith(said) or n.startswith("not verified: " + said) for n in p.notes].count(True) == 1
