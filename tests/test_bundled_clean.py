@@ -34,8 +34,8 @@ ALLOWED = {
                                     r"checkpoint folder.+"),
     # DeepSeek-V4 on vLLM: its attention's profile workspaces, the FlashMLA gather sized to the byte (a lower bound
     # on how high the pool is), and what to pass (vLLM's own pool) to plan the KV from it
-    "dsv4 workspaces": re.compile(r"vLLM's DeepSeek-V4 attention reserves workspaces .+ = [\d,.]+ MiB; .+ high by at "
-                                  r"least that; pass .+ --kv-cache-memory-bytes .+"),
+    "dsv4 workspaces": re.compile(r"vLLM's DeepSeek-V4 attention reserves workspaces .+ = [\d,.]+ MiB, kept "
+                                  r"allocated; .+ high by at least that, likely more; pass .+ --kv-cache-memory-bytes .+"),
     # Phi-3-small's block-sparse layers read a subset of a cache kept whole: the figures are its upper bound
     "block-sparse": re.compile(r"config field\(s\) blocksparse_\w+.*: Phi-3-small's block-sparse attention .+"
                                r"an upper bound .+"),

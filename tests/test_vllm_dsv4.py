@@ -136,7 +136,11 @@ def test_the_workspace_warning_sizes_flashmla_gather_by_hand():
     given pool (--kv-cache-memory-bytes)."""
     p = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096)
     assert p.max_num_batched_tokens == 8192
-    assert any("4 x 9,344 rows x 512 x 2 B = 36.5 MiB" in w for w in p.warnings)
+    # by hand: 4 x 9,344 x 512 x 2 = 38,273,024 (gather) + 8,192 x round_up(512 + 128, 128) 640 x 4 = 20,971,520
+    # (top-k indices) + 8,192 x 4 = 32,768 (lengths) + 8,192 x 512 x 4 = 16,777,216 (the model's top-k buffer)
+    # = 76,054,528 B = 72.5 MiB
+    assert any("4 x 9,344 rows x 512 x 2 B + 8,192 x 640 x 4 B of top-k indices + 8,192 x 4 B of lengths, and the "
+               "model's 8,192 x 512 x 4 B top-k buffer = 72.5 MiB" in w for w in p.warnings)
     given = plan(FLASH, gpu="H100", num_gpus=4, max_model_len=4096, kv_cache_memory_bytes=20 * 2**30)
     assert not any("workspaces" in w for w in given.warnings)
     # Flash's block: 21 x 37,440 + 20 x 1,728 + 21 x 8,640 = 1,002,240 B (test_flash_groups' arithmetic)

@@ -75,6 +75,7 @@ def build_deepseek_v4(r: ConfigReader, notes: list[str]) -> list[tuple]:
     head_dim, window = r.req_int("head_dim"), r.req_int("sliding_window")
     rates = _v4_rates(r)
     index = r.req_int("index_head_dim")
+    r.opt_int("index_topk", minimum=1)   # no cache size: vLLM's top-k workspaces (planning/engines/vllm_dsv4.py)
     specs = {"sliding_attention": SlidingWindowSpec(1, head_dim, head_dim, sliding_window=window),
              CSA: CompressedAttentionSpec(head_dim, window, rates[CSA], index_head_dim=index, overlap=True),
              HCA: CompressedAttentionSpec(head_dim, window, rates[HCA])}

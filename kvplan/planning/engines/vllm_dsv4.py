@@ -149,18 +149,31 @@ PREFILL_CHUNK = 4   # DeepseekV4Attention.PREFILL_CHUNK_SIZE: requests whose bf1
 
 
 def workspace_warning(model: ModelSpec, max_model_len: int, batched_tokens: int) -> str:
-    """What kvplan's pool leaves out for DeepSeek-V4, with the one part read to the byte. The profile run's dummy
-    forward reserves FlashMLA's prefill workspace (nvidia/flashmla.py `forward_mqa`, 0.33.0:
-    `get_simultaneous((PREFILL_CHUNK_SIZE, M, 512) bf16, ...)`, M = cdiv(max_model_len, ratio) + window +
-    max_num_batched_tokens, the largest over the layers: the ratio-4 ones), which stays allocated and so leaves the
-    pool; the other DeepSeek-V4 workspaces (indexer, compressor, top-k buffers) are not read. Flash at 4,096 tokens,
-    8,192 batched: 4 x (1,024 + 128 + 8,192) x 512 x 2 B = 38,273,024 B."""
+    """What kvplan's pool leaves out for DeepSeek-V4, with the parts read to the byte (vLLM 0.33.0). The profile
+    run's dummy forward reserves one shared workspace (v1/worker/workspace.py `get_simultaneous`, grown only, kept
+    allocated, so it leaves the pool), whose largest request is FlashMLA's prefill on the ratio-4 layers
+    (nvidia/flashmla.py `forward_mqa`): a (PREFILL_CHUNK_SIZE, M, 512) bf16 gather, M = cdiv(max_model_len, ratio)
+    + window + max_num_batched_tokens, beside int32 top-k indices [tokens, round_up(index_topk + window, 128)] and
+    lengths [tokens]; the indexer's own request (sparse_attn_indexer.py) is smaller and shares the buffer. The model
+    also keeps a top-k index buffer [tokens, index_topk] int32 from load (nvidia/model.py DeepseekV4Model.__init__),
+    which vLLM counts as weights. Flash at 4,096 tokens, 8,192 batched: 38,273,024 + 20,971,520 + 32,768 =
+    59,277,312 B, and 16,777,216 B. The dummy forward's transients (the indexer's logits stand-in of
+    VLLM_SPARSE_INDEXER_MAX_LOGITS_MB, 512 by default, envs.py; the attention output buffer of attention.py
+    `_alloc_attn_out`) are larger than kvplan's activation figure may hold, and the forward's live set around them is
+    not read: no upper bound is claimed."""
     ratios = [s.compress_rate for layer in model.layers for s in layer if isinstance(s, CompressedAttentionSpec)]
     window = next(s.window for layer in model.layers for s in layer if s.window)
     rows = -(-max_model_len // min(ratios, default=max_model_len or 1)) + window + batched_tokens
     gather = PREFILL_CHUNK * rows * 512 * 2
+    topk = model.fields.get("index_topk")
+    held, parts = gather, f"{PREFILL_CHUNK} x {rows:,} rows x 512 x 2 B"
+    if isinstance(topk, int):
+        width = -(-(topk + window) // 128) * 128
+        held += batched_tokens * width * 4 + batched_tokens * 4 + batched_tokens * topk * 4
+        parts += (f" + {batched_tokens:,} x {width} x 4 B of top-k indices + {batched_tokens:,} x 4 B of lengths, "
+                  f"and the model's {batched_tokens:,} x {topk} x 4 B top-k buffer")
     return (f"vLLM's DeepSeek-V4 attention reserves workspaces in its profile run that kvplan's activation figure "
-            f"does not hold (FlashMLA's prefill gather alone: {PREFILL_CHUNK} x {rows:,} rows x 512 x 2 B = "
-            f"{gather / 2**20:,.1f} MiB; the indexer's and compressor's are not read), and no DeepSeek-V4 start-up "
-            f"log checks the pool: it is high by at least that; pass vLLM's 'Available KV cache memory' as "
-            f"--kv-cache-memory-bytes to plan the KV from it")
+            f"does not hold ({parts} = {held / 2**20:,.1f} MiB, kept allocated; its dummy forward's transients, the "
+            f"indexer's 512 MiB logits stand-in and the attention output buffers, are not in kvplan's peak), and no "
+            f"DeepSeek-V4 start-up log checks the pool: it is high by at least that, likely more; pass vLLM's "
+            f"'Available KV cache memory' as --kv-cache-memory-bytes to plan the KV from it")
