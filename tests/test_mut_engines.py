@@ -766,3 +766,18 @@ def test_pool_capacity_of_one_full_group():
     slide = vk.KVGroups(16, ((vk.VllmLayerSpec("sliding", 100, window=128),
                               vk.VllmLayerSpec("full", 100)),), True, 0)
     assert vk.pool_capacity(slide, 10_000, 40, 256).blocks_per_request == 4
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_model_whose_weights_are_refused_says_why_on_every_engine(engine):
+    """planner._checkpoint_kv reads a checkpoint's KV scheme off the weight shape; a model whose weights kvplan
+    refuses (arch None: a family measured wrong, a field its rule does not follow) reaches it with no shape and must
+    end in that refusal, word for word, not an AttributeError."""
+    import dataclasses
+
+    from kvplan.errors import KVPlanError
+
+    model = dataclasses.replace(load_model("meta-llama/Llama-3.1-8B"), arch=None,
+                                arch_error="x: kvplan's parameter rule does not follow this config (test)")
+    with pytest.raises(KVPlanError, match=r"^x: kvplan's parameter rule does not follow this config \(test\)$"):
+        plan(model, engine=engine, gpu="H100", max_model_len=4096)
