@@ -153,17 +153,26 @@ def _qk_norm_kind(shapes: list[tuple], head_dim: int | None, bias: bool) -> str:
     return "proj"
 
 
+def _flipped(cls_cfg, cfg, flag: str) -> tuple[bool | None, dict | None]:
+    """(the class default of a bool flag, the traits with it flipped), or (value, None) where the config has no such
+    bool or the class cannot build it flipped (then the flag decides nothing here)."""
+    value = getattr(cfg, flag, None)
+    if not isinstance(value, bool):
+        return value, None
+    try:
+        cfg2, model2 = _build(cls_cfg, **{flag: not value})
+        return value, traits_of(cfg2, model2)
+    except Exception:  # noqa: BLE001
+        return value, None
+
+
 def _flag_driven(cls_cfg, cfg, t: dict) -> None:
     """Bias and q/k-norm traits that a config flag switches: build with the flag flipped and see them follow."""
     for flag in QK_NORM_FLAGS:
-        value = getattr(cfg, flag, None)
-        if not isinstance(value, bool):
+        value, t2 = _flipped(cls_cfg, cfg, flag)
+        if t2 is None:
             continue
-        try:
-            cfg2, model2 = _build(cls_cfg, **{flag: not value})
-            flipped = traits_of(cfg2, model2)["qk_norm"]
-        except Exception:  # noqa: BLE001 - a flag the class cannot flip decides nothing here
-            continue
+        flipped = t2["qk_norm"]
         if flipped != t["qk_norm"]:
             on, off = (t["qk_norm"], flipped) if value else (flipped, t["qk_norm"])
             t["qk_norm_flag"] = {"flag": flag, "on": on, "off": off}
@@ -171,13 +180,8 @@ def _flag_driven(cls_cfg, cfg, t: dict) -> None:
             break
     for flags, keys in ((BIAS_FLAGS, ("q", "k", "v", "o")), (MLP_BIAS_FLAGS, ("mlp",))):
         for flag in flags:
-            value = getattr(cfg, flag, None)
-            if not isinstance(value, bool):
-                continue
-            try:
-                cfg2, model2 = _build(cls_cfg, **{flag: not value})
-                t2 = traits_of(cfg2, model2)
-            except Exception:  # noqa: BLE001 - a flag the class cannot flip decides nothing here
+            value, t2 = _flipped(cls_cfg, cfg, flag)
+            if t2 is None:
                 continue
             if keys == ("mlp",):
                 if t2["mlp_bias"] != t["mlp_bias"]:
@@ -489,7 +493,7 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     first of VARIANTS that explains every tensor at both sizes."""
     changes = resized(cls_cfg, cfg)
     cfg1, model1 = resized_build or _build(cls_cfg, **base, **changes)
-    probes = _probe_builds(cls_cfg, base, cfg)
+    probes = Probes(cls_cfg, base, cfg)
     first_error = None
     plain_norms = t.get("norms", 2)
     for variant in VARIANTS:
@@ -518,7 +522,7 @@ class Probes:
     def __init__(self, cls_cfg, base: dict, cfg):
         from tools.gen_field_probes import SIZES
 
-        self.cls_cfg, self.base, self.cfg, self.built = cls_cfg, base, cfg, {}
+        self.cls_cfg, self.base, self.values, self.built = cls_cfg, base, cfg.to_dict(), {}
         keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
             getattr(cfg, "model_type", ""), {}).get("keys", [])
         self.tried = set(SIZES)
@@ -531,7 +535,7 @@ class Probes:
         if key in self.tried:
             return False
         self.tried.add(key)
-        value = self.cfg.to_dict().get(key)
+        value = self.values.get(key)
         value = 2 if value == 1 and not isinstance(value, bool) else changed(value)
         if value is None or isinstance(value, bool):
             return False
@@ -540,10 +544,6 @@ class Probes:
         except Exception:  # noqa: BLE001
             return False
         return True
-
-
-def _probe_builds(cls_cfg, base: dict, cfg) -> "Probes":
-    return Probes(cls_cfg, base, cfg)
 
 
 def _extras_checked(cfg, model, cfg1, model1, changes: dict, t: dict, probes=None) -> dict:
