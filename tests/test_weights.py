@@ -705,3 +705,27 @@ def test_recurrent_gemma_parameters_by_hand():
               "intermediate_size": 7680, "vocab_size": 256_000, "tie_word_embeddings": True,
               "block_types": ["recurrent", "recurrent", "attention"]}
     assert param_count(kvplan.parse_config(config, name="rg").arch).total == expected == 2_010_263_040
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v4", "inkling2_text", "inkling_text"])
+def test_the_float32_rule_line_counts_what_transformers_keeps_in_float32(model_type):
+    """The weights rule's "N parameters in float32" line, by group, is transformers' own count of float32 parameters
+    in a bf16 model (_keep_in_fp32_modules_strict). DeepSeek-V4's and Inkling's float32 tensors were two mechanisms
+    (a separate fp32 list, and a fourth element on the family extras) and the line read only the first, so Inkling's
+    float32 short convolutions and queries were priced at 4 B but never named."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.CONFIG_MAPPING[model_type]()
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    # the float32 router matrices (Inkling 2's mlp.gate.weight) have a rule line of their own
+    fp32 = sum(p.numel() for n, p in model.named_parameters() if p.dtype == torch.float32
+               and not n.endswith("mlp.gate.weight"))
+    verified.ENFORCE = False
+    try:
+        shape = kvplan.parse_config({**cfg.to_dict(), "dtype": "bfloat16"}).arch
+    finally:
+        verified.ENFORCE = True
+    line = [r for r in weights_bytes(shape).rules if "parameters in float32" in r]
+    assert line and line[0].startswith(f"{fp32:,} parameters in float32"), (line, fp32)

@@ -91,7 +91,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         mtp_layers=_mtp_layers(f, mtp),
         mtp_unloaded=_unloaded_mtp(f),
         quant=quant, notes=tuple(notes), layer_extra=body.layer_extra, final_norm=body.final_norm,
-        layer_buffers=body.layer_buffers, fp32_extra=body.fp32_extra,
+        layer_buffers=body.layer_buffers,
         extra=body.extra, top_dims=body.top_dims, towers_missing=towers if isinstance(towers, str) else None,
         towers=tuple((c, n) for c, n in (("vision", towers.vision), ("audio", towers.audio),
                                           ("projector", towers.projector)) if n)
@@ -170,7 +170,6 @@ class _Body:
     extra: tuple = ()
     top_dims: bool = True
     layer_buffers: int = 0
-    fp32_extra: tuple = ()
     tied: bool | None = None   # the family ties (or never ties) whatever tie_word_embeddings says; None: the flag
 
 
@@ -549,7 +548,7 @@ def _nas(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
 
 def _deepseek_v4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     layers, top = deepseek_v4(f, c.hidden, _heads(c), c.layers, notes)
-    return _Body(layers, final_norm=False, fp32_extra=top)   # the final norm is float32: in `top`
+    return _Body(layers, final_norm=False, extra=top)   # the final norm is float32: in `top`
 
 
 def _gemma4(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:

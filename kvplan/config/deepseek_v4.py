@@ -16,7 +16,7 @@ No generic trait says how a V4 block is wired:
   and scale [3] with n = hc_mult; at the top hc_head (DeepseekV4HyperHead): [n, n x H], [n], [1].
 
 _keep_in_fp32_modules_strict keeps the hyper-connections, sinks, position biases, q_a_norm, kv_norm and the block
-and final norms in float32 (`fp32_extra`); _keep_in_fp32_modules leaves the compressor's and indexer's kv_proj,
+and final norms in float32 (extras marked float32); _keep_in_fp32_modules leaves the compressor's and indexer's kv_proj,
 gate_proj and weights_proj unquantized in an fp8 checkpoint (listed without a matrix shape). The num_nextn_predict
 MTP layers are in the checkpoint but not built ("not instantiated here", DeepseekV4Config), so not counted.
 V4-Flash: 284,332,230,231 parameters.
@@ -120,8 +120,12 @@ def deepseek_v4(r: ConfigReader, hidden: int, heads: int, n: int,
         extra, fp32 = _compressor(r, hidden, d, key[0], rates[key[0]]) if key[0] != "sliding_attention" else ([], [])
         # input_layernorm and post_attention_layernorm [H], attn_hc and ffn_hc
         fp32 = attn_fp32 + fp32 + [("norms", 2 * hidden), ("other", 2 * hyper)]
-        kinds[key] = LayerDims(dims, moes[key[1]], 0, tuple(attn + extra), mixer_weights=False,
-                               fp32_extra=tuple(fp32))
+        kinds[key] = LayerDims(dims, moes[key[1]], 0, tuple(attn + extra) + _float32(fp32), mixer_weights=False)
     n_hc = r.req_int("hc_mult")
-    top = (("norms", hidden), ("other", n_hc * n_hc * hidden + n_hc + 1))
+    top = _float32([("norms", hidden), ("other", n_hc * n_hc * hidden + n_hc + 1)])
     return [kinds[key] for key in zip(types, mlp)], top
+
+
+def _float32(tensors: list[tuple[str, int]]) -> tuple[tuple[str, int, None, bool], ...]:
+    """(group, elements) as family extras marked float32 (kvplan.model.arch.LayerDims.extra's fourth element)."""
+    return tuple((group, numel, None, True) for group, numel in tensors)

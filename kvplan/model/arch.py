@@ -127,9 +127,6 @@ class LayerDims:
     # activations and TP splits, and the weights are the family's own tensors, listed in `extra`
     mixer_weights: bool = True
     ffn_weights: bool = True
-    # (group, elements) of the block's tensors kept in float32 whatever the model dtype: DeepSeek-V4's
-    # _keep_in_fp32_modules_strict (hyper-connections, sinks, compressor position biases, norms)
-    fp32_extra: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,11 +182,10 @@ class ArchShape:
     layer_extra: int = 0  # learned scalars per block outside every group (Apertus' xIELU alphas: 2 per layer)
     layer_buffers: int = 0  # persistent buffer elements per block, in the model dtype (Gemma 4's layer_scalar: 1)
     final_norm: bool = True  # a norm after the last block (kvplan.config.traits: read off the family's modules)
-    # (group, elements, matrix) of tensors outside the blocks: BERT's token-type embeddings
-    extra: tuple[tuple[str, int, tuple[int, int] | None], ...] = ()
+    # (group, elements, matrix[, True: float32 whatever the model dtype]) of tensors outside the blocks: BERT's
+    # token-type embeddings, DeepSeek-V4's float32 final norm and hc_head
+    extra: tuple[tuple, ...] = ()
     top_dims: bool = True  # False: embeddings, final norm and lm_head are the family's own tensors, in `extra`
-    # (group, elements) of tensors outside the blocks kept in float32 (DeepSeek-V4's final norm and hc_head)
-    fp32_extra: tuple[tuple[str, int], ...] = ()
     # multimodal: (component, parameters) of the vision tower and projector (kvplan.config.towers), or the
     # sentence saying which tower the rule cannot count
     towers: tuple[tuple[str, int], ...] = ()

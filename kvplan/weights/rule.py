@@ -13,6 +13,8 @@ checkpoint's `quantization_config` for the projections a quantizer packs (rules 
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import ceil
@@ -120,7 +122,6 @@ def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     if shape.learned_positions:
         before.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
     after = [_extra_tensor(e) for e in shape.extra]
-    after += [Tensor(group, numel, fp32=True) for group, numel in shape.fp32_extra]
     if shape.final_norm and shape.top_dims:
         after.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
     if not shape.tied_embeddings and shape.top_dims:
@@ -204,7 +205,6 @@ def _layer(layer: LayerDims, h: int, i: int, norm_bias: bool) -> list[Tensor]:
     # one tensor per norm weight and bias (replicated on every TP rank, so the split changes no byte)
     out += [Tensor("norms", h, layer=i, bias=b) for _ in range(layer.norms) for b in ((False, True) if norm_bias
                                                                                        else (False,))]
-    out += [Tensor(group, numel, layer=i, fp32=True) for group, numel in layer.fp32_extra]
     return out + [_extra_tensor(e, i) for e in layer.extra]
 
 
@@ -577,20 +577,28 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
                      "tables)")
     elif _buffers(shape):
         rules.append(f"persistent buffers: {_buffers(shape):,} e_score_correction_bias values")
-    fp32 = _fp32_params(shape)
+    fp32 = _fp32_by_group(shape)
     if fp32:
-        rules.append(f"{fp32:,} parameters in float32 whatever the model dtype (transformers' "
-                     "_keep_in_fp32_modules_strict: hyper-connections, sinks, position biases, norms)")
+        rules.append(f"{sum(fp32.values()):,} parameters in float32 whatever the model dtype (transformers' "
+                     f"_keep_in_fp32_modules_strict: {', '.join(f'{g} {n:,}' for g, n in fp32.items())})")
     if shape.towers:
         rules.append(" + ".join(f"{c} {n:,}" for c, n in shape.towers) + f" parameters in {act.name} "
                      "(kvplan.config.towers: the tower's modules in transformers 5.24)")
     return tuple(rules)
 
 
-def _fp32_params(shape: ArchShape) -> int:
-    """Elements of the float32 tensors a family lists (`fp32_extra`): DeepSeek-V4-Flash 35,751,511."""
-    kinds = {id(l.fp32_extra): sum(n for _, n in l.fp32_extra) for l in shape.layers}
-    return sum(kinds[id(l.fp32_extra)] for l in shape.layers) + sum(n for _, n in shape.fp32_extra)
+def _fp32_by_group(shape: ArchShape) -> dict[str, int]:
+    """Elements of the family tensors marked float32 (an `extra` whose fourth element is True), in the blocks and
+    outside them, by group: DeepSeek-V4-Flash attention 1,510,720 + norms 356,352 + other 33,884,439 = 35,751,511.
+    Layers share their extras tuple by kind, so each kind is summed once and multiplied by its count."""
+    counts = Counter(id(l.extra) for l in shape.layers)
+    kinds = [(l.extra, counts[id(l.extra)]) for l in {id(l.extra): l for l in shape.layers}.values()]
+    sums: dict[str, int] = {}
+    for extras, times in [*kinds, (shape.extra, 1)]:
+        for e in extras:
+            if len(e) > 3 and e[3]:
+                sums[e[0]] = sums.get(e[0], 0) + e[1] * times
+    return sums
 
 
 def _mixed_rule(q: QuantDims) -> str:
