@@ -280,3 +280,40 @@ def test_layer_count_is_the_drafts_layers_or_the_mtp_layers(tmp_path):
     assert layer_count(Speculative("draft_model", 1, load_model("meta-llama/Llama-3.2-1B")), load_model(LLAMA)) == 16
     assert layer_count(Speculative("mtp", 2), _deepseek_with_mtp_layers(tmp_path, 2)) == 2
 
+
+# ----------------------------------------------------------------------------- an MTP layer unlike the last
+
+def _qwen35_ending_in(tmp_path: Path, last: str):
+    """Qwen3.5-27B's config (64 layers, full attention every 4th, the 64th full) with its last layer type replaced."""
+    data = json.loads((REPO / "model_configs" / "Qwen__Qwen3.5-27B.json").read_text())
+    text = data["text_config"]
+    folder = tmp_path / f"Qwen3.5-27B-{last}"
+    folder.mkdir()
+    text["layer_types"] = text["layer_types"][:-1] + [last]
+    (folder / "config.json").write_text(json.dumps(data))
+    return load_model(str(folder))
+
+
+UNLIKE = ("Qwen3.5-27B-linear_attention's last layer is gated_deltanet, not attention, and kvplan prices the MTP layer "
+          "as a copy of the last, where vLLM 0.33 builds it as attention (qwen3_5_mtp.py, qwen3_next_mtp.py: "
+          'layer_type "full_attention")')
+
+
+def test_mtp_is_refused_where_the_last_layer_is_linear_attention(tmp_path):
+    # vLLM 0.33 qwen3_5_mtp.py:121 builds the MTP layer `layer_type="full_attention"` whatever the last layer is;
+    # a copy of a Gated DeltaNet layer would be a 3,207,168 B state and 0 B a token
+    _refused(_qwen35_ending_in(tmp_path, "linear_attention"), Speculative("mtp", 1),
+             UNLIKE + ": use an EAGLE head or a draft model")
+    published = Speculative("mtp", 1)
+    assert check(_qwen35_ending_in(tmp_path, "full_attention"), published) is published   # the layer types as shipped
+
+
+def test_the_idle_note_says_why_it_cannot_size_such_mtp_layers(tmp_path):
+    assert idle_mtp_note(_qwen35_ending_in(tmp_path, "linear_attention"), BF16, 2, 1, 1) == \
+        "MTP: the checkpoint's 1 MTP layer(s) are not loaded, and kvplan cannot size them: " + UNLIKE
+
+
+def test_qwen35_mtp_kv_is_one_full_attention_layer():
+    # Qwen3.5-27B's full-attention layers: 4 KV heads of 256, K and V in bf16: 4 x 256 x 2 x 2 B = 4,096 B a token
+    assert draft_layer_specs(load_model("Qwen/Qwen3.5-27B"), Speculative("mtp", 1), 1, 2, 2) == \
+        [VllmLayerSpec("full", 4 * 256 * 2 * 2)]
