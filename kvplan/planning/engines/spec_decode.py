@@ -86,10 +86,10 @@ def _unlike_last(model) -> str:
     "full_attention"` (qwen3_5_mtp.py:121, qwen3_next_mtp.py:92). Published configs end in such a layer (Qwen3.5-27B's
     64th, full_attention_interval 4); one ending in linear attention priced a 3,207,168 B Gated DeltaNet state and
     0 B a token as the drafter's KV. (The MTP families' layers are MLA, attention or Gated DeltaNet: no other kind.)"""
-    state = next((s.mixer for s in model.layers[-1] if isinstance(s, StateSpec)), "")
-    if not state:
+    states = [s.mixer for s in model.layers[-1] if isinstance(s, StateSpec)]
+    if not states:
         return ""
-    return (f"{model.name}'s last layer is {state}, not attention, and kvplan prices the MTP layer as a "
+    return (f"{model.name}'s last layer is {states[0]}, not attention, and kvplan prices the MTP layer as a "
             "copy of the last, where vLLM 0.33 builds it as attention (qwen3_5_mtp.py, qwen3_next_mtp.py: "
             "layer_type \"full_attention\")")
 
