@@ -260,8 +260,8 @@ MISSES = {
         "embedding, the final norm) peaked at most 2.18 GiB, and TP2's, of half-width matrices, under its 0.82 GiB "
         "forward (its 1.66 GiB is 0.29 under kvplan, whose 0.25 GiB NCCL term is an assumption). kvplan plans a warm "
         "cache (its cold-compile note): whether ~/.cache/vllm holds this configuration's compile, and how high each "
-        "stage's compile peaks, are not in a card; the PP2 row's +10.9 % is PP1's 387 blocks (0.76 GiB) over kvplan's "
-        "3,927, and its whole budget compares PP0's printed pool with kvplan's PP0 (8.30 GiB)"),
+        "stage's compile peaks, are not in a card; the PP2 row's +10.9 % is the 387 blocks (0.76 GiB) kvplan's 3,927 for "
+        "PP1 hold above vLLM's 3,540, and its whole budget compares PP0's printed pool with kvplan's PP0 (8.30 GiB)"),
     "@0.11.0": ("planned at the candidate version 0.11.0. vLLM 0.11 samples with FlashInfer when it is installed, as "
                 "in the v0.11.0 image (v1/sample/ops/topk_topp_sampler.py: `VLLM_USE_FLASHINFER_SAMPLER is not False`),"
                 " and keeps no native top-k/top-p buffers, so its activation peak would be about 2 GiB for these "
