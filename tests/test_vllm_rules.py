@@ -527,3 +527,18 @@ def test_plan_notes_say_which_layers_have_longer_blocks_and_how_tokens_are_count
     assert "'GPU KV cache size' is max concurrency x max_model_len" in " ".join(new.notes)   # 0.20.1+
     old = plan("google/gemma-4-E4B-it", engine="vllm", gpu="L40S", max_model_len=16_384, engine_version="0.20.0")
     assert "'GPU KV cache size' is per group" in " ".join(old.notes)   # 0.20.0: num_blocks // groups x block
+
+
+@pytest.mark.parametrize("model_id, positions", [("Qwen/Qwen3.5-27B", 262_144), ("Qwen/Qwen3.5-397B-A17B", 262_144),
+                                                 ("Qwen/Qwen3-Next-80B-A3B-Instruct", 262_144)])
+def test_the_rope_table_rotates_a_quarter_of_the_head_wherever_the_config_says_it(model_id, positions):
+    """vLLM 0.33 get_rope (layers/rotary_embedding/__init__.py) builds a cos/sin table of
+    int(head_size x rope_parameters["partial_rotary_factor"]) per position, once transformers'
+    standardize_rope_params has moved a top-level partial_rotary_factor there. Qwen3.5 sets 0.25 only inside
+    rope_parameters (Qwen3-Next only at the top level): max_position_embeddings 262,144 x int(256 x 0.25) x 2 B =
+    32 MiB. Read at the top level only, Qwen3.5's table was priced 256 wide, 128 MiB, 96 MiB too much per GPU."""
+    from kvplan.dtypes import resolve_dtype
+    from kvplan.weights.split import rope_cache_bytes
+
+    model = load_model(model_id)
+    assert rope_cache_bytes(model, resolve_dtype("bfloat16")) == positions * (256 // 4) * 2 == 33_554_432

@@ -179,6 +179,13 @@ TWO_ROPE_TABLES = frozenset({"gemma3_text", "gemma3"})
 def _fraction(r: ConfigReader, keys: tuple[str, ...]) -> float:
     """The share of each head that rotates (1.0 when the config names none): a fraction of at least 0.001, else the
     ConfigError that says so (NaN, a string or 1.5 was taken as 1.0 without a word)."""
+    rope = r.get("rope_parameters")
+    if isinstance(rope, dict) and "partial_rotary_factor" in rope:
+        # transformers 5 keeps it in rope_parameters (Qwen3.5: 0.25, no top-level key), and its
+        # standardize_rope_params only setdefaults the top-level value there, so this one wins when both are set;
+        # vLLM 0.33 get_rope reads rope_parameters["partial_rotary_factor"] (layers/rotary_embedding/__init__.py)
+        return check_float("rope_parameters.partial_rotary_factor", rope["partial_rotary_factor"], minimum=1e-3,
+                           maximum=1.0)
     found = r.first(keys)
     if found is None:
         return 1.0
