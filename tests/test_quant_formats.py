@@ -118,6 +118,169 @@ def test_nvidia_qwen36_27b_against_vllms_log():
     assert abs(plan.weights_bytes - logged) / logged < 0.007
 
 
+# ------------------------------------------------ ModelOpt exclude_modules as nvidia's own checkpoints write them
+# vLLM 0.33 quantization/modelopt.py: get_quant_method packs every LinearBase / ParallelLMHead / RoutedExperts unless
+# is_layer_excluded(prefix) (the module's own name exactly, as a substring, or as an fnmatch wildcard);
+# apply_vllm_mapper reads "module_path*" as the tree rooted at module_path. The quantization configs below are the
+# checkpoints' own, written out from their stated structure (irregular entries quoted) as read in github
+# ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce, folder
+# aic-core/src/aiconfigurator_core/model_configs/ (file and blob named at each), on the bundled configs of the same
+# architecture (each checkpoint's config.json there agrees with the bundled one in every shape field).
+
+def _hf_quant(producer: str, algo: str, exclude: list[str], **extra) -> dict:
+    """An hf_quant_config.json (the older ModelOpt shape vLLM reads when config.json has no quantization_config):
+    kv_cache_quant_algo FP8 in every checkpoint here."""
+    return {"producer": {"name": "modelopt", "version": producer},
+            "quantization": {"quant_algo": algo, "kv_cache_quant_algo": "FP8", **extra, "exclude_modules": exclude}}
+
+
+def _bundled_with(bundled: str, quantization_config: dict) -> dict:
+    config = json.loads((ROOT / "model_configs" / f"{bundled}.json").read_text())
+    config.pop("quantization_config", None)
+    return {**config, "quantization_config": quantization_config}
+
+
+# nvidia--DeepSeek-V3.1-NVFP4_hf_quant_config.json (blob 74d1fc37da95): NVFP4, group_size 16, 246 exclude_modules:
+# "lm_head", q_a_proj / q_b_proj / kv_a_proj_with_mqa / kv_b_proj of layers 0-60 (never o_proj), "model.layers.61*".
+DSV31_EXCLUDE = ["lm_head", *(f"model.layers.{i}.self_attn.{p}" for i in range(61)
+                              for p in ("kv_a_proj_with_mqa", "kv_b_proj", "q_a_proj", "q_b_proj")), "model.layers.61*"]
+# nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4_hf_quant_config.json (blob 8fe27a960d79): NVFP4, group_size 16,
+# 60 exclude_modules: "lm_head"; mixer.q/k/v/o_proj of the 6 attention layers and mixer.in_proj / out_proj of the
+# Mamba layer just before each; mixer.conv1d of all 23 Mamba layers ("M" in hybrid_override_pattern).
+NEMOTRON_ATTENTION = (5, 12, 19, 26, 33, 42)
+NEMOTRON_MAMBA = (0, 2, 4, 7, 9, 11, 14, 16, 18, 21, 23, 25, 28, 30, 32, 35, 37, 39, 41, 44, 46, 48, 50)
+NEMOTRON_EXCLUDE = ["lm_head", *(f"backbone.layers.{i}.mixer.{p}" for a in NEMOTRON_ATTENTION
+                                 for i, p in [(a - 1, "in_proj"), (a - 1, "out_proj"),
+                                              *((a, f"{x}_proj") for x in "qkvo")]),
+                    *(f"backbone.layers.{i}.mixer.conv1d" for i in NEMOTRON_MAMBA)]
+# nvidia--Kimi-K2.6-NVFP4_config.json (blob 555e443a8b9e): quantization_config quant_method modelopt, quant_algo
+# NVFP4, one config group (Linear, 4-bit float weights and inputs, group_size 16), kv_cache_scheme 8-bit float, and
+# 124 ignore entries: "language_model.lm_head", "language_model.model.layers.0*", mlp.shared_experts* and self_attn*
+# of layers 1-60, "mm_projector*", "vision_tower*".
+KIMI_K26_QUANT = {
+    "quant_method": "modelopt", "quant_algo": "NVFP4",
+    "producer": {"name": "modelopt", "version": "0.0.1.dev752+gbd4fc3a65.d20260504"},
+    "config_groups": {"group_0": {"targets": ["Linear"], **{k: {"dynamic": False, "num_bits": 4, "type": "float",
+                                                                "group_size": 16}
+                                                            for k in ("weights", "input_activations")}}},
+    "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+    "ignore": ["language_model.lm_head", "language_model.model.layers.0*",
+               *(f"language_model.model.layers.{i}.{m}*" for i in range(1, 61) for m in ("mlp.shared_experts",
+                                                                                         "self_attn")),
+               "mm_projector*", "vision_tower*"]}
+# nvidia--Qwen3.6-27B-NVFP4_hf_quant_config.json (blob 0563e0c8d074): MIXED_PRECISION, exclude_modules "mtp*",
+# "mtp.layers.0*", and 401 quantized_layers: "lm_head" and mlp.gate/up/down_proj of all 64 layers W4A16_NVFP4
+# (group_size 16), linear_attn.in_proj_qkv / in_proj_z / out_proj of the 48 Gated DeltaNet layers and
+# self_attn.q/k/v/o_proj of the 16 full-attention layers (3, 7, ..., 63) FP8.
+_NVFP4_16, _FP8 = {"group_size": 16, "quant_algo": "W4A16_NVFP4"}, {"quant_algo": "FP8"}
+QWEN36_27B_LAYERS = {
+    **{f"model.language_model.layers.{i}.{m}": _FP8 for i in range(64)
+       for m in ([f"self_attn.{x}_proj" for x in "qkvo"] if i % 4 == 3
+                 else ["linear_attn.out_proj", "linear_attn.in_proj_qkv", "linear_attn.in_proj_z"])},
+    **{f"model.language_model.layers.{i}.mlp.{x}_proj": _NVFP4_16 for i in range(64) for x in ("gate", "up", "down")},
+    "lm_head": _NVFP4_16}
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("model.layers.0.post_attention_layernorm", set()),          # no Linear: was read as layer 0's attention
+    ("model.layers.0.self_attn.kv_a_layernorm", set()),
+    ("model.norm", set()),                                       # was "names no weight group kvplan knows"
+    ("backbone.layers.0.mixer.conv1d", set()),                   # was the whole Mamba mixer of layer 0
+    ("model.layers.61*", {(g, 61) for g in ("attention", "mixer", "mlp", "experts", "shared_experts", "router")}),
+    ("language_model.model.layers.0*", {(g, 0) for g in ("attention", "mixer", "mlp", "experts",
+                                                         "shared_experts", "router")}),
+    ("mtp*", {("mtp", -1)}), ("mtp.layers.0*", {("mtp", -1)}),
+    ("model.layers.3.self_attn.kv_b_proj", {("attention/kv_b_proj", 3)}),   # that projection, not o_proj beside it
+    ("model.layers.3.self_attn.indexer*", {("attention/indexer", 3)}),
+    ("backbone.layers.5.mixer.q_proj", {("attention/q_proj", 5)}),          # Nemotron-H's attention is a "mixer"
+    ("backbone.layers.1.mixer.gate", {("router", 1)}),
+    ("model.layers.2.self_attn*", {("attention", 2)}),
+    ("model.language_model.layers.0.linear_attn*", {("mixer", 0)}),
+])
+def test_modelopt_exclude_entries(pattern, expected):
+    notes: list[str] = []
+    q = parse_quant(_modelopt("NVFP4", exclude_modules=[pattern], group_size=16), notes)
+    assert set(q.skip) == expected and not notes
+
+
+def test_nvidia_deepseek_v31_nvfp4_packs_o_proj_and_keeps_the_mtp_block():
+    """nvidia/DeepSeek-V3.1-NVFP4's own hf_quant_config.json lists q_a, q_b, kv_a and kv_b of every layer and not
+    o_proj: each of the 61 layers keeps 69,664,768 MLA weights and its two norms in bf16 and packs o_proj [7168, 16384]
+    (66,060,296 B; 234,881,024 in bf16, +10.3 GB over the model, 2.6 %, when a sub-projection excluded the group).
+    "model.layers.61*" keeps the MTP block in bf16: the stored bytes add the bf16 module (11,610,067,968 parameters,
+    its own embed_tokens and head 2 x 129,280 x 7,168, the router's 256 x 7,168 in float32)."""
+    shape = parse_dims(_bundled_with("deepseek-ai__DeepSeek-V3", _hf_quant("0.22.1.dev750+g59a703703", "NVFP4",
+                                                                     DSV31_EXCLUDE, group_size=16)))
+    est = weights_bytes(shape)
+    groups = dict(est.group_bytes)
+    # q_a [1536, 7168], q_b [128 x 192, 1536], kv_a [512 + 64, 7168], kv_b [128 x 256, 512]
+    mla = 1536 * 7168 + 24576 * 1536 + 576 * 7168 + 32768 * 512
+    assert groups["attention"] == 61 * (2 * (mla + 1536 + 512) + _nv(7168, 16384)) == 12_529_029_608
+    assert groups["experts"] == 58 * 256 * 3 * _nv(2048, 7168)
+    assert stored_bytes_by_rule(shape) - est.total_bytes == 2 * (11_610_067_968 + 2 * 129280 * 7168) + 256 * 7168 * 2
+    assert not est.notes  # "model.layers.61*" is read, not noted as unknown
+    assert ("left unquantized by the config: attention/kv_a_proj_with_mqa (layers 0-60), attention/kv_b_proj "
+            "(layers 0-60), attention/q_a_proj (layers 0-60), attention/q_b_proj (layers 0-60), lm_head, whole block "
+            "(layer 61)") in est.rules
+
+
+def test_nvidia_nemotron_3_nano_nvfp4_keeps_attention_and_the_mamba_layers_before_it():
+    """nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4's own hf_quant_config.json: the attention layers' mixer.q/k/v/o_proj
+    and in_proj / out_proj of the 6 Mamba layers before them stay bf16 ("keeps the attention layers and the Mamba
+    layers that feed them in BF16", its card); the other 17 Mamba layers pack in_proj [10304, 2688] and out_proj
+    [2688, 4096], their conv1d (excluded everywhere) and A / D / norm in bf16 as always. Before: attention packed
+    (78,962,880 B, not 280,756,224) and every Mamba layer bf16 (conv1d read as the whole mixer)."""
+    shape = parse_dims(_bundled_with("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                                     _hf_quant("0.29.0", "NVFP4", NEMOTRON_EXCLUDE, group_size=16)))
+    est = weights_bytes(shape)
+    groups = dict(est.group_bytes)
+    # 6 attention layers: q [32 x 128, 2688], k and v [2 x 128, 2688], o [2688, 4096]
+    assert groups["attention"] == 6 * 2 * (2688 * (4096 + 2 * 256) + 2688 * 4096) == 280_756_224
+    rest = 2 * (6144 * 4 + 6144 + 3 * 64 + 4096)  # conv1d [6144, 4] + bias, dt_bias / A_log / D [64], norm [4096]
+    bf16 = 2 * (10304 * 2688 + 2688 * 4096) + rest  # in_proj rows 4096 + 6144 + 64
+    assert groups["mixer"] == 6 * bf16 + 17 * (_nv(10304, 2688) + _nv(2688, 4096) + rest) == 836_234_640
+    assert not est.notes
+    attention = "(layers 5, 12, 19, 26, 33, 42)"
+    assert (f"left unquantized by the config: attention/k_proj {attention}, attention/o_proj {attention}, "
+            f"attention/q_proj {attention}, attention/v_proj {attention}, lm_head, mixer (layers 4, 11, 18, 25, 32, "
+            "41)") in est.rules
+
+
+def test_nvidia_kimi_k26_nvfp4_keeps_its_dense_first_block():
+    """nvidia/Kimi-K2.6-NVFP4's own config.json: "language_model.model.layers.0*" leaves the dense first block whole
+    (its MLP [18432, 7168] x 3 in bf16; before, the entry was noted as unknown and the MLP packed), self_attn* and
+    mlp.shared_experts* every layer's attention and shared expert, language_model.lm_head the head."""
+    # its config.json is the bundled Kimi-K2.5's but for eos_token_id (163586, no shape), text_config model_type
+    # deepseek_v3 (kimi_k2 there) and this quantization_config at the top instead of K2.5's int4 one in text_config
+    k25 = json.loads((ROOT / "model_configs" / "moonshotai__Kimi-K2.5.json").read_text())
+    text = {k: v for k, v in k25["text_config"].items() if k != "quantization_config"}
+    est = weights_bytes(parse_dims({**k25, "text_config": {**text, "model_type": "deepseek_v3"},
+                                    "quantization_config": KIMI_K26_QUANT}))
+    groups = dict(est.group_bytes)
+    assert groups["mlp"] == 3 * 18432 * 7168 * 2
+    # its text_config: 60 MoE layers, one shared expert of moe_intermediate_size 2048, vocab_size 163,840
+    assert groups["shared_experts"] == 60 * 3 * 2048 * 7168 * 2 and groups["lm_head"] == 163840 * 7168 * 2
+    assert groups["experts"] == 60 * 384 * 3 * _nv(2048, 7168)
+    assert not any("names no weight group" in n for n in est.notes)
+
+
+def test_nvidia_qwen36_27b_hf_quant_config_reads_as_its_config_json():
+    """The checkpoint's hf_quant_config.json (quantization.quantized_layers, kv_cache_quant_algo FP8) and the
+    bundled config.json's quantization_config (the same 401 entries, kv_cache_scheme) are one scheme: 64 MLPs and
+    lm_head W4A16_NVFP4, 48 Gated DeltaNet mixers FP8, and q / k / v / o of the 16 attention layers FP8, each
+    projection under its own name."""
+    assert QWEN36_27B_LAYERS == NVIDIA_27B["quantization_config"]["quantized_layers"]  # the 401 entries, as written
+    hf = parse_quant(_hf_quant("0.45.0", "MIXED_PRECISION", ["mtp*", "mtp.layers.0*"],
+                               quantized_layers=QWEN36_27B_LAYERS), [])
+    assert hf == parse_quant(NVIDIA_27B["quantization_config"], [])
+    kinds: dict[tuple[str, str, str], int] = {}
+    for (group, _, part), scheme in hf.layers:
+        kinds[(group, part, scheme.algo)] = kinds.get((group, part, scheme.algo), 0) + 1
+    assert kinds == {("mlp", "", "W4A16_NVFP4"): 64, ("lm_head", "", "W4A16_NVFP4"): 1, ("mixer", "", "FP8"): 48,
+                     **{("attention", p, "FP8"): 16 for p in ("q_proj", "k_proj", "v_proj", "o_proj")}}
+    assert hf.kv_cache_dtype == "fp8"
+
+
 # ---------------------------------------------------------------------------------------------- AutoRound
 
 

@@ -214,7 +214,7 @@ def _modelopt(qc: Mapping, notes: list[str]) -> QuantDims:
     exclude = inner.get("exclude_modules") if nested is not None else qc.get("ignore", qc.get("exclude_modules"))
     kv = _modelopt_kv(qc, inner)
     if algo != "MIXED_PRECISION":
-        return _modelopt_scheme(algo, inner.get("group_size"), _skip(exclude, notes), kv)
+        return _modelopt_scheme(algo, inner.get("group_size"), _skip(exclude, notes, modelopt=True), kv)
     layers = _object("quantized_layers", inner.get("quantized_layers"))
     if not layers:
         raise ConfigError("ModelOpt MIXED_PRECISION needs a non-empty quantized_layers mapping: fix the config.json")
@@ -248,7 +248,9 @@ def _module_keys(name: str, notes: list[str]) -> list[tuple[str, int, str]]:
     """(group, layer, part) for one module name of quantized_layers: "model.language_model.layers.3.mlp.up_proj"
     -> ("mlp", 3, ""); "...layers.0.linear_attn.in_proj_b" -> ("mixer", 0, "in_proj_ba")."""
     p = name.lower()
-    groups = [g for g in _skip_groups(p) if g != "router"]
+    parts = _attention_parts(p)  # "...self_attn.q_proj": that projection only (vLLM _resolve_quant_algo looks
+    # a Linear up by its own name, so one entry never covers its siblings)
+    groups = [f"attention/{part}" for part in parts] or [g for g in _skip_groups(p) if g != "router"]
     if not groups:
         notes.append(f"ModelOpt quantized layer {shown(name)} names no weight group kvplan knows: priced in the "
                      "model dtype")
@@ -308,12 +310,12 @@ _NOT_LINEAR = re.compile(r"(^|\.)(linear_attn|self_attn|attn|attention|mlp|mixer
                          r"block_sparse_moe|feed_forward|mamba|conv1d|[a-z_]*norm|[a-z_]*layernorm)$")
 
 
-def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
+def _skip(patterns: Any, notes: list[str], exact: bool = False, modelopt: bool = False) -> frozenset:
     """modules_to_not_convert / ignore / llm_int8_skip_modules as (group, layer) pairs, layer -1 = all layers.
 
     "model.layers.*.mlp.router" -> ("router", -1); "model.layers.0.mlp.down_proj" -> ("mlp", 0): a sub-projection
     marks its whole group in that layer. `exact`: compressed-tensors, where a plain name skips one Linear only, so
-    a container's name skips nothing.
+    a container's name skips nothing. `modelopt`: exclude_modules as ModelOpt writes them (`_modelopt_skip`).
     """
     out: set[tuple[str, int]] = set()
     if patterns is not None and not isinstance(patterns, list):
@@ -325,6 +327,11 @@ def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
                               f"{shown(raw)}: fix the config.json")
         p = raw.lower().removeprefix("re:")
         index = _skip_layer(p, raw)  # first: a 5,000-digit layer index is refused whatever the name
+        if modelopt:
+            found = _modelopt_skip(p)
+            if found is not None:
+                out.update((g, -1 if g == "mtp" else index) for g in found)
+                continue
         if _OUTSIDE_BLOCKS.search(p) or (exact and not raw.startswith("re:") and _NOT_LINEAR.search(p)):
             continue
         groups = _skip_groups(p)
@@ -334,9 +341,56 @@ def _skip(patterns: Any, notes: list[str], exact: bool = False) -> frozenset:
     return frozenset(out)
 
 
+# ModelOpt's exclude_modules as vLLM 0.33 reads them (quantization/modelopt.py ModelOptQuantConfigBase: get_quant_method
+# quantizes LinearBase / ParallelLMHead / RoutedExperts unless is_layer_excluded(prefix), which matches the module's own
+# name exactly, as a substring, or as an fnmatch wildcard; apply_vllm_mapper reads ModelOpt's one wildcard form
+# "module_path*" as module_path and module_path.*, the whole tree rooted there):
+#   "model.layers.61*" -> every projection of block 61 (nvidia/DeepSeek-V3.1-NVFP4's MTP block, kept in bf16;
+#     Kimi-K2.6-NVFP4's "language_model.model.layers.0*", its dense first block); "mtp*" -> the MTP module
+#   "...self_attn.kv_b_proj" -> that projection only: DeepSeek-V3.1-NVFP4 lists q_a, q_b, kv_a and kv_b of every
+#     layer and packs o_proj [7168, 16384] in NVFP4 (66,060,296 B a layer, 234,881,024 B in bf16)
+#   "...mixer.q_proj" -> attention: Nemotron-H names its attention blocks' projections under `mixer`
+#   "...input_layernorm", "model.norm", "...mixer.conv1d" -> nothing: no Linear, never packed
+_BLOCK = re.compile(r"layers\.\d+(\*|\.\*)$")
+_MTP_ROOT = re.compile(r"^(model\.)?mtp(\.layers\.\d+)?(\*|\.\*)$")
+_NOT_PACKED = re.compile(r"(^|\.)([a-z_]*norm|conv1d)\*?$")
+_BLOCK_GROUPS = ("attention", "mixer", "mlp", "experts", "shared_experts", "router")
+
+
+def _modelopt_skip(p: str) -> tuple[str, ...] | None:
+    """The groups one ModelOpt exclude_modules entry names where ModelOpt's reading differs from `_skip_groups`;
+    None for the rest."""
+    if _NOT_PACKED.search(p):
+        return ()
+    if _MTP_ROOT.search(p):
+        return ("mtp",)
+    if _BLOCK.search(p):
+        return _BLOCK_GROUPS
+    parts = _attention_parts(p)
+    return tuple(f"attention/{part}" for part in parts) if parts else None
+
+
+# An attention projection's module name -> the `Tensor.part`s it stores (kvplan.weights.rule `_attention`, `_mla`):
+# vLLM fuses q/k/v into qkv_proj and MLA's q_a / kv_a into fused_qkv_a_proj, whose shards must agree.
+_ATTN_PARTS = {"q_proj": ("q_proj",), "k_proj": ("k_proj",), "v_proj": ("v_proj",), "o_proj": ("o_proj",),
+               "qkv_proj": ("qkv_proj", "q_proj", "k_proj", "v_proj"), "q_a_proj": ("q_a_proj",),
+               "q_b_proj": ("q_b_proj",), "kv_a_proj_with_mqa": ("kv_a_proj_with_mqa",),
+               "kv_b_proj": ("kv_b_proj",), "fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"),
+               "indexer": ("indexer",)}
+_ATTN_NAME = re.compile(r"(^|\.)(self_attn|attn|attention|mixer)\.([a-z_]+)(\*|\.\*)?\$?$")
+
+
+def _attention_parts(p: str) -> tuple[str, ...]:
+    """The attention projections one module name stands for ("model.layers.0.self_attn.kv_b_proj" ->
+    ("kv_b_proj",)); () when it names a container or anything else."""
+    match = _ATTN_NAME.search(p)
+    return _ATTN_PARTS.get(match.group(3), ()) if match else ()
+
+
 def _skip_layer(p: str, raw: str) -> int:
-    """The layer index a skip pattern names ("model.layers.3.mlp" -> 3), or -1 for every layer."""
-    layer = re.search(r"layers\.(\d+)\.", p)
+    """The layer index a skip pattern names ("model.layers.3.mlp" -> 3, "model.layers.61*" -> 61), or -1 for
+    every layer."""
+    layer = re.search(r"layers\.(\d+)(?=[.*]|$)", p)
     if layer is None:
         return -1
     # no model has MAX_LAYERS layers, and int() of a 5,000-digit index would raise past Python's 4,300-digit limit
@@ -349,11 +403,11 @@ def _skip_layer(p: str, raw: str) -> int:
 def _skip_groups(p: str) -> tuple[str, ...]:
     if re.search(r"in_proj_(a|b|ba)\$?$", p):  # Qwen3.5 / Qwen3-Next Gated DeltaNet's [heads, H] projections
         return ("mixer/in_proj_ba",)
+    if re.search(r"(^|\.)gate\$?$", p):  # before the words: Nemotron-H's router is "backbone.layers.1.mixer.gate"
+        return ("router",)
     for word, groups in _SKIP_WORDS:
         if word in p:
             return groups
-    if re.search(r"(^|\.)gate\$?$", p):
-        return ("router",)
     if re.search(r"mlp\$?$", p):
         return ("mlp", "experts", "shared_experts", "router")
     if "mlp" in p or "feed_forward" in p:

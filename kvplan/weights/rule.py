@@ -41,7 +41,10 @@ class Tensor:
     bias: bool = False
     fp32: bool = False  # float32 whatever the model dtype (DeepSeek's router: _keep_in_fp32_modules_strict)
     replicated: bool = False  # whole on every TP rank in vLLM and SGLang (MLA's q_a / kv_a projections)
-    part: str = ""  # one projection a quantizer may treat apart from its group ("in_proj_ba": Gated DeltaNet's b, a)
+    # one projection a quantizer may treat apart from its group: "in_proj_ba" (Gated DeltaNet's b, a), an attention
+    # projection's module name ("o_proj", "kv_b_proj": nvidia's DeepSeek NVFP4 checkpoints exclude every MLA
+    # projection but o_proj, which they pack)
+    part: str = ""
 
 
 @dataclass(frozen=True)
@@ -236,11 +239,12 @@ def _attention(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     q = a.heads * a.head_dim * (2 if a.q_gate else 1)  # Qwen3-Next: 16 heads x 256 x 2 = 8,192 rows
     k, v = a.kv_heads * a.head_dim, a.kv_heads * a.v_head_dim
     if a.fused_qkv:  # Falcon-7B: 71 x 64 + 2 x 64 = 4,672 rows
-        out = _linear("attention", q + k + v, h, a.q_bias, i)
+        out = _linear("attention", q + k + v, h, a.q_bias, i, part="qkv_proj")
     else:
-        out = _linear("attention", q, h, a.q_bias, i) + _linear("attention", k, h, a.k_bias, i)
-        out += _linear("attention", v, h, a.v_bias, i)
-    out += _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
+        out = _linear("attention", q, h, a.q_bias, i, part="q_proj")
+        out += _linear("attention", k, h, a.k_bias, i, part="k_proj")
+        out += _linear("attention", v, h, a.v_bias, i, part="v_proj")
+    out += _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i, part="o_proj")
     norm = {"none": 0, "head": 2 * a.head_dim, "head_ln": 4 * a.head_dim, "proj": q + k}[a.qk_norm]
     extra = norm + (a.heads if a.sinks else 0)
     return out + ([Tensor("attention", extra, layer=i)] if extra else [])
@@ -255,21 +259,23 @@ def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     2,112 x 7,168 per layer, 15.1 M fp8 weights a rank at any TP."""
     q_rows = a.heads * a.head_dim  # DeepSeek-V3: 128 x (128 + 64) = 24,576
     if a.q_lora_rank:
-        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i, replicated=True)
-        out += _linear("attention", q_rows, a.q_lora_rank, False, i)
+        out = _linear("attention", a.q_lora_rank, h, a.q_bias, i, replicated=True, part="q_a_proj")
+        out += _linear("attention", q_rows, a.q_lora_rank, False, i, part="q_b_proj")
         out.append(Tensor("attention", a.q_lora_rank, layer=i))  # q_a_layernorm
     else:
-        out = _linear("attention", q_rows, h, False, i)
-    out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i, replicated=True)  # kv_a_proj_with_mqa
+        out = _linear("attention", q_rows, h, False, i, part="q_proj")
+    out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i, replicated=True,
+                   part="kv_a_proj_with_mqa")
     nope = a.head_dim - a.qk_rope_dim
-    out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i)  # kv_b_proj
+    out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i, part="kv_b_proj")
     out.append(Tensor("attention", a.kv_lora_rank, layer=i))  # kv_a_layernorm
     if a.indexer:  # DeepSeek-V3.2: wq_b [64 x 128, 1536], wk [128, 7168], k_norm (LayerNorm 128), weights_proj [64, H]
         heads, dim = a.indexer
-        out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i) + _linear("attention", dim, h, False, i)
+        out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i, part="indexer")
+        out += _linear("attention", dim, h, False, i, part="indexer")
         # weights_proj is in DeepSeek-V3.2's _keep_in_fp32_modules: fp8 checkpoints leave it unquantized
         out += [Tensor("attention", 2 * dim, layer=i), Tensor("attention", heads * h, layer=i)]
-    return out + _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i)
+    return out + _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i, part="o_proj")
 
 
 def _mamba(m: MambaDims, h: int, i: int) -> list[Tensor]:
@@ -367,9 +373,18 @@ def _idle_experts(shape: ArchShape) -> int:
 
 def mtp_module(shape: ArchShape) -> list[Tensor]:
     """One DeepSeek-V3 MTP module: one decoder block like the last, eh_proj [H, 2H] (left unquantized in the fp8
-    checkpoint) and enorm, hnorm and a final norm."""
+    checkpoint) and enorm, hnorm and a final norm. The block is numbered after the last layer, as the checkpoint
+    names it (DeepSeek-V3's model.layers.61), so a skip of that layer reaches it."""
     h = shape.hidden
-    return _layer(shape.layers[-1], h, -1, shape.norm_bias) + [Tensor("other", 2 * h * h), Tensor("norms", 3 * h)]
+    block = _layer(shape.layers[-1], h, len(shape.layers), shape.norm_bias)
+    return block + [Tensor("other", 2 * h * h), Tensor("norms", 3 * h)]
+
+
+def mtp_quant(shape: ArchShape) -> QuantDims | None:
+    """The format the MTP module is stored in: the checkpoint's, or the model dtype where the quantization config
+    leaves the whole module out (ModelOpt's "mtp*": nvidia/Qwen3.5-122B-A10B-NVFP4's exclude_modules)."""
+    q = shape.quant
+    return None if q is not None and ("mtp", -1) in q.skip else q
 
 
 def _mtp(shape: ArchShape) -> int:
@@ -559,9 +574,8 @@ def _rules(shape: ArchShape, act: DType) -> tuple[str, ...]:
         if q.method == "fp8" and q.scale_bytes == 1:  # scale_fmt ue8m0 (DeepSeek-V3.1, V4): [4096, 4096] 16,778,240 B
             rules.append("scales stored as ue8m0 (scale_fmt): 1 B per block, not 4")
         rules.append(f"kept in {act.name}: {kept}")
-        skipped = sorted({g if layer < 0 else f"{g} (layer {layer})" for g, layer in q.skip})
-        if skipped:
-            rules.append(f"left unquantized by the config: {', '.join(skipped)}")
+        if q.skip:
+            rules.append(f"left unquantized by the config: {_skipped_text(q.skip)}")
         if q.layers:
             rules.append(_mixed_rule(q))
         if q.kv_cache_dtype:
@@ -601,12 +615,40 @@ def _fp32_by_group(shape: ArchShape) -> dict[str, int]:
     return sums
 
 
+_BLOCK_GROUPS = frozenset({"attention", "mixer", "mlp", "experts", "shared_experts", "router"})
+
+
+def _skipped_text(skip: frozenset) -> str:
+    """q.skip by group, layers as runs: "attention/kv_b_proj (layers 0-60), lm_head, whole block (layer 61)" (a
+    layer every group of which is skipped, ModelOpt's "model.layers.61*")."""
+    at: dict[str, set[int]] = {}
+    for group, layer in skip:
+        at.setdefault("the MTP module" if group == "mtp" else group, set()).add(layer)
+    whole = set.intersection(*(at.get(g, set()) for g in _BLOCK_GROUPS)) - {-1}
+    if whole:
+        at = {g: (layers - whole if g in _BLOCK_GROUPS else layers) for g, layers in at.items()}
+        at = {g: layers for g, layers in at.items() if layers} | {"whole block": whole}
+    return ", ".join(g if -1 in layers else f"{g} ({_runs(sorted(layers))})" for g, layers in sorted(at.items()))
+
+
+def _runs(layers: list[int]) -> str:
+    runs: list[list[int]] = []
+    for i in layers:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ("layer " if len(layers) == 1 else "layers ") + text
+
+
 def _mixed_rule(q: QuantDims) -> str:
     """ModelOpt MIXED_PRECISION's formats by group: "attention FP8 (16 layers), mlp W4A16_NVFP4 (64 layers)"."""
-    counts: dict[tuple[str, str], int] = {}
-    for (group, _layer, part), scheme in q.layers:
-        key = (group + (f"/{part}" if part else ""), scheme.algo)
-        counts[key] = counts.get(key, 0) + 1
+    layers: dict[tuple[str, str], set[int]] = {}
+    for (group, layer, part), scheme in q.layers:  # attention's q/k/v/o entries count one layer once
+        key = (group + (f"/{part}" if part and group != "attention" else ""), scheme.algo)
+        layers.setdefault(key, set()).add(layer)
+    counts = {key: len(at) for key, at in layers.items()}
     listed = ", ".join(f"{g} {a}" + (f" ({n} layers)" if g != "lm_head" else "")
                        for (g, a), n in sorted(counts.items()))
     return f"ModelOpt MIXED_PRECISION per quantized_layers: {listed}; every other projection in the model dtype"
@@ -629,5 +671,5 @@ def stored_bytes_by_rule(shape: ArchShape, priced: WeightsEstimate | None = None
     own = shape.model_type in _OWN_EMBEDDINGS_MTP
     module = mtp_module(shape) + ([Tensor("embeddings", 2 * shape.vocab * shape.hidden)] if own else []) \
         if shape.mtp_layers else []
-    return w.total_bytes + w.towers_bytes + shape.mtp_layers * sum(tensor_bytes(t, shape.dtype, shape.quant)
+    return w.total_bytes + w.towers_bytes + shape.mtp_layers * sum(tensor_bytes(t, shape.dtype, mtp_quant(shape))
                                                                    for t in module)

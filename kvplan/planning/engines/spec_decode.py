@@ -123,11 +123,11 @@ def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -
 
 
 def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
-    from ...weights.rule import mtp_module
+    from ...weights.rule import mtp_module, mtp_quant
 
     total = 0
     for t in mtp_module(shape):
-        size = tensor_bytes(t, act, shape.quant)
+        size = tensor_bytes(t, act, mtp_quant(shape))
         # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
         # (qwen3_next_mtp.py); norms are whole
         # the layer's own q_a / kv_a and router are whole too (deepseek_mtp.py's mtp_block is a DeepseekV2DecoderLayer)
