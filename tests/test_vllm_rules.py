@@ -541,4 +541,5 @@ def test_the_rope_table_rotates_a_quarter_of_the_head_wherever_the_config_says_i
     from kvplan.weights.split import rope_cache_bytes
 
     model = load_model(model_id)
+    # by hand: 262,144 positions x int(256 x 0.25) x 2 B (vLLM 0.33 get_rope)
     assert rope_cache_bytes(model, resolve_dtype("bfloat16")) == positions * (256 // 4) * 2 == 33_554_432
