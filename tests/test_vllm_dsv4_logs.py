@@ -171,3 +171,62 @@ def test_51041_plans_refuse_the_mtp_drafter():
     # 4,099 x 967,680 + 2,065 x 748,800, 1,002,240) = cdiv(6,404,823,360, 1,002,240) = 6,391 blocks a request (the
     # MTP window adds 259 x 37,440 B: 6,401 above)
     assert p.max_concurrency == round(7_965 / 6_391, 4)
+
+
+# H200_NVL: find_string id 63344308021 (a committed note, 'vLLM Remote H200 128K Context Health Probe'; repository not
+# returned by the index): 2 x H200 NVL, vLLM 0.23.0, vllm serve DeepSeek-V4-Flash --max-model-len 131072
+# --tensor-parallel-size 2 --dtype bfloat16 --quantization deepseek_v4_fp8 --kv-cache-dtype fp8
+# --gpu-memory-utilization 0.78 --enforce-eager: "Model loading took 74.08 GiB", "Available KV cache memory: 32.08
+# GiB", "GPU KV cache size: 1,247,687 tokens", "Maximum concurrency for 131,072 tokens per request: 9.52x"
+H200_NVL = dict(gpu="H200", tp=2, max_model_len=131072, kv_dtype="fp8", engine_version="0.23.0",
+                gpu_memory_utilization=0.78, enforce_eager=True)
+
+
+def test_h200_nvl_at_023_from_the_printed_pool():
+    """0.23's SLOTS block id, 1,039,680 B; a 131,072-token request at 8,192 batched tokens: cdiv(512 x 1,002,240 +
+    131 x (823,680 + 786,240) + 2,051 x 967,680 + 1,041 x 748,800, 1,002,240) = cdiv(3,488,258,880, 1,002,240) = 3,481
+    blocks. 33,136 blocks (34,450,836,480 B, 32.08 GiB) give 9.5191x and 1,247,687 tokens, the printed figures (error
+    0), and no other count the printed pool rounds from does."""
+    p = plan(FLASH, kv_cache_memory_bytes=33_136 * 1_039_680, **H200_NVL)
+    assert p.block_size == 256 and p.max_num_batched_tokens == 8192   # the command sets neither
+    assert _gib(p.kv_pool_bytes) == "32.08" and p.num_blocks == 33_136
+    assert p.kv_cache_tokens == 1_247_687 and f"{p.max_concurrency:.2f}" == "9.52"
+    assert p.max_concurrency == round(33_136 / 3_481, 4)
+    matching = [n for n in range(int(32.075 * GiB) // 1_039_680, int(32.085 * GiB) // 1_039_680 + 1)
+                if int(n / 3_481 * 131072) == 1_247_687]
+    assert matching == [33_136]
+
+
+def test_h200_nvl_at_023_from_the_card():
+    """The whole budget at 0.78 of an H200 (the catalog's 150,109,945,856 B; an NVL card has the same memory):
+    weights 73.70 GiB against the printed 74.08 (-0.5 %), and tokens -2.25 % (kvplan's H200 assumes NVSwitch and NCCL's
+    NVLS buffers, 2.07 GiB of non-torch memory at TP 2); the NVL pair has NVLink bridges, no NVSwitch: without NVLS
+    the tokens are +2.63 %. The printed figure lies between the two."""
+    p = plan(FLASH, **H200_NVL)
+    assert (p.weights_bytes / GiB - 74.08) / 74.08 * 100 == pytest.approx(-0.51, abs=0.1)
+    assert (p.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(-2.25, abs=0.3)   # the log's 1,247,687
+    q = plan(FLASH, nvls=False, **H200_NVL)
+    assert (q.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(2.63, abs=0.3)   # the log's 1,247,687
+
+
+# H100_0731: find_string id 71464252074 ('Per-model setup guide (8xH100, vLLM)', observations of 2026-10-07; its
+# links point at github.com/tant2tls/Deepseek-serving): DeepSeek-V4-Flash-0731 on vLLM 0.31.1rc1.dev50+g554340f3d,
+# --tensor-parallel-size 8 --enable-expert-parallel --gpu-memory-utilization 0.90 --max-model-len 262144
+# --max-num-seqs 64 --max-num-batched-tokens 8192 --no-enable-prefix-caching: "Setting kv cache block size to 256",
+# "Model loading took 19.79 GiB", "Available KV cache memory: 47.43 GiB", "GPU KV cache size: 1,728,531 tokens"
+H100_0731 = dict(gpu="H100", tp=8, expert_parallel=True, max_model_len=262144, max_num_seqs=64,
+                 max_num_batched_tokens=8192, enable_prefix_caching=False, gpu_memory_utilization=0.90,
+                 engine_version="0.31.1")
+
+
+def test_0731_on_h100s_at_031_from_the_printed_pool():
+    """0.31.0 groups and prices DeepSeek-V4 as 0.32-0.33 (vllm_dsv4.py): 1,002,240 B a block id; with 2 batches of
+    8,192 in flight a 262,144-token request takes 2 x (cdiv(127 + 16,384, 64) + 1) + cdiv(262,144, 256) + cdiv(7 +
+    16,384, 4) + 1 + cdiv(127 + 16,384, 8) + 1 = 518 + 1,024 + 4,099 + 2,065 = 7,706 blocks; 50,812 blocks (47.43 GiB)
+    give 1,728,531 tokens, the printed figure (error 0), the only count in the pool's rounding range that does."""
+    p = plan(FLASH, kv_cache_memory_bytes=50_812 * 1_002_240, **H100_0731)
+    assert _gib(p.kv_pool_bytes) == "47.43" and p.kv_rules.inflight == 2
+    assert p.kv_cache_tokens == 1_728_531 and p.max_concurrency == round(50_812 / 7_706, 4)
+    matching = [n for n in range(int(47.425 * GiB) // 1_002_240, int(47.435 * GiB) // 1_002_240 + 1)
+                if int(n / 7_706 * 262144) == 1_728_531]
+    assert matching == [50_812]

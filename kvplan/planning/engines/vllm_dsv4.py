@@ -18,9 +18,12 @@ specs go through (`vllm_kv.packed_groups`) is 0.33.0's and 0.32.0's: 0.32's kv_c
 `_get_packed_kv_cache_groups` differs from 0.33's kv_cache_planning.py only in tagging EAGLE groups;
 `_get_kv_cache_bytes_per_block`, `_approximate_gcd`, `get_max_concurrency_for_kv_cache_config`, the spec classes
 and the DeepSeek-V4 cache layers are the same source (its DeepseekV4SWACache lacks only the block stride alignment
-0.33 leaves at None). 0.22-0.26 register the same caches but group them in layer tuples, padding the sliding pages
-to the compressed ones (`vllm_kv.tuple_groups`, DSV4_TUPLES below); 0.29-0.31 change `_get_packed_kv_cache_groups`
-or `_get_kv_cache_bytes_per_block` and 0.27-0.28 overlay unpadded groups: not read line by line, so refused."""
+0.33 leaves at None). 0.31.0 has 0.32.0's grouping, block price and start-up check for these caches (its
+`_get_kv_cache_bytes_per_block` differs only in GLM-5-Next's layout and in rounding to block stride alignments,
+None here; the cache layers are 0.32's source). 0.22-0.26 register the same caches but group them in layer
+tuples, padding the sliding pages to the compressed ones (`vllm_kv.tuple_groups`, DSV4_TUPLES below); 0.29-0.30
+change `_get_packed_kv_cache_groups` and the cache layers (no max_tp_shards) and 0.27-0.28 overlay unpadded groups:
+not read line by line, so refused."""
 
 from __future__ import annotations
 
@@ -32,12 +35,12 @@ from ...model.spec import ModelSpec
 from .vllm_kv import SLOTS, TUPLES, VllmLayerSpec
 
 DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
-DSV4_READ = ((0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
+DSV4_READ = ((0, 31), (0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
 # 0.22-0.26: the same caches (0.22.0-0.26.0 models/deepseek_v4/attention.py, compressor.py, sparse_swa.py: one
 # 584 B fp8_ds_mla entry a token or a compressed token, 576 B alignment with fp8_ds_mla, blocks 64 / 4 / 8 / the
 # model's), grouped in layer tuples (vllm_kv.tuple_groups) with one block id costing TUPLES' or SLOTS' bytes.
 # 0.20.1 and 0.21.0 group and price as 0.22.0 (kv_cache_utils.py) but their cache layers were not read; 0.27-0.31
-# overlay the groups (0.27.1 `_get_packed_kv_cache_layout`, unpadded pages): not read line by line, refused.
+# overlay the groups (0.27.1 `_get_packed_kv_cache_layout`, unpadded pages) and 0.29-0.30 group otherwise: refused.
 DSV4_TUPLES = {(0, 22): TUPLES, (0, 23): SLOTS, (0, 24): SLOTS, (0, 25): SLOTS, (0, 26): SLOTS}
 ENTRY_BYTES = 584        # fp8_ds_mla entry of a 512-wide head (448 + 64 x 2 + 8), attention.py / sparse_swa.py
 PAGE_ALIGNMENT = 576     # `alignment=576 if uses_fp8_ds_mla_layout`
@@ -52,7 +55,7 @@ def is_dsv4(model: ModelSpec) -> bool:
 
 
 def dsv4_layout(version: tuple[int, int, int]) -> str:
-    """The packed layout of the release: "" for 0.32-0.33 (`vllm_kv.packed_groups`), else TUPLES / SLOTS."""
+    """The packed layout of the release: "" for 0.31-0.33 (`vllm_kv.packed_groups`), else TUPLES / SLOTS."""
     return DSV4_TUPLES.get(version[:2], "")
 
 
@@ -63,8 +66,8 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
         raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
                             "in 0.20.0): pick vLLM 0.33")
     if version[:2] not in DSV4_READ and version[:2] not in DSV4_TUPLES:
-        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the groupings of 0.22-0.26 and 0.32-0.33 "
-                            f"only (0.27-0.31 overlay its pages otherwise; 0.20-0.21 not read), not "
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the groupings of 0.22-0.26 and 0.31-0.33 "
+                            f"only (0.27-0.30 group its pages otherwise; 0.20-0.21 not read), not "
                             f"{'.'.join(map(str, version))}: pick --engine-version 0.33.0, or --engine hf")
     if dsv4_layout(version) and kv_bits != 8:
         # 0.22.0 asserts an fp8 cache (attention.py: 'DeepseekV4 only supports fp8 kv-cache format'); 0.23-0.26
@@ -157,7 +160,7 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
     priced = {TUPLES: "0.22: the compressed group's pages x the most layer tuples",
               SLOTS: "0.23-0.26: each page size x the most layers of it in a group"}.get(
         groups.layout, f"the widest group{'' if groups.held is None else ' on this stage'}")
-    return [f"DeepSeek-V4 on vLLM {'0.22-0.26' if groups.layout else '0.32-0.33'}: {len(groups.groups)} KV-cache "
+    return [f"DeepSeek-V4 on vLLM {'0.22-0.26' if groups.layout else '0.31-0.33'}: {len(groups.groups)} KV-cache "
             f"groups packed side by side in one block id of {groups.bytes_per_block:,} B ({priced}; "
             "block-outermost layout): " + "; ".join(parts)
             + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "

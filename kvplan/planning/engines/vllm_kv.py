@@ -228,7 +228,7 @@ class KVGroups:
     padding_layers: int
     packed: bool = False  # block-outermost packing (`packed_groups`): groups of unequal sizes side by side
     held: frozenset | None = None   # packed, under PP: the model layers this stage holds (None: all)
-    layout: str = ""   # packed: "" 0.32-0.33, TUPLES / SLOTS the layer-tuple layouts of 0.22 / 0.23-0.26
+    layout: str = ""   # packed: "" 0.31-0.33, TUPLES / SLOTS the layer-tuple layouts of 0.22 / 0.23-0.26
 
     @property
     def bytes_per_block(self) -> int:
@@ -293,7 +293,7 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> 
     page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
     Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page. `layout`: DeepSeek-V4's
-    packed groups as 0.32-0.33 form them (""), or 0.22-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
+    packed groups as 0.31-0.33 form them (""), or 0.22-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
     if not specs:
         # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
         # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
