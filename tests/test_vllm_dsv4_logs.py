@@ -67,6 +67,9 @@ def test_44376_needed_bytes_and_estimated_length_at_022(pool):
     assert p.max_model_len_that_fits == 13528
     assert p.num_blocks == pool // 1_051_776   # (37,440 + 1,728 + 8,640) x 22 a block id on 0.22
     assert any("1,051,776 B" in n and "6,800 blocks" in n for n in p.notes)
+    # the concurrency's count: cdiv(118 x 1,002,240 + 259 x (823,680 + 786,240) + 4,099 x 967,680 + 2,065 x 748,800,
+    # 1,002,240) = cdiv(6,048,025,920, 1,002,240) = 6,035 blocks
+    assert any("counts as 6,035" in n for n in p.notes) and p.max_concurrency == round(p.num_blocks / 6_035, 4)
     # vLLM started at the estimated 13,528 would print 5,554 / 4,926 = 1.13x: blocks [53, 213, 213, 3,383, 1,692],
     # cdiv(53 x 1,002,240 + 213 x (823,680 + 786,240) + 3,383 x 967,680 + 1,692 x 748,800, 1,002,240) = 4,926
     assert max_concurrency_at(p, 13528, load_model(FLASH)) == pytest.approx((pool // 1_051_776) / 4_926)
@@ -105,8 +108,8 @@ def test_44376_from_the_card():
     run's workspaces and the indexer's logits stand-in (engines/vllm_dsv4.py `workspace_warning`) are not in its
     peak; the warning says so and points at --kv-cache-memory-bytes, which the tests above take."""
     p = plan(FLASH, engine_version="0.22.0", gpu_memory_utilization=0.95, **LOG_44376)
-    error = p.kv_pool_bytes - 5.44 * GiB
-    assert 5.0 * GiB < error < 6.5 * GiB
+    error = p.kv_pool_bytes - 5.44 * GiB   # the log's 5.44 GiB; 6.08 GiB over it when this was written
+    assert 3.5 * GiB < error < 6.5 * GiB   # wide below: sizing the profile's workspaces would shrink it
     assert any("kv-cache-memory-bytes" in w for w in p.warnings)
 
 
@@ -230,3 +233,19 @@ def test_0731_on_h100s_at_031_from_the_printed_pool():
     matching = [n for n in range(int(47.425 * GiB) // 1_002_240, int(47.435 * GiB) // 1_002_240 + 1)
                 if int(n / 7_706 * 262144) == 1_728_531]
     assert matching == [50_812]
+
+
+def test_layer_tuple_layouts_refuse_what_vllm_asserts():
+    """`_get_kv_cache_groups_uniform_groups` (0.22.0) asserts max(sliding pages) <= max(compressed pages) and as many
+    sliding layers of each padded page size: a 64-token window of 1,024 B entries (65,536 B, over the 37,440 B
+    compressed page) and a bucket of 2 + 1 layers are refused in one line, not planned."""
+    model = load_model(FLASH)
+    specs = dsv4_layer_specs(model, range(model.num_layers))
+    window = next(x for x in specs if x.kind == "sliding" and x.own_block == 64)
+    wide = dataclasses.replace(window, bytes_per_token=1024)   # 64 x 1,024 = 65,536 B a page
+    with pytest.raises(WorkloadError, match="larger than every compressed page"):
+        kv_groups(specs + [wide], 256, TUPLES)
+    state = next(x for x in specs if x.kind == "sliding" and x.own_block == 4)   # CSA state, 32,832 -> 37,440 B
+    lone = [x for x in specs if x.kind == "mla"] + [state, state, dataclasses.replace(state, bytes_per_token=1024)]
+    with pytest.raises(WorkloadError, match="unequal sliding page counts"):
+        kv_groups(lone, 256, SLOTS)   # 2 layers padded to 37,440 B, 1 of 4 x 1,024 = 4,096 (4,608 aligned) -> 8,640

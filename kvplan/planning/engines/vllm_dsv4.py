@@ -32,7 +32,7 @@ import dataclasses
 from ...errors import WorkloadError
 from ...model.layers import CompressedAttentionSpec, SlidingWindowSpec
 from ...model.spec import ModelSpec
-from .vllm_kv import SLOTS, TUPLES, VllmLayerSpec
+from .vllm_kv import SLOTS, TUPLES, VllmLayerSpec, tuple_blocks_per_request
 
 DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
 DSV4_READ = ((0, 31), (0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
@@ -164,7 +164,9 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
             f"groups packed side by side in one block id of {groups.bytes_per_block:,} B ({priced}; "
             "block-outermost layout): " + "; ".join(parts)
             + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "
-            "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)",
+            "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)"
+            + (f", which the concurrency counts as {tuple_blocks_per_request(groups, blocks):,} (each group's blocks "
+               "x its pages over the first group's pages)" if groups.layout else ""),
             "every DeepSeek-V4 cache is one KV head that vLLM replicates on each TP rank (max_tp_shards=1), in "
             "DeepSeek's fp8_ds_mla layout whatever --kv-cache-dtype says ('auto' becomes fp8: attention.py "
             "`_resolve_dsv4_kv_cache_dtype`)"]
