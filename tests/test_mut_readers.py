@@ -381,6 +381,11 @@ def test_stage_bytes_by_hand():
     assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, **kw) == 301 + 10 + 500
     assert w.stage_bytes(BFLOAT16, layers=range(1), first=True, last=False, head_everywhere=True, **kw) == \
         610 + 651 + 500
+    # SGLang's Qwen3.5 builds its vision tower on every stage: the later stage takes 300 / 2 = 150 of it, the first
+    # stage's 651 unchanged (the tower is in it already)
+    assert w.stage_bytes(BFLOAT16, layers=range(1, 2), first=False, last=True, towers_everywhere=True, **kw) == \
+        301 + 10 + 500 + 150
+    assert w.stage_bytes(BFLOAT16, layers=range(1), first=True, last=False, towers_everywhere=True, **kw) == 610 + 651
     assert w.stage_bytes(BFLOAT16, layers=range(9), first=False, last=False, **kw) == 610 + 301   # past the end
     assert w.stage_bytes(BFLOAT16, layers=range(1, 5, 2), first=False, last=False, **kw) == 301     # 3 is past it
     assert w.stage_bytes(BFLOAT16, layers=range(0, 2, 2), first=False, last=False, **kw) == 610

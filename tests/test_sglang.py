@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.config.load import load_model
+from kvplan.dtypes import resolve_dtype
 from kvplan.errors import KVPlanError, WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planning.engines.sglang_layers import state_bytes_per_request
@@ -28,6 +29,7 @@ from kvplan.planning.engines.sglang_rules import pp_layer_split
 from kvplan.planning.engines.vllm_kv import rank_layer_specs
 from kvplan.planning.planner import plan
 from kvplan.sources.library import library_dir
+from kvplan.weights.split import rope_cache_bytes
 from validation import sglang_calibration
 
 MiB = 2**20
@@ -603,6 +605,37 @@ def test_nemotron_h_pipeline_charges_the_largest_stage_state(pp, share_layers):
         _sglang("nvidia/Nemotron-H-56B-Base-8K", gpu="H100", tp=2, pp=pp, max_model_len=8192, engine_version="0.5.14")
     with pytest.raises(WorkloadError, match="assert one stage"):
         _sglang("Qwen/Qwen3-Next-80B-A3B-Instruct", gpu="H100", tp=2, pp=pp, max_model_len=8192)
+
+
+def test_qwen3_5_pipeline_holds_its_vision_tower_on_every_stage():
+    """SGLang builds Qwen3.5's vision tower on every PP rank (models/qwen3_vl.py Qwen3VLForConditionalGeneration
+    .__init__, no pp gate; 0.5.19 and 0.5.23), embed_tokens on the first and the lm_head on the last (qwen3_5.py),
+    so kvplan plans the pipeline instead of refusing it. Qwen3.5-27B's tower from its vision_config (depth 27, width
+    1,152, MLP 4,304, 16 x 16 x 2 patches of 3 channels, 2,304 positions, merger 4 x 1,152 -> 5,120, biases and
+    LayerNorms): 460,730,096 parameters, 921,460,192 B in bf16. At PP 2 the two stages differ by the final norm alone
+    (5,120 x 2 B; embed_tokens and lm_head are both 248,320 x 5,120), and together they hold PP 1's weights plus one
+    more tower and RoPE table. The GDN state is the largest stage's share: 24 of the 48 linear layers, 48 x (10,240
+    x 3 x 2 + 48 x 128 x 128 x 4) / 2 = 76,972,032 B a request; the KV cell 8 full layers x 4 heads x 256 x 2 x 2 B."""
+    block = 2 * 1_152 + (1_152 * 3_456 + 3_456) + (1_152 * 1_152 + 1_152) + 2 * 1_152 \
+        + (1_152 * 4_304 + 4_304) + (4_304 * 1_152 + 1_152)
+    merger = 2 * 1_152 + (4_608 * 4_608 + 4_608) + (4_608 * 5_120 + 5_120)
+    tower = ((3 * 2 * 16 * 16 * 1_152 + 1_152) + 2_304 * 1_152 + 27 * block + merger) * 2
+    assert tower == 921_460_192
+    model = load_model("Qwen/Qwen3.5-27B")
+    rope = rope_cache_bytes(model, resolve_dtype("bfloat16"))   # the table each stage builds for itself
+    one = _sglang("Qwen/Qwen3.5-27B", gpu="H100", max_model_len=32768)
+    two = _sglang("Qwen/Qwen3.5-27B", gpu="H100", pp=2, max_model_len=32768)
+    first, last = two.stages
+    assert (first.layers, last.layers) == ("0-31", "32-63")
+    assert last.weights_bytes - first.weights_bytes == 5_120 * 2
+    assert first.weights_bytes + last.weights_bytes == one.weights_bytes + tower + rope
+    assert [x.kv_bytes_per_token for x in two.stages] == [8 * 4 * 256 * 2 * 2] * 2
+    assert any(line.startswith("Mamba state = ") and " x 76,972,032 B a request" in line for line in two.formula)
+    assert any("its vision tower on every stage" in note for note in two.notes)
+    moe = _sglang("Qwen/Qwen3.5-35B-A3B", gpu="H100", pp=2, max_model_len=32768)
+    assert moe.kv_cache_tokens > 0 and len(moe.stages) == 2
+    with pytest.raises(WorkloadError, match="0.5.19 or later"):
+        _sglang("Qwen/Qwen3.5-27B", gpu="H100", pp=2, max_model_len=32768, engine_version="0.5.18")
 
 
 def test_mamba_heads_must_split_over_attention_tp():

@@ -85,7 +85,7 @@ SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/sglang_notes.py": ENGINE_TESTS,
     "kvplan/planning/engines/sglang_pool.py": MM_TESTS,
     "kvplan/planning/engines/sglang_rules.py": ENGINE_TESTS,
-    "kvplan/planning/engines/spec_decode.py": ENGINE_TESTS,
+    "kvplan/planning/engines/spec_decode.py": [*ENGINE_TESTS, "tests/test_mut_spec.py"],
     "kvplan/planning/engines/vllm.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_cudagraph.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_extras.py": ENGINE_TESTS,

@@ -242,30 +242,38 @@ UNDATED = {
 # Why the rows whose tokens from the printed pool miss by more than 2 %, or whose whole budget misses by more
 # than 3 %, miss, as far as their logs tell (keys: a part of the run id).
 MISSES = {
-    "qwen3-32b-rtxpro6000": "vLLM 0.27.1 by the blog's stated setup (image `latest`, log lines quoted without "
-                            "timestamps). kvplan plans 0.27: the dense Qwen3-32B runs on the V2 model runner, which "
-                            "makes no CUDA-graph estimate, and the default 0.92 does not enter (0.426 given). What is "
-                            "left is the non-KV memory the log implies (budget 0.426 x 95.01 GiB less weights less "
-                            "the printed pool): TP1 3.86 GiB, TP2 1.66 GiB, PP2 3.03 GiB (PP0), against kvplan's 2.29, "
-                            "1.95 and 1.63 GiB. Under PP the stage kvplan takes is vLLM's: every worker gets the "
-                            "smallest worker's block count (v1/core/kv_cache_utils.py `get_kv_cache_configs`, 0.27.1), "
-                            "and kvplan's binding stage is PP1 (3,927 blocks; PP0 4,251), the one with the V2 sampler "
-                            "buffers (0.63 GiB at 1,024 requests, last rank only: v1/worker/gpu/model_runner.py "
-                            "`load_model`). The log's 56,640 tokens are 3,540 blocks of 16 x 131,072 B = 6.914 GiB, "
-                            "which PP0's printed 6.92 GiB (3,540-3,545 blocks) already gives, so PP1 held no more "
-                            "non-KV memory than PP0 at start-up; the nvidia-smi unevenness (40,701 MiB PP0, 43,667 MiB "
-                            "PP1) comes after the pool (the last rank's sampler warm-up and graph capture). PP0 holds "
-                            "40,701 MiB = 30.52 weights + 6.914 pool + 2.31 GiB, the CUDA context (before vLLM's "
-                            "snapshot) and its graphs (after the pool) included, so part of the 3.03 GiB it counted "
-                            "stayed allocated, where kvplan plans 0.07 GiB beside the activation for a PP stage "
-                            "(non_torch_pp_gib, v0.19 PP2 / PP4 logs). Each start compiled cold: the containers mount "
-                            "only /root/.cache/huggingface, not /root/.cache/vllm, where vLLM keeps its compile cache "
-                            "(the -cold-compile- row), and a cold compile adds to what stays allocated as well as to "
-                            "the peak (vLLM 0.29.0's cold / warm pair in SUSPECTED: +0.53 GiB consumed, +0.45 GiB "
-                            "peak), so PP0's 1.40 GiB and TP1's 1.57 GiB over kvplan are of a cold compile's size; but "
-                            "the TP2 start, compiled the same way, is 0.29 GiB under kvplan, so the reading is not "
-                            "shown: PP0's 1.4 GiB is not explained, and no 'Free memory on device ... Actual usage' "
-                            "line is quoted to split it",
+    "qwen3-32b-rtxpro6000": (
+        "vLLM 0.27.1 by the blog's stated setup (image `latest`, torch 2.13.0+cu130, log lines quoted without "
+        "timestamps). kvplan plans 0.27: the dense Qwen3-32B runs on the V2 model runner, which makes no CUDA-graph "
+        "estimate, and the default 0.92 does not enter (0.426 given). The non-KV memory each log implies (budget 0.426 "
+        "x 95.01 = 40.47 GiB less weights less the printed pool): TP1 3.86 GiB, TP2 1.66, PP0 3.03, against kvplan's "
+        "2.29, 1.95 and 1.63. Under PP every worker gets the smallest worker's block count (v1/core/kv_cache_utils.py "
+        "`get_kv_cache_configs`, 0.27.1): 56,640 tokens = 3,540 blocks of 16 x 131,072 B = 6.914 GiB, and PP0's "
+        "printed 6.92 GiB is 3,540-3,545 blocks, so PP1 counted at most 0.02 GiB more non-KV memory than PP0 (at most "
+        "3.04 GiB), although by the 0.27.1 source it holds 0.79 GiB that PP0 does not: the V2 sampler buffers (0.63 "
+        "GiB at 1,024 requests, last rank only) and the [8,192, 5,120] hidden-state and residual buffers a later stage "
+        "receives into (2 x 80 MiB, non-first ranks only), both made in v1/worker/gpu/model_runner.py `load_model`, "
+        "after vLLM's start-up snapshot. No first-rank buffer offsets them: the profile run sends nothing between "
+        "stages (`_dummy_run` drops the first stage's IntermediateTensors) and the PP broadcast group "
+        "(v1/worker/gpu/pp_utils.py `PPHandler`) makes its NCCL communicator lazily (torch `new_group`; "
+        "VLLM_DISTRIBUTED_USE_SPLIT_GROUP is off by default). So PP0's profile peaked at least 0.77 GiB above PP1's. "
+        "The source says where such a peak comes from: with torch >= 2.10 vLLM compiles ahead of time (envs.py "
+        "`use_aot_compile`) in the profile run's first forward (compilation/decorators.py: `aot_compile`, then the "
+        "forward under `monitor_profiling_run`), inside the memory_profiling window whose torch high-water mark "
+        "(utils/mem_utils.py `transient_peak_headroom`) covers both phases, so a compile's peak counts where it tops "
+        "the forward's; each worker compiles its own stage's graph (its own `rank_{rank}_{dp_rank}` directory under "
+        "VLLM_CACHE_ROOT), and a warm cache loads it instead (`_try_load_aot_compiled_fn`); vLLM issue #54122 reports "
+        "it on RTX PRO 6000s with torch 2.13 (a cold AOT compile's temporaries 'charged as peak model activation "
+        "memory'), PR #54209 on an H100 where 'the compile spike is larger than the forward'. Each start here compiled "
+        "cold: the containers mount only /root/.cache/huggingface, not /root/.cache/vllm. Beside kvplan's non-torch "
+        "(0.07 GiB at PP, 0.25 at TP 1) and sampler-buffer terms, PP0 and TP1 leave 2.96 and 2.98 GiB of peak, equal "
+        "within print rounding although their forwards differ (kvplan: 1.56 and 1.41 GiB): the mark of a compile of "
+        "the same first-rank kernels (the embedding and full-width layers), not of either forward. PP1's graph (no "
+        "embedding, the final norm) peaked at most 2.18 GiB, and TP2's, of half-width matrices, under its 0.82 GiB "
+        "forward (its 1.66 GiB is 0.29 under kvplan, whose 0.25 GiB NCCL term is an assumption). kvplan plans a warm "
+        "cache (its cold-compile note): whether ~/.cache/vllm holds this configuration's compile, and how high each "
+        "stage's compile peaks, are not in a card; the PP2 row's +10.9 % is the 387 blocks (0.76 GiB) kvplan's 3,927 for "
+        "PP1 hold above vLLM's 3,540, and its whole budget compares PP0's printed pool with kvplan's PP0 (8.30 GiB)"),
     "@0.11.0": ("planned at the candidate version 0.11.0. vLLM 0.11 samples with FlashInfer when it is installed, as "
                 "in the v0.11.0 image (v1/sample/ops/topk_topp_sampler.py: `VLLM_USE_FLASHINFER_SAMPLER is not False`),"
                 " and keeps no native top-k/top-p buffers, so its activation peak would be about 2 GiB for these "
@@ -408,7 +416,10 @@ SUSPECTED = [
     "the card, 0.57 GiB of its 23.9 GiB pool. A second pair, vLLM 0.29.0 on a 6.0 GiB card (find_string id "
     "68573043236, test fixtures of two containers' verbatim lines; a model kvplan cannot price: 1.95 GiB loaded, "
     "36,864 B per token): cold 43,664 tokens, 2.63 GiB consumed and 0.67 GiB of peak activation; warm ('compilation: "
-    "0.84 s') 70,240 tokens, 2.10 and 0.22 GiB.",
+    "0.84 s') 70,240 tokens, 2.10 and 0.22 GiB. With torch >= 2.10 the compile runs ahead of the forward in the same "
+    "profiling window (0.27.1 compilation/decorators.py `aot_compile`, envs.py `use_aot_compile`), so its peak counts "
+    "only where it tops the forward's: one setup of two RTX PRO 6000s (the qwen3-32b-rtxpro6000 rows) leaves 2.96 and "
+    "2.98 GiB of peak on its PP0 and TP1 starts, whose forwards differ, and none above the TP2 start's forward.",
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "
     "and token; kvplan has no int8 KV for vLLM (one row, club3090-446, planned with a 1-byte fp8 stand-in).",
     "The profile run's encoder pass for towers without a fixed image token count (Qwen2.5-VL, Llama 4, Qwen3.5): "
@@ -677,8 +688,13 @@ def check_row(row: dict) -> dict:
 
 def _budget(p) -> int:
     """vLLM's own arithmetic for stage 0, signed: a failed start-up prints the negative figure (the plan's
-    kv_pool_bytes stops at 0, a pool never being negative)."""
+    kv_pool_bytes stops at 0, a pool never being negative). Under PP the plan's extras are its binding stage's,
+    and the printed pool is PP0's: stage 0's own pool stands (Qwen3-32B over two RTX PRO 6000s, PP 2: the V2 sampler
+    buffers, 0.63 GiB, sit on the last rank only, v1/worker/gpu/model_runner.py `load_model`, 0.27.1; PP0 8.30 GiB,
+    PP1 7.67)."""
     s = p.stages[0]
+    if s.kv_pool_bytes > 0:   # the same figure for one stage: ceil(util x memory) less its terms and its extras
+        return s.kv_pool_bytes
     spent = sum(v for k, v in p.extra.items() if k != GRAPHS_CAPTURED)   # CUDA-graph estimate, drafts, LoRA
     return (math.ceil(p.gpu_memory_utilization * p.gpu_memory_bytes) - s.weights_bytes - s.activation_bytes
             - s.non_torch_bytes - spent)

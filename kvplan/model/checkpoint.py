@@ -109,13 +109,14 @@ class CheckpointWeights:
 
     def stage_bytes(self, model_dtype: DType, tp: int, layers: range, first: bool, last: bool, tied: bool,
                     skip: frozenset[str] = frozenset({"mtp"}), moe_ranks: int | None = None,
-                    attn_ranks: int | None = None, head_everywhere: bool = False) -> int:
+                    attn_ranks: int | None = None, head_everywhere: bool = False,
+                    towers_everywhere: bool = False) -> int:
         """One GPU's share: TP rank of the pipeline stage owning `layers` (vLLM's layout, as
         kvplan.weights.split prices the config rule): layers to their stage, embeddings and towers to the
         first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
         split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
         across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None); `head_everywhere`: the lm_head on
-        every stage (SGLang's Llama)."""
+        every stage (SGLang's Llama); `towers_everywhere`: the towers on every stage (SGLang's Qwen3.5)."""
         parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp)
         top = len(parts.prefix) - 1
         if layers.step == 1:
@@ -123,6 +124,7 @@ class CheckpointWeights:
         else:
             total = sum(parts.prefix[i + 1] - parts.prefix[i] for i in layers if 0 <= i < top)
         total += (parts.first if first else 0) + (parts.last if last else 0)
+        total += parts.towers if first or towers_everywhere else 0
         total += parts.head if last or head_everywhere else 0
         copy_head = tied and last and not first and not self.has("lm_head")
         return total + (ceil(parts.embeddings_whole / tp) if copy_head else 0)
@@ -140,7 +142,7 @@ class CheckpointWeights:
             keep = self.keeps_f32
             layer_rows = [r for r in self.rows if r.layer >= 0 and r.component == "language_model"]
             per_layer = [0] * (max((r.layer for r in layer_rows), default=-1) + 1)
-            first = last = head = whole = 0
+            first = towers = last = head = whole = 0
             for r in self.rows:
                 if r.component in skip:
                     continue
@@ -149,9 +151,11 @@ class CheckpointWeights:
                 share = size if r.replicated else ceil(size / ranks)
                 if r.layer >= 0 and r.component == "language_model":
                     per_layer[r.layer] += share
-                elif r.component == "embeddings" or r.component in TOWERS:
+                elif r.component == "embeddings":
                     first += share
-                    whole += size if r.component == "embeddings" else 0
+                    whole += size
+                elif r.component in TOWERS:
+                    towers += share
                 elif r.component == "lm_head":
                     head += share
                 else:  # the final norm
@@ -159,14 +163,15 @@ class CheckpointWeights:
             prefix = [0]
             for share in per_layer:
                 prefix.append(prefix[-1] + share)
-            self._share_tables[key] = _Shares(tuple(prefix), first, last, head, whole)
+            self._share_tables[key] = _Shares(tuple(prefix), first, towers, last, head, whole)
         return self._share_tables[key]
 
 
 @dataclass(frozen=True)
 class _Shares:
     prefix: tuple[int, ...]   # layers 0 to i - 1
-    first: int                # embeddings and towers
+    first: int                # the embeddings
+    towers: int               # vision / audio towers: the first stage's, or every stage's (SGLang's Qwen3.5)
     last: int                 # the final norm (and what else only the last stage holds)
     head: int                 # the lm_head: the last stage's, or every stage's (SGLang's Llama)
     embeddings_whole: int     # unsplit: what a tied head materialises again on the last stage

@@ -42,7 +42,7 @@ def _online_quant(shape: ArchShape, quantization: str) -> ArchShape:
 
 def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                        towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
-                       head_everywhere: bool = False) -> int:
+                       head_everywhere: bool = False, towers_everywhere: bool = False) -> int:
     """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
     tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
     `moe_ranks`: the ranks the routed experts are spread over, TP x DP in vLLM (whole experts with
@@ -51,20 +51,23 @@ def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, f
     `head_everywhere`: the lm_head on every pipeline stage, not the last alone (SGLang's Llama builds it on every
     PP rank: 0.5.23 models/llama.py LlamaForCausalLM.__init__, no is_last_rank gate; 2.10 GB a stage at TP1 for
     Llama-3.1-70B's 128,256 x 8,192 head).
+    `towers_everywhere`: the vision tower on every pipeline stage, not the first alone (SGLang's Qwen3.5 builds it
+    on every PP rank: 0.5.23 models/qwen3_vl.py Qwen3VLForConditionalGeneration.__init__, no pp gate).
 
     Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
     inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
     """
     return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp,
-                               head_everywhere)
+                               head_everywhere, towers_everywhere)
 
 
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
-                        towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False) -> int:
+                        towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False,
+                        towers_everywhere: bool = False) -> int:
     parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks)
     total = parts.layers(layers) + parts.every_stage
-    total += (parts.towers if towers and first else 0) + (parts.embeddings if first else 0)
+    total += (parts.towers if towers and (first or towers_everywhere) else 0) + (parts.embeddings if first else 0)
     total += (parts.last if last else 0) + (parts.head if last or head_everywhere else 0)
     tied_embedding = parts.embeddings_whole if shape.tied_embeddings and last and not first else 0
     return total + ceil(tied_embedding / tp) + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
@@ -148,15 +151,15 @@ def incomplete_checkpoint(model) -> str | None:
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                      towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
-                     head_everywhere: bool = False) -> int:
+                     head_everywhere: bool = False, towers_everywhere: bool = False) -> int:
     """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
     found = checkpoint_for(model, shape)
     if found is None:
         return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks,
-                                  head_everywhere)
+                                  head_everywhere, towers_everywhere)
     skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
     return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip, moe_ranks or tp,
-                             attn_ranks or tp, head_everywhere)
+                             attn_ranks or tp, head_everywhere, towers_everywhere)
 
 
 @lru_cache(maxsize=256)

@@ -28,8 +28,8 @@ from .sglang_notes import engine_warnings, plan_notes
 from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
                           batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
                           resolve_fraction, stage_pool, swa_floor_full_tokens, vlm_factor)
-from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, lm_head_every_stage, multimodal,
-                           pp_layer_split, prefill_graphs_reserved, release_text, sm100_page, swa_pool)
+from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, TOWER_EVERY_STAGE, lm_head_every_stage,
+                           multimodal, pp_layer_split, prefill_graphs_reserved, release_text, sm100_page, swa_pool)
 from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_kv import bytes_per_token
@@ -162,8 +162,8 @@ def _check_hybrid(model, pp: int, speculative, attn_tp: int, version) -> None:
     if pp > 1 and (first_pp is None or version < first_pp):
         later = f", or --engine-version {release_text(first_pp)} or later" if first_pp else ""
         raise WorkloadError(f"kvplan plans SGLang's {model.architecture} at PP 1 (Qwen3-Next and Falcon-H1 assert one "
-                            f"stage, Qwen3.5 builds its vision tower on every stage; Nemotron-H's pipeline is read "
-                            f"from 0.5.19): plan {model.name} with TP instead{later}")
+                            f"stage; the pipelines of Nemotron-H and Qwen3.5 are read from 0.5.19): plan {model.name} "
+                            f"with TP instead{later}")
     if speculative is not None:
         raise WorkloadError(f"kvplan sizes SGLang's Mamba state pool without drafting (drafts add intermediate "
                             f"states per step): plan {model.name} without speculative decoding")
@@ -214,8 +214,9 @@ def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType,
     version, tp, pp = s.version, s.tensor_parallel_size, s.pipeline_parallel_size
     splits = pp_layer_split(model.num_layers, pp, version)
     head_all = pp > 1 and lm_head_every_stage(model.architecture, version) is not False
+    towers_all = pp > 1 and model.architecture in TOWER_EVERY_STAGE   # Qwen3.5: the vision tower on every rank
     weights = [gpu_weight_bytes(model, shape, act, tp, layers, i == 0, i == pp - 1, True, attn_ranks=attn_tp,
-                                head_everywhere=head_all) + rope_cache_bytes(model, act)
+                                head_everywhere=head_all, towers_everywhere=towers_all) + rope_cache_bytes(model, act)
                for i, layers in enumerate(splits)]
     rest = budget_bytes(device.memory_bytes, fraction, max(weights), taken)
     mixer = MAMBA_POOL_ARCHS.get(model.architecture)

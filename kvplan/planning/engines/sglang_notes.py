@@ -9,7 +9,7 @@ from ...model.layers import MLASpec
 from ...units import MiB, fmt_bytes
 from .sglang_layers import dsa_latent_bytes, is_dsa
 from .sglang_pool import SglangSettings, mamba_fixed, mamba_requests_ratio
-from .sglang_rules import MAMBA_POOL_ARCHS, lm_head_every_stage, multimodal, release_text, swa_pool
+from .sglang_rules import MAMBA_POOL_ARCHS, TOWER_EVERY_STAGE, lm_head_every_stage, multimodal, release_text, swa_pool
 
 
 def plan_notes(model, shape, device: GPU, s: SglangSettings, stages, binding: int, kv, speculative, lora,
@@ -102,9 +102,11 @@ def _pp_note(model, stages, binding: int, version) -> str:
     head = "on the last stage" if lm_head_every_stage(model.architecture, version) is False else "on every stage"
     tokens = ("every stage holds the fewest tokens of any stage (all_reduce MIN, 0.5.2+)" if version >= (0, 5, 2)
               else "each stage keeps its own quotient (0.5.1): the plan reports the smallest")
+    tower = ("; its vision tower on every stage (qwen3_vl.py builds it on every rank)"
+             if model.architecture in TOWER_EVERY_STAGE else "")
     return (f"pipeline stages of {split} layers (distributed/utils.py get_pp_indices: {rule}); embeddings on the "
-            f"first, the lm_head {head}; every stage's budget is what the most loaded leaves (free memory MIN-reduced "
-            f"over the ranks), and {tokens}; the figures are stage {binding}'s")
+            f"first, the lm_head {head}{tower}; every stage's budget is what the most loaded leaves (free memory "
+            f"MIN-reduced over the ranks), and {tokens}; the figures are stage {binding}'s")
 
 
 def _state_note(model, pool, version) -> str:

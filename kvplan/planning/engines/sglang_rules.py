@@ -34,15 +34,26 @@ LM_HEAD_EVERY_STAGE = frozenset({"LlamaForCausalLM", "MixtralForCausalLM", "Qwen
 LM_HEAD_LAST_FROM = {"Qwen2ForCausalLM": (0, 5, 0), "Qwen3ForCausalLM": (0, 5, 0),
                      "DeepseekV2ForCausalLM": (0, 5, 6), "DeepseekV3ForCausalLM": (0, 5, 6),
                      # nemotron_h.py NemotronHForCausalLM (read in 0.5.19 and 0.5.23; kvplan plans its PP from 0.5.19)
-                     "NemotronHForCausalLM": (0, 5, 19)}
+                     "NemotronHForCausalLM": (0, 5, 19),
+                     # qwen3_vl.py Qwen3VLForConditionalGeneration.__init__, which Qwen3.5's classes subclass
+                     # (qwen3_5.py; read in 0.5.19 :1332 and 0.5.23 :1362; kvplan plans their PP from 0.5.19)
+                     "Qwen3_5ForConditionalGeneration": (0, 5, 19),
+                     "Qwen3_5MoeForConditionalGeneration": (0, 5, 19)}
 
 # The Mamba hybrids kvplan plans under PP, from the release read: models/nemotron_h.py builds embed_tokens on the
 # first stage and the lm_head on the last (PPMissingLayer elsewhere), and kv_cache_configurator.py
 # `_handle_max_mamba_cache` charges every rank the largest stage's share of the state (0.5.19 :2210-2233, 0.5.23
-# :3229-3251). Qwen3-Next and Falcon-H1 assert one stage (0.5.23 qwen3_next.py:1036, falcon_h1.py:456); Qwen3.5
-# builds its vision tower on every stage (qwen3_vl.py Qwen3VLForConditionalGeneration, no pp gate), which kvplan's
-# stage split does not place.
-PP_HYBRID_FROM = {"NemotronHForCausalLM": (0, 5, 19)}
+# :3229-3251). Qwen3.5 / 3.6 the same (qwen3_5.py Qwen3_5ForCausalLM: embed_tokens `if pp_group.is_first_rank`, the
+# final norm on the last, its layers by make_layers / make_pp_layers over get_pp_indices; 0.5.19 :1560-1641, 0.5.23
+# :1786-1867), but its vision tower on every stage (TOWER_EVERY_STAGE). Qwen3-Next and Falcon-H1 assert one stage
+# (0.5.23 qwen3_next.py:1036, falcon_h1.py:456).
+PP_HYBRID_FROM = {"NemotronHForCausalLM": (0, 5, 19), "Qwen3_5ForConditionalGeneration": (0, 5, 19),
+                  "Qwen3_5MoeForConditionalGeneration": (0, 5, 19)}
+# models/qwen3_vl.py Qwen3VLForConditionalGeneration.__init__ builds `self.visual` (Qwen3VLMoeVisionModel) on every
+# rank, with no pp_group gate (0.5.19 :1300-1302, 0.5.23 :1328-1332; only language_model_only leaves it out), and
+# load_weights loads it wherever the parameters exist: under PP each stage holds the whole tower (its TP share),
+# where the embeddings stay on the first and the lm_head on the last. Qwen3.5-27B at PP 2: 0.86 GiB of tower a stage.
+TOWER_EVERY_STAGE = frozenset({"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})
 
 
 def lm_head_every_stage(architecture: str, version: Version) -> bool | None:

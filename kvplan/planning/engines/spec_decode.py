@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import WorkloadError, shown
+from ...model.layers import StateSpec
 from ...units import fmt_bytes
 from ...weights.rule import tensor_bytes
 from ...weights.split import stage_weight_bytes
@@ -63,6 +64,8 @@ def check(model, spec: Speculative) -> Speculative:
             raise WorkloadError(f"{model.name}'s config declares no MTP layers kvplan reads (num_nextn_predict_layers "
                                 "of DeepSeek-V3 / V3.2 and GLM-5 configs, mtp_num_hidden_layers of Qwen3.5 / 3.6; Qwen3-Next's "
                                 "one, unnamed): use an EAGLE head or a draft model")
+        if unlike := _unlike_last(model):
+            raise WorkloadError(f"{unlike}: use an EAGLE head or a draft model")
         if k % n:
             raise WorkloadError(f"{k} speculative tokens do not divide over {model.name}'s {n} MTP layers: use a "
                                 f"multiple of {n}")
@@ -74,6 +77,21 @@ def check(model, spec: Speculative) -> Speculative:
         raise WorkloadError(f"{spec.draft.name} is not an EAGLE-3 head (its config has no draft_vocab_size with an "
                             "Eagle architecture): use method draft_model for a whole model")
     return spec
+
+
+def _unlike_last(model) -> str:
+    """Why the model's last layer cannot stand for its MTP layer, or "". kvplan prices the MTP layer as a copy of the
+    last (weights/rule.py mtp_module; its KV in draft_layer_specs), and vLLM 0.33 builds it as attention: DeepSeek's
+    mtp_block an MLA DeepseekV2DecoderLayer (deepseek_mtp.py), Qwen3.5's and Qwen3-Next's `layer_type=
+    "full_attention"` (qwen3_5_mtp.py:121, qwen3_next_mtp.py:92). Published configs end in such a layer (Qwen3.5-27B's
+    64th, full_attention_interval 4); one ending in linear attention priced a 3,207,168 B Gated DeltaNet state and
+    0 B a token as the drafter's KV. (The MTP families' layers are MLA, attention or Gated DeltaNet: no other kind.)"""
+    states = [s.mixer for s in model.layers[-1] if isinstance(s, StateSpec)]
+    if not states:
+        return ""
+    return (f"{model.name}'s last layer is {states[0]}, not attention, and kvplan prices the MTP layer as a "
+            "copy of the last, where vLLM 0.33 builds it as attention (qwen3_5_mtp.py, qwen3_next_mtp.py: "
+            "layer_type \"full_attention\")")
 
 
 def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -> tuple[int, str]:
@@ -131,6 +149,8 @@ def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str |
     shape = model.arch
     if shape is None or not shape.mtp_layers:
         return None
+    if unlike := _unlike_last(model):
+        return f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded, and kvplan cannot size them: " + unlike
     weights, _ = _mtp_bytes(shape, act, tp, moe_ranks)
     last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, int(act.bytes))
     per_token = sum(x.bytes_per_token for x in last) * shape.mtp_layers

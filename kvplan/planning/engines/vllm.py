@@ -399,12 +399,17 @@ def _vllm_notes(model: ModelSpec, s: VllmSettings, kv: DType, groups, specs=(),
 # include max_model_len (config/model.py ModelConfig.compute_hash), the batch limits and the LoRA config. Inductor's
 # workspace then counts in the profile's peak: one RunPod RTX 4090 worker, Qwen3-8B, vLLM 0.27.1, printed 1.18 GiB
 # of peak activation and 35,792 tokens compiling, 0.19 GiB and 43,040 tokens on its cache hits
-# (validation/vllm_holdout.csv, fs58522340114). The size depends on the kernels, so it is a note, not a term.
+# (validation/vllm_holdout.csv, fs58522340114). With torch >= 2.10 the compile runs ahead of the forward in the same
+# window (0.27.1 compilation/decorators.py: `aot_compile`, then the forward under `monitor_profiling_run`; envs.py
+# `use_aot_compile`), and utils/mem_utils.py `transient_peak_headroom` is the high-water mark over both: the compile
+# moves the pool only where its peak tops the forward's (Qwen3-32B's first ranks on RTX PRO 6000s: 2.96 and 2.98 GiB
+# of peak at PP 2 and TP 1, forwards of 1.56 and 1.41; none above the TP 2 forward). The size depends on the kernels,
+# so it is a note, not a term.
 COLD_COMPILE = ("sized for a start whose torch.compile cache is warm: the first start of a configuration (a new "
                 "max_model_len, batch limits or LoRA setting, or an empty ~/.cache/vllm, as in a fresh container) "
-                "compiles in vLLM's profile run and Inductor's workspace comes out of the pool (Qwen3-8B on an RTX "
-                "4090, vLLM 0.27.1: 0.99 GiB, 35,792 tokens against 43,040 on restart); --enforce-eager does not "
-                "compile")
+                "compiles in vLLM's profile run, and the compile's peak comes out of the pool where it tops the "
+                "forward's (Qwen3-8B on an RTX 4090, vLLM 0.27.1: 0.99 GiB, 35,792 tokens against 43,040 on restart); "
+                "--enforce-eager does not compile")
 
 
 def _compiles_in_profile(s: VllmSettings, version: tuple[int, int, int]) -> bool:

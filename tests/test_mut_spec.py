@@ -1,0 +1,319 @@
+"""Tests that kill the mutants tools/mutation.py found surviving in kvplan/planning/engines/spec_decode.py (#26).
+
+Every figure is hand arithmetic whose inputs are written here, taken from the bundled config.json files
+(model_configs/) and the vLLM 0.33.0 modules the module cites (deepseek_mtp.py, llama_eagle3.py, llama_eagle.py);
+every refusal is asserted whole."""
+from __future__ import annotations
+
+import json
+import re
+from math import ceil
+from pathlib import Path
+
+import pytest
+
+from kvplan import load_model
+from kvplan.dtypes import resolve_dtype
+from kvplan.errors import WorkloadError
+from kvplan.planning.engines.spec_decode import (
+    Speculative, _mtp_bytes, check, config_json, draft_layer_specs, draft_weight_bytes, idle_mtp_note, layer_count)
+from kvplan.planning.engines.vllm_kv import VllmLayerSpec
+
+REPO = Path(__file__).resolve().parents[1]
+BF16 = resolve_dtype("bfloat16")
+DSV3 = "deepseek-ai/DeepSeek-V3"
+LLAMA = "meta-llama/Llama-3.1-8B"
+HEAD = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+
+
+def _exact(message: str) -> str:
+    return "^" + re.escape(message) + "$"
+
+
+def _refused(model, spec: Speculative, message: str) -> None:
+    with pytest.raises(WorkloadError, match=_exact(message)):
+        check(model, spec)
+
+
+def _deepseek_with_mtp_layers(tmp_path: Path, layers: int):
+    """DeepSeek-V3's own config.json with num_nextn_predict_layers set to `layers` (the published one says 1)."""
+    data = json.loads((REPO / "model_configs" / "deepseek-ai__DeepSeek-V3.json").read_text())
+    folder = tmp_path / f"DeepSeek-V3-MTP{layers}"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**data, "num_nextn_predict_layers": layers}))
+    return load_model(str(folder))
+
+
+# ----------------------------------------------------------------------------- DeepSeek-V3's MTP layer
+
+# DeepSeek-V3 (model_configs/deepseek-ai__DeepSeek-V3.json): hidden 7,168, q_lora_rank 1,536, kv_lora_rank 512,
+# 128 heads of qk_nope 128 + qk_rope 64 and v 128, 256 routed experts and 1 shared of moe_intermediate 2,048,
+# fp8 with 128 x 128 weight blocks, each block one float32 scale_inv; the rest bf16, the router float32.
+HID, QL, KVL, HEADS, NOPE, ROPE, VDIM, EXPERTS, MOE_I = 7168, 1536, 512, 128, 128, 64, 128, 256, 2048
+
+
+def _fp8(rows: int, cols: int) -> int:
+    return rows * cols + ceil(rows / 128) * ceil(cols / 128) * 4
+
+
+# whole on every rank (deepseek_mtp.py: mtp_block is a DeepseekV2DecoderLayer whose q_a / kv_a projections and
+# MoE gate are ReplicatedLinear; eh_proj an nn.Linear [H, 2H], unquantized in the fp8 checkpoint; the norms)
+WHOLE = (_fp8(QL, HID)                                  # q_a_proj          11,012,736
+         + _fp8(KVL + ROPE, HID)                         # kv_a_proj_with_mqa 4,129,888
+         + EXPERTS * HID * 4                             # gate (router), float32  7,340,032
+         + 2 * HID * 2                                   # input / post-attention layernorms
+         + 3 * HID * 2                                   # enorm, hnorm, shared_head.norm
+         + 2 * HID * HID * 2)                            # eh_proj          205,520,896
+# over TP: q_b, kv_b, o and the shared expert; q_a_layernorm and kv_a_layernorm are priced as attention, split
+# over TP as the target's own layers are (weights/rule.py), 3,584 B under vLLM's whole norms on TP 8
+SPLIT = (_fp8(HEADS * (NOPE + ROPE), QL) + QL * 2 + _fp8(HEADS * (NOPE + VDIM), KVL) + KVL * 2
+         + _fp8(HID, HEADS * VDIM) + 2 * _fp8(MOE_I, HID) + _fp8(HID, MOE_I))
+ROUTED = EXPERTS * (2 * _fp8(MOE_I, HID) + _fp8(HID, MOE_I))     # 11,277,041,664: over the MoE ranks
+MTP_NOTE = ("{} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms whole on every rank; "
+            "embed_tokens and the head shared with the target")
+
+
+@pytest.mark.parametrize("tp, moe_ranks, expected", [
+    (8, 8, WHOLE + SPLIT // 8 + ROUTED // 8),        # 1,664,713,376: TP 8, experts over TP
+    (8, 16, WHOLE + SPLIT // 8 + ROUTED // 16),      # 959,898,272: TP 8 x DP 2 with expert parallelism
+    (1, 1, WHOLE + SPLIT + ROUTED),                  # 11,721,180,384: one GPU holds it all
+])
+def test_deepseek_v3_mtp_layer_per_rank(tp, moe_ranks, expected):
+    shape = load_model(DSV3).require_arch()
+    # whole: 11,012,736 + 4,129,888 + 7,340,032 + 28,672 + 43,008 + 205,520,896; every share divides (no rounding)
+    assert (WHOLE, SPLIT % 8, ROUTED % 16) == (228_075_232, 0, 0)
+    total, how = _mtp_bytes(shape, BF16, tp, moe_ranks)
+    assert (total, how) == (expected, MTP_NOTE.format(1))
+    assert type(total) is int                        # `*_bytes` ints: a float would print 1664713376.0 in --json
+
+
+def test_two_mtp_layers_cost_twice_one(tmp_path):
+    shape = _deepseek_with_mtp_layers(tmp_path, 2).require_arch()
+    assert _mtp_bytes(shape, BF16, 8, 8) == (2 * (WHOLE + SPLIT // 8 + ROUTED // 8), MTP_NOTE.format(2))
+
+
+def test_mtp_weights_through_draft_weight_bytes():
+    model = load_model(DSV3)
+    assert draft_weight_bytes(model, Speculative("mtp", 1), BF16, 8, 16) == \
+        (WHOLE + SPLIT // 8 + ROUTED // 16, MTP_NOTE.format(1))
+
+
+# ----------------------------------------------------------------------------- the MTP note of a plan without it
+
+def _idle(layers: int, weights: str, kv: int) -> str:
+    return (f"MTP: the checkpoint's {layers} MTP layer(s) are not loaded without speculative decoding (vLLM "
+            "deepseek_v2.py / qwen3_next.py / qwen3_5.py skip them), so this plan holds none; drafting with them adds "
+            f"{weights} of weights per GPU and {kv} B of KV per token: plan with --speculative mtp")
+
+
+def test_idle_mtp_note_for_deepseek_v3_on_tp8():
+    # weights 1,664,713,376 B / 2^30 = 1.55 GiB; KV one more MLA layer: (512 + 64) x 2 B = 1,152 B a token
+    assert idle_mtp_note(load_model(DSV3), BF16, 2, 8, 8) == _idle(1, "1.55 GiB", "1,152")
+
+
+def test_idle_mtp_note_counts_every_mtp_layer(tmp_path):
+    # two layers: 2 x 1,664,713,376 B = 3.10 GiB, 2 x 1,152 B of KV; an fp8 KV cache halves the latent: 2 x 576 B
+    model = _deepseek_with_mtp_layers(tmp_path, 2)
+    assert idle_mtp_note(model, BF16, 2, 8, 8) == _idle(2, "3.10 GiB", "2,304")
+    assert idle_mtp_note(model, BF16, 1, 8, 8) == _idle(2, "3.10 GiB", "1,152")
+
+
+def test_no_idle_note_without_mtp_layers():
+    assert idle_mtp_note(load_model(LLAMA), BF16, 2, 1, 1) is None
+
+
+# ----------------------------------------------------------------------------- the drafter's KV layers
+
+def test_mtp_draft_layers_are_the_last_layer_once_per_mtp_layer(tmp_path):
+    mla = VllmLayerSpec("mla", (512 + 64) * 2)
+    assert draft_layer_specs(load_model(DSV3), Speculative("mtp", 1), 8, 2, 2) == [mla]
+    assert draft_layer_specs(_deepseek_with_mtp_layers(tmp_path, 2), Speculative("mtp", 2), 8, 2, 2) == [mla, mla]
+
+
+def test_a_mamba_draft_models_state_is_priced_in_the_act_dtype():
+    # state-spaces/mamba-2.8b-hf: 64 layers, intermediate 5,120, state 16, conv kernel 4. vLLM keeps kernel - 1 conv
+    # columns: 5,120 x 3 x 2 B = 30,720 B, the SSM state 5,120 x 16 x 2 B = 163,840 B: 194,560 B a layer
+    mamba = load_model("state-spaces/mamba-2.8b-hf")
+    specs = draft_layer_specs(load_model(LLAMA), Speculative("draft_model", 1, mamba), 1, 2, 2)
+    assert specs == [VllmLayerSpec("mamba", 0, state_bytes=194_560, conv_bytes_per_column=5120 * 2)] * 64
+
+
+def test_eagle3_draft_layers_are_the_heads_one_layer():
+    # the head's one Llama layer: 8 KV heads of 128 over TP 2, K and V in bf16: 4 x 256 x 2 B = 2,048 B a token
+    spec = Speculative("eagle3", 3, load_model(HEAD))
+    assert draft_layer_specs(load_model(LLAMA), spec, 2, 2, 2) == [VllmLayerSpec("full", 4 * 256 * 2)]
+
+
+# ----------------------------------------------------------------------------- EAGLE heads and draft models
+
+# Llama-3.1-8B and its EAGLE-3 head (model_configs/yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json): hidden 4,096,
+# 32 heads and 8 KV heads of 128, MLP 14,336, draft_vocab_size 32,000; bf16, TP 2.
+H, Q_OUT, KV_OUT, MLP, DRAFT_VOCAB, TP = 4096, 32 * 128, 8 * 128, 14336, 32000, 2
+LAYER = ((2 * H * Q_OUT + 2 * H * KV_OUT) * 2 // TP       # q, o, k, v: 41,943,040 B a rank
+         + 3 * H * MLP * 2 // TP                          # gate, up, down: 176,160,768 B
+         + 2 * H * 2)                                     # input / post-attention norms, whole: 16,384 B
+
+
+def test_eagle3_head_for_llama_3_1_8b_on_tp2():
+    fc = 3 * H * H * 2                                    # fc [H, 3H], replicated: 100,663,296 B
+    wider = (Q_OUT + 2 * KV_OUT) * H * 2 // TP            # q/k/v read 2H: the second H, 25,165,824 B
+    head = DRAFT_VOCAB * H * 2 // TP                      # lm_head over the draft vocabulary: 131,072,000 B
+    d2t, norms = DRAFT_VOCAB * 8, 2 * H * 2               # int64 map; hidden_norm and the final norm
+    total, how = draft_weight_bytes(load_model(LLAMA), Speculative("eagle3", 3, load_model(HEAD)), BF16, TP, TP)
+    assert total == LAYER + fc + wider + head + d2t + norms == 475_293_696
+    assert how == (f"{HEAD}: 1 layer(s) 218,120,192 B + fc 100,663,296 B (whole on every rank) + q/k/v over 2 x "
+                   "hidden 25,165,824 B + lm_head 32,000 x 4,096 / TP 131,072,000 B + d2t 256,000 B + hidden_norm and "
+                   "final norm 16,384 B; embed_tokens shared with the target")
+
+
+def _eagle3_head(tmp_path: Path, **dims):
+    data = json.loads((REPO / "model_configs" / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    folder = tmp_path / "odd-eagle3-head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**data, **dims}))
+    return load_model(str(folder))
+
+
+def test_eagle3_shares_round_up_to_whole_bytes(tmp_path):
+    # a head of 5 query heads and 1 KV head of 128 over hidden 640 (MLP 1,280), draft vocabulary 1,001, on TP 3:
+    # no share divides, and a rank holds the ceiling of each (a fraction of a byte is a whole byte on the card)
+    h, tp = 640, 3
+    head = _eagle3_head(tmp_path, hidden_size=h, num_attention_heads=5, num_key_value_heads=1, head_dim=128,
+                        intermediate_size=1280, draft_vocab_size=1001)
+    layer = (ceil(640 * 640 * 2 / tp) * 2 + ceil(128 * 640 * 2 / tp) * 2     # q and o; k and v
+             + ceil(640 * 1280 * 2 / tp) * 3 + 2 * h * 2)                      # gate, up, down; the two norms
+    wider = ceil((5 + 2) * 128 * h / tp) * 2              # 573,440 / 3 = 191,146.67 elements: 382,294 B
+    lm_head = ceil(1001 * h / tp) * 2                     # 640,640 / 3 = 213,546.67 elements: 427,094 B
+    total, _ = draft_weight_bytes(load_model(LLAMA), Speculative("eagle3", 1, head), BF16, tp, tp)
+    assert (wider, lm_head) == (382_294, 427_094)
+    assert total == layer + 3 * h * h * 2 + wider + lm_head + 1001 * 8 + 2 * h * 2
+
+
+def test_eagle_one_head_has_a_2h_fc():
+    # EAGLE-1 (vLLM 0.33 llama_eagle.py): fc = ReplicatedLinear(2H -> H): 2 x 4,096 x 4,096 x 2 B = 67,108,864 B
+    total, how = draft_weight_bytes(load_model(LLAMA), Speculative("eagle", 3, load_model(HEAD)), BF16, TP, TP)
+    assert (total, how) == (LAYER + 2 * H * H * 2, f"{HEAD}: 1 layer(s) 218,120,192 B + fc 67,108,864 B (whole on "
+                                                    "every rank); embed_tokens shared with the target")
+
+
+def test_a_draft_model_holds_all_its_weights():
+    # Llama-3.1-8B drafting for Llama-3.1-70B on TP 2: 8,030,261,248 parameters, of which the norms
+    # (32 x 2 x 4,096 + 4,096 = 266,240) are whole and the rest (embeddings and head untied) split in two, bf16
+    params, norms = 8_030_261_248, 32 * 2 * 4096 + 4096
+    total, how = draft_weight_bytes(load_model("meta-llama/Llama-3.1-70B"), Speculative("draft_model", 2,
+                                    load_model(LLAMA)), BF16, 2, 2)
+    assert (total, how) == ((params - norms) * 2 // 2 + norms * 2, f"{LLAMA}: every weight, split over TP 2")
+    assert total == 8_030_527_488          # (8,030,261,248 - 266,240) x 2 B / 2 + 266,240 x 2 B
+
+
+# ----------------------------------------------------------------------------- check(): what is sized, what refused
+
+@pytest.mark.parametrize("k", [1, 2, 63, 64])
+def test_speculative_tokens_from_one_to_sixty_four_are_accepted(k):
+    spec = Speculative("mtp", k)
+    assert check(load_model(DSV3), spec) is spec
+
+
+@pytest.mark.parametrize("k, shown", [(0, "0"), (65, "65"), (-1, "-1"), (True, "True"), ("3", "'3'"), (2.0, "2.0")])
+def test_speculative_tokens_outside_one_to_sixty_four_are_refused(k, shown):
+    _refused(load_model(DSV3), Speculative("mtp", k),
+             f"speculative tokens must be a whole number from 1 to 64, got {shown}")
+
+
+def test_an_unknown_method_is_refused_with_the_four_kvplan_sizes():
+    _refused(load_model(LLAMA), Speculative("medusa", 3),
+             "speculative method 'medusa' is not one kvplan sizes: use mtp, eagle3, eagle, draft_model")
+
+
+def test_mtp_on_a_model_without_mtp_layers_is_refused():
+    _refused(load_model(LLAMA), Speculative("mtp", 1),
+             "meta-llama/Llama-3.1-8B's config declares no MTP layers kvplan reads (num_nextn_predict_layers of "
+             "DeepSeek-V3 / V3.2 and GLM-5 configs, mtp_num_hidden_layers of Qwen3.5 / 3.6; Qwen3-Next's one, "
+             "unnamed): use an EAGLE head or a draft model")
+
+
+def test_mtp_modules_no_engine_loads_are_refused_with_why():
+    # MiniMax-M2: num_mtp_modules 3 of mtp_transformer_layers 1, which vLLM 0.33 and SGLang 0.5.23 skip
+    _refused(load_model("MiniMaxAI/MiniMax-M2"), Speculative("mtp", 1),
+             "MiniMaxAI/MiniMax-M2: 3 MTP module(s) of 1 layer(s) each are declared (num_mtp_modules, "
+             "mtp_transformer_layers), but vLLM 0.33 and SGLang 0.5.23 skip them at load and have no MiniMax-M2 MTP "
+             "drafter, and the published checkpoint holds none: use an EAGLE head or a draft model")
+
+
+def test_speculative_tokens_must_be_a_multiple_of_the_mtp_layers(tmp_path):
+    model = _deepseek_with_mtp_layers(tmp_path, 2)
+    _refused(model, Speculative("mtp", 3),
+             "3 speculative tokens do not divide over DeepSeek-V3-MTP2's 2 MTP layers: use a multiple of 2")
+    assert check(model, Speculative("mtp", 4)).num_speculative_tokens == 4
+
+
+def test_mtp_with_a_draft_model_is_refused():
+    _refused(load_model(DSV3), Speculative("mtp", 1, load_model(LLAMA)),
+             "MTP drafts with the checkpoint's own layers: leave the draft model out")
+
+
+@pytest.mark.parametrize("method", ["eagle3", "eagle", "draft_model"])
+def test_a_drafter_method_without_its_draft_is_refused(method):
+    _refused(load_model(LLAMA), Speculative(method, 3),
+             f"speculative method {method} needs the draft's config: name the draft model")
+
+
+def test_eagle3_with_a_whole_model_as_draft_is_refused():
+    _refused(load_model(LLAMA), Speculative("eagle3", 3, load_model("meta-llama/Llama-3.2-1B")),
+             "meta-llama/Llama-3.2-1B is not an EAGLE-3 head (its config has no draft_vocab_size with an Eagle "
+             "architecture): use method draft_model for a whole model")
+
+
+# ----------------------------------------------------------------------------- the command and the note's count
+
+def test_config_json_names_the_draft_as_the_command_did():
+    head = load_model(HEAD)
+    assert config_json(Speculative("eagle3", 3, head, "/models/eagle3-head")) == \
+        '{"method": "eagle3", "model": "/models/eagle3-head", "num_speculative_tokens": 3}'
+    assert config_json(Speculative("eagle3", 3, head)) == \
+        '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
+    assert config_json(Speculative("mtp", 2)) == '{"method": "mtp", "num_speculative_tokens": 2}'
+
+
+def test_layer_count_is_the_drafts_layers_or_the_mtp_layers(tmp_path):
+    assert layer_count(Speculative("eagle3", 3, load_model(HEAD)), load_model(LLAMA)) == 1
+    assert layer_count(Speculative("draft_model", 1, load_model("meta-llama/Llama-3.2-1B")), load_model(LLAMA)) == 16
+    assert layer_count(Speculative("mtp", 2), _deepseek_with_mtp_layers(tmp_path, 2)) == 2
+
+
+# ----------------------------------------------------------------------------- an MTP layer unlike the last
+
+def _qwen35_ending_in(tmp_path: Path, last: str):
+    """Qwen3.5-27B's config (64 layers, full attention every 4th, the 64th full) with its last layer type replaced."""
+    data = json.loads((REPO / "model_configs" / "Qwen__Qwen3.5-27B.json").read_text())
+    text = data["text_config"]
+    folder = tmp_path / f"Qwen3.5-27B-{last}"
+    folder.mkdir()
+    text["layer_types"] = text["layer_types"][:-1] + [last]
+    (folder / "config.json").write_text(json.dumps(data))
+    return load_model(str(folder))
+
+
+UNLIKE = ("Qwen3.5-27B-linear_attention's last layer is gated_deltanet, not attention, and kvplan prices the MTP layer "
+          "as a copy of the last, where vLLM 0.33 builds it as attention (qwen3_5_mtp.py, qwen3_next_mtp.py: "
+          'layer_type "full_attention")')
+
+
+def test_mtp_is_refused_where_the_last_layer_is_linear_attention(tmp_path):
+    # vLLM 0.33 qwen3_5_mtp.py:121 builds the MTP layer `layer_type="full_attention"` whatever the last layer is;
+    # a copy of a Gated DeltaNet layer would be a 3,207,168 B state and 0 B a token
+    _refused(_qwen35_ending_in(tmp_path, "linear_attention"), Speculative("mtp", 1),
+             UNLIKE + ": use an EAGLE head or a draft model")
+    published = Speculative("mtp", 1)
+    assert check(_qwen35_ending_in(tmp_path, "full_attention"), published) is published   # the layer types as shipped
+
+
+def test_the_idle_note_says_why_it_cannot_size_such_mtp_layers(tmp_path):
+    assert idle_mtp_note(_qwen35_ending_in(tmp_path, "linear_attention"), BF16, 2, 1, 1) == \
+        "MTP: the checkpoint's 1 MTP layer(s) are not loaded, and kvplan cannot size them: " + UNLIKE
+
+
+def test_qwen35_mtp_kv_is_one_full_attention_layer():
+    # Qwen3.5-27B's full-attention layers: 4 KV heads of 256, K and V in bf16: 4 x 256 x 2 x 2 B = 4,096 B a token
+    assert draft_layer_specs(load_model("Qwen/Qwen3.5-27B"), Speculative("mtp", 1), 1, 2, 2) == \
+        [VllmLayerSpec("full", 4 * 256 * 2 * 2)]
