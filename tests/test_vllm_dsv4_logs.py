@@ -90,12 +90,13 @@ def test_the_layer_tuple_groups_of_pro_by_hand():
 
 
 @pytest.mark.parametrize("version, needed, longest", [
+    ("0.21.0", "6.66", 13528),    # 0.22's functions, but its message reads "models's" where the log's has "model's"
     ("0.23.0", "6.66", 13528), ("0.25.0", "6.66", 13528),    # the same check; their block id is priced otherwise
     ("0.26.0", "12.06", 13528),   # 2 x 16,384 tokens in flight (async scheduling): 6.66 is not 0.26's
     ("0.33.0", "11.49", 14192),   # 0.32-0.33's grouping (null block, unpadded pages) would print neither figure
 ])
 def test_44376_at_each_candidate_version(version, needed, longest):
-    """The log pins its release to 0.22-0.25: 0.26 (4,099 -> 8,195 CSA state blocks with 32,768 tokens in flight)
+    """The log pins its release to 0.22-0.25 (0.21 words its message otherwise): 0.26 (4,099 -> 8,195 CSA state blocks with 32,768 tokens in flight)
     and 0.33's layout miss both printed figures."""
     p = plan(FLASH, engine_version=version, kv_cache_memory_bytes=POOLS_44376[0], **LOG_44376)
     assert _gib(p.kv_pool_bytes + p.shortfall_bytes) == needed

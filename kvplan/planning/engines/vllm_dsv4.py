@@ -20,7 +20,7 @@ specs go through (`vllm_kv.packed_groups`) is 0.33.0's and 0.32.0's: 0.32's kv_c
 and the DeepSeek-V4 cache layers are the same source (its DeepseekV4SWACache lacks only the block stride alignment
 0.33 leaves at None). 0.31.0 has 0.32.0's grouping, block price and start-up check for these caches (its
 `_get_kv_cache_bytes_per_block` differs only in GLM-5-Next's layout and in rounding to block stride alignments,
-None here; the cache layers are 0.32's source). 0.22-0.26 register the same caches but group them in layer
+None here; the cache layers are 0.32's source). 0.20.1-0.26 register the same caches but group them in layer
 tuples, padding the sliding pages to the compressed ones (`vllm_kv.tuple_groups`, DSV4_TUPLES below); 0.29-0.30
 change `_get_packed_kv_cache_groups` and the cache layers (no max_tp_shards) and 0.27-0.28 overlay unpadded groups:
 not read line by line, so refused."""
@@ -39,9 +39,13 @@ DSV4_READ = ((0, 31), (0, 32), (0, 33))   # the releases whose KV grouping kvpla
 # 0.22-0.26: the same caches (0.22.0-0.26.0 models/deepseek_v4/attention.py, compressor.py, sparse_swa.py: one
 # 584 B fp8_ds_mla entry a token or a compressed token, 576 B alignment with fp8_ds_mla, blocks 64 / 4 / 8 / the
 # model's), grouped in layer tuples (vllm_kv.tuple_groups) with one block id costing TUPLES' or SLOTS' bytes.
-# 0.20.1 and 0.21.0 group and price as 0.22.0 (kv_cache_utils.py) but their cache layers were not read; 0.27-0.31
-# overlay the groups (0.27.1 `_get_packed_kv_cache_layout`, unpadded pages) and 0.29-0.30 group otherwise: refused.
-DSV4_TUPLES = {(0, 22): TUPLES, (0, 23): SLOTS, (0, 24): SLOTS, (0, 25): SLOTS, (0, 26): SLOTS}
+# 0.20.1 and 0.21.0 too: the same kv_cache_utils.py functions as 0.22.0 (their check's message says "models's"), the
+# same caches (model_executor/layers/deepseek_v4_attention.py, deepseek_compressor.py, sparse_swa.py); 0.20.0 not
+# read. 0.27-0.28 overlay the groups (0.27.1 `_get_packed_kv_cache_layout`, unpadded pages), 0.29-0.30 group
+# otherwise: refused.
+DSV4_TUPLES = {(0, 20): TUPLES, (0, 21): TUPLES, (0, 22): TUPLES, (0, 23): SLOTS, (0, 24): SLOTS, (0, 25): SLOTS,
+               (0, 26): SLOTS}
+TUPLES_FROM = (0, 20, 1)   # 0.20.0, the release DeepSeek-V4 joined, not read
 ENTRY_BYTES = 584        # fp8_ds_mla entry of a 512-wide head (448 + 64 x 2 + 8), attention.py / sparse_swa.py
 PAGE_ALIGNMENT = 576     # `alignment=576 if uses_fp8_ds_mla_layout`
 SWA_BLOCK = 64           # DeepseekV4SWACache(block_size=64)
@@ -65,12 +69,12 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
     if version[:2] < DSV4_FROM:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
                             "in 0.20.0): pick vLLM 0.33")
-    if version[:2] not in DSV4_READ and version[:2] not in DSV4_TUPLES:
-        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the groupings of 0.22-0.26 and 0.31-0.33 "
-                            f"only (0.27-0.30 group its pages otherwise; 0.20-0.21 not read), not "
+    if (version[:2] not in DSV4_READ and version[:2] not in DSV4_TUPLES) or version[:3] < TUPLES_FROM:
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the groupings of 0.20.1-0.26 and 0.31-0.33 "
+                            f"only (0.27-0.30 group its pages otherwise; 0.20.0 not read), not "
                             f"{'.'.join(map(str, version))}: pick --engine-version 0.33.0, or --engine hf")
     if dsv4_layout(version) and kv_bits != 8:
-        # 0.22.0 asserts an fp8 cache (attention.py: 'DeepseekV4 only supports fp8 kv-cache format'); 0.23-0.26
+        # 0.20.1-0.22.0 assert an fp8 cache (attention.py: 'DeepseekV4 only supports fp8 kv-cache format'); 0.23-0.26
         # give 'auto' a plain bf16 row (`_resolve_dsv4_kv_cache_dtype`) whose pages kvplan has not read
         raise WorkloadError(f"kvplan sizes DeepSeek-V4 on vLLM {'.'.join(map(str, version[:2]))} with an fp8 cache "
                             "(fp8_ds_mla) only: pass --kv-cache-dtype fp8")
@@ -157,10 +161,10 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
                 else "compressed entries + indexer keys")
         parts.append(f"{what}: {len(here)} layers, {tokens}-token blocks of {page:,} B ({page // tokens:,} B a "
                      f"token), {need:,} blocks a request")
-    priced = {TUPLES: "0.22: the compressed group's pages x the most layer tuples",
+    priced = {TUPLES: "0.20.1-0.22: the compressed group's pages x the most layer tuples",
               SLOTS: "0.23-0.26: each page size x the most layers of it in a group"}.get(
         groups.layout, f"the widest group{'' if groups.held is None else ' on this stage'}")
-    return [f"DeepSeek-V4 on vLLM {'0.22-0.26' if groups.layout else '0.31-0.33'}: {len(groups.groups)} KV-cache "
+    return [f"DeepSeek-V4 on vLLM {'0.20.1-0.26' if groups.layout else '0.31-0.33'}: {len(groups.groups)} KV-cache "
             f"groups packed side by side in one block id of {groups.bytes_per_block:,} B ({priced}; "
             "block-outermost layout): " + "; ".join(parts)
             + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "

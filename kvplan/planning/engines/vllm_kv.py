@@ -55,7 +55,7 @@ class VllmLayerSpec:
         # DeepSeek-V4 HCA layer's compressed entries at block 256: 256 // 128 x 584 = 1,168 B -> 3 x 576 = 1,728
         raw = self.block_tokens(block_size) // self.tokens_per_state * self.bytes_per_token
         aligned = cdiv(raw, self.alignment) * self.alignment if self.alignment else raw
-        return max(aligned, self.padded_bytes)   # DeepSeek-V4 on 0.22-0.26: a state padded to a compressed page
+        return max(aligned, self.padded_bytes)   # DeepSeek-V4 on 0.20.1-0.26: a state padded to a compressed page
 
 
 def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int,
@@ -228,7 +228,7 @@ class KVGroups:
     padding_layers: int
     packed: bool = False  # block-outermost packing (`packed_groups`): groups of unequal sizes side by side
     held: frozenset | None = None   # packed, under PP: the model layers this stage holds (None: all)
-    layout: str = ""   # packed: "" 0.31-0.33, TUPLES / SLOTS the layer-tuple layouts of 0.22 / 0.23-0.26
+    layout: str = ""   # packed: "" 0.31-0.33, TUPLES / SLOTS the layer-tuple layouts of 0.20.1-0.22 / 0.23-0.26
 
     @property
     def bytes_per_block(self) -> int:
@@ -293,7 +293,7 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> 
     page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
     Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page. `layout`: DeepSeek-V4's
-    packed groups as 0.31-0.33 form them (""), or 0.22-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
+    packed groups as 0.31-0.33 form them (""), or 0.20.1-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
     if not specs:
         # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
         # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
@@ -418,11 +418,11 @@ def tuple_groups(specs: list[VllmLayerSpec], block_size: int, layout: str) -> KV
             page = x.page_bytes(block_size)
             fit = min((p for p in pages if p >= page), default=None)
             if fit is None:   # vLLM asserts max(sliding pages) <= max(compressed pages)
-                raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.22-0.26 (a sliding "
+                raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.20.1-0.26 (a sliding "
                                     "cache larger than every compressed page): plan it with --engine-version 0.33.0")
             by_page.setdefault(fit, []).append(dataclasses.replace(x, padded_bytes=fit))
         if len({len(v) for v in by_page.values()}) != 1:   # vLLM asserts as many layers of each page size
-            raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.22-0.26 (unequal sliding "
+            raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.20.1-0.26 (unequal sliding "
                                 "page counts): plan it with --engine-version 0.33.0")
         pattern = list(zip(*by_page.values()))
         count = cdiv(len(pattern), d)
@@ -504,7 +504,7 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
     blocks. The blocks a request needs: through 0.26 one rounding over the groups' summed usage
     (`get_max_concurrency_for_kv_cache_config`: cdiv(layers x sum of usage, layers x page)); from 0.27 (`per_group`)
     each group rounded on its own (0.33 kv_cache_utils.py:1061-1094: sum of cdiv(usage, page)); DeepSeek-V4's
-    layer-tuple layouts (0.22-0.26) by `tuple_blocks_per_request`."""
+    layer-tuple layouts (0.20.1-0.26) by `tuple_blocks_per_request`."""
     bs = groups.block_size
     per_block = groups.bytes_per_block
     num_blocks = max(0, pool_bytes) // per_block if per_block else 0
@@ -543,9 +543,9 @@ def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
 def packed_need_bytes(groups: KVGroups, max_model_len: int, batched_tokens: int, inflight: int) -> int:
     """What vLLM 0.33's start-up check asks of the pool for one request of a packed layout: a block id for each of the
     request's blocks plus the null block (kv_cache_planning.py `get_kv_cache_configs`: check_memory = available -
-    one block, against `_max_memory_usage_bytes_from_groups` = bytes per block x blocks); 0.22-0.26's layer-tuple
+    one block, against `_max_memory_usage_bytes_from_groups` = bytes per block x blocks); 0.20.1-0.26's layer-tuple
     layouts: `tuple_need_bytes`."""
-    if groups.layout:   # 0.22-0.26 check the bytes of the groups' blocks alone (`tuple_need_bytes`)
+    if groups.layout:   # 0.20.1-0.26 check the bytes of the groups' blocks alone (`tuple_need_bytes`)
         return tuple_need_bytes(groups, group_blocks(groups, max_model_len, batched_tokens, inflight))
     per_request = pool_capacity(groups, 0, max_model_len, batched_tokens, inflight=inflight).blocks_per_request
     return groups.bytes_per_block * (per_request + 1)
