@@ -118,7 +118,10 @@ def test_pro_plans_over_two_stages():
 
 @pytest.mark.parametrize("settings, words", [
     ({"engine_version": "0.19.1"}, "has no DeepSeek-V4"),             # DeepseekV4ForCausalLM joined in 0.20.0
-    ({"engine_version": "0.31.0"}, "grouping of 0.32 and 0.33 only"),  # 0.31 packs otherwise, 0.25 pads
+    ({"engine_version": "0.30.0"}, "groupings of 0.20.1-0.26 and 0.31-0.33 only"),  # 0.27-0.30 group otherwise
+    ({"engine_version": "0.20.0"}, "0.20.0 not read"),               # the release it joined, not read
+    ({"engine_version": "0.25.0"}, "pass --kv-cache-dtype fp8"),     # 0.23-0.26 'auto': a bf16 row, not read
+    ({"engine_version": "0.22.0", "kv_dtype": "fp8", "num_gpus": None, "tp": 4, "pp": 2}, "without pipeline"),
     ({"gpu": "A100-80GB"}, "FlashMLA path"),                          # FlashMLA sparse needs SM 9.0+
     ({"block_size": 64}, "256-token blocks"),                         # kernels take [256]
     ({"speculative": {"method": "mtp", "num_speculative_tokens": 1}}, "MTP drafter"),

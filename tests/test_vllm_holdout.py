@@ -163,7 +163,9 @@ def test_holdout_kv_accounting_is_exact_within_print_rounding():
         "issue-vllm-21348/qwen3-235b-a22b-fp8-h100x4-tp4-lmcache"]   # an LMCache connector (MISSES)
     newer = [r for r in results if vllm_holdout.newer(r)]
     tokens = [r for r in newer if r.get("tokens")]
-    assert len(tokens) == 42 and statistics.median(abs(r["tokens"][2]) for r in tokens) < 0.05
+    # 44 rows: the two DeepSeek-V4-Flash logs (0.23.0 on H200 NVLs, 0731 at 0.31.1rc1 on H100s) are within print
+    # rounding in packed layouts of their own (tests/test_vllm_dsv4_logs.py)
+    assert len(tokens) == 44 and statistics.median(abs(r["tokens"][2]) for r in tokens) < 0.05
     assert max(abs(r["tokens"][2]) for r in tokens) < 3.5
     # over print rounding (a two-decimal GiB figure of a 3 GiB pool: 0.17 %), each miss is explained from its log,
     # or is MiniMax M2.7's pool read from the author's prose ("23.25 GiB KV cache is needed"), 0.9 %

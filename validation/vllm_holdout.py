@@ -36,6 +36,7 @@ from kvplan.dtypes import resolve_dtype  # noqa: E402
 from kvplan.errors import KVPlanError  # noqa: E402
 from kvplan.planning.engines import spec_decode  # noqa: E402
 from kvplan.planning.engines.vllm import VLLM_BLOCK_SIZES  # noqa: E402
+from kvplan.planning.engines.vllm_dsv4 import dsv4_layout, is_dsv4  # noqa: E402
 from kvplan.planning.engines.vllm_extras import GRAPHS_CAPTURED, stage_specs  # noqa: E402
 from kvplan.planning.engines.vllm_kv import kv_groups, pool_capacity  # noqa: E402
 from kvplan.planning.engines.vllm_mm import UNSIZED  # noqa: E402
@@ -152,11 +153,18 @@ MODELS = {
     "8B bf16 Llama-3.1-class model (not named; 15.0 GiB, 128 KiB per token, max model len 131072)": (
         "meta-llama/Llama-3.1-8B", None, "the only bundled config with those figures: 32 layers x 8 KV heads x "
         "128 x 2 x 2 B = 128 KiB per token, 14.99 GiB of bf16 weights, 131,072 positions"),
+    "deepseek-ai/DeepSeek-V4-Flash": ("deepseek-ai/DeepSeek-V4-Flash", None, ""),
+    "deepseek-ai/DeepSeek-V4-Flash-0731": (
+        "deepseek-ai/DeepSeek-V4-Flash", None, "the preview's config for the KV layers: the same compress_ratios, "
+        "window and layer count for the 43 layers (vllm#51041), and three 0731 logs' KV figures reproduce to the "
+        "token with the preview's caches (tests/test_vllm_dsv4_logs.py)"),
 }
 
 # Mapped ids whose checkpoint kvplan cannot price (AWQ, AutoRound, NVFP4 or a model's extra towers), so the
 # config stands for the KV layers alone: no weights check and no whole-budget check.
 KV_ONLY = {
+    "deepseek-ai/DeepSeek-V4-Flash-0731": "the 0731 checkpoint (its DSpark drafter layers; 156 GB on disk), not "
+                                          "the bundled preview's",
     "Intel/Qwen2.5-Omni-7B-int4-AutoRound": "int4 AutoRound thinker plus the audio and vision towers",
     "Qwen3.6-27B AutoRound INT4 (local ~/.cache/huggingface/qwen3.6-27b-autoround-int4)": "int4 AutoRound",
     "Qwen3.6-27B AutoRound INT4": "int4 AutoRound",
@@ -196,6 +204,10 @@ GPUS = {
                                  "so the API server's default max_num_batched_tokens is 2,048, not an H100's 8,192"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
+    "deepseek-v4-flash-2xh200nvl": ("H200", "H200 NVL: the SXM card's 141 GB of HBM3e (nvidia-smi prints 143,771 MiB "
+                                    "for both), the catalog's runtime total; NVLink bridges, no NVSwitch, so NCCL "
+                                    "allocates no NVLS buffers, which the catalog's H200 assumes: planned with "
+                                    "nvls=False the tokens are +2.63 %, against -2.25 % as planned"),
 }
 # Rows from platforms kvplan does not plan the budget of: their KV arithmetic is checked, their budget is not.
 PLATFORMS = {
@@ -623,7 +635,8 @@ def check_row(row: dict) -> dict:
         specs = stage_specs(model, layers, tp, kv, act, parse_version(version), drafted,
                             settings.get("enable_prefix_caching"), gpu)   # as the plan sizes them
         rules = p.kv_rules
-        cap = pool_capacity(kv_groups(specs, p.block_size), pool_bytes, p.max_model_len, p.max_num_batched_tokens,
+        groups = kv_groups(specs, p.block_size, dsv4_layout(parse_version(version)) if is_dsv4(model) else "")
+        cap = pool_capacity(groups, pool_bytes, p.max_model_len, p.max_num_batched_tokens,
                             inflight=rules.inflight, tokens_from_concurrency=rules.tokens_from_concurrency,
                             per_group=rules.per_group)
         for key, column, value in (("tokens", "gpu_kv_cache_tokens", cap.kv_cache_tokens),

@@ -9,7 +9,7 @@ from ...model.spec import ModelSpec
 
 # model_type prefix -> (what vLLM 0.33 does, what SGLang 0.5.23 has), each read from the engine's source
 UNREAD = {
-    # vLLM 0.33: planned (engines/vllm_dsv4.py), its refusals there
+    # vLLM 0.20.1-0.26 and 0.31-0.33: planned (engines/vllm_dsv4.py), its refusals there
     "deepseek_v4": (None, "SGLang 0.5.23 sizes DeepSeek-V4's compressed pools in sglang/srt/models/deepseek_v4.py"),
     "inkling": (
         "vLLM 0.33 keeps Inkling's four short-convolution states per layer beside its KV pages "

@@ -30,7 +30,7 @@ from .spec_decode import Speculative
 from .unread import refuse_unread
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
-from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, is_dsv4, packed_notes,
+from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, dsv4_layout, is_dsv4, packed_notes,
                         workspace_warning)
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
                       kv_groups, max_usage_bytes, packed_need_bytes, pool_capacity, project_packed,
@@ -40,7 +40,7 @@ from .vllm_mm import (TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_b
                       unsized_profile)
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
 from .vllm_profile import (LATEST, NVLS_GPUS, OLDEST, V1_ENGINE, ActivationModel, VllmSettings, activation_peak,
-                           batch_defaults, non_torch_bytes, pp_layer_split)
+                           batch_defaults, non_torch_bytes, parse_version, pp_layer_split)
 
 # vllm/config/cache.py `BlockSize`: the choices `vllm serve --block-size` accepts (256 was added later; hybrid
 # models' internal page sizes such as Qwen3-Next's 528 are vLLM's own choice, never this flag's).
@@ -58,7 +58,7 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
     refuse_unread(model, "vllm")
     if is_dsv4(model):   # before the generic checks, whose words would not name what kvplan leaves out
-        check_dsv4(model, version, device.compute_capability, kv.bits, block_size, speculative)
+        check_dsv4(model, version, device.compute_capability, kv.bits, block_size, speculative, pp)
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
@@ -154,7 +154,8 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
                 v for k, v in extra.items() if k != GRAPHS_CAPTURED)
         specs = stage_specs(model, layers, tp, kv, act, version, extras.speculative, caching, device)
         # packed (DeepSeek-V4): vLLM groups the whole model's layers, then cuts each group to the stage's
-        groups = (project_packed(kv_groups(all_specs, block), layers) if any(x.packed for x in specs)
+        groups = (project_packed(kv_groups(all_specs, block, dsv4_layout(version)), layers)
+                  if any(x.packed for x in specs)
                   else kv_groups(specs, block))
         cap = pool_capacity(groups, pool, s.max_model_len, s.max_num_batched_tokens, inflight=rules.inflight,
                             tokens_from_concurrency=rules.tokens_from_concurrency, per_group=rules.per_group)
@@ -317,7 +318,10 @@ def _default_block(model: ModelSpec, device: GPU) -> int:
     newer; and GPUs kvplan knows no SM version for). FlashMLA needs SM90: on Ampere / Ada vLLM runs Triton MLA
     with 16-token blocks (DeepSeek-V2-Lite on L4s: 807,792 tokens = 50,487 x 16, not a multiple of 64)."""
     if is_dsv4(model):
-        return DSV4_BLOCK   # the lcm of its backends' kernel blocks (platforms/interface.py, 0.33)
+        # the lcm of its backends' kernel blocks (platforms/interface.py, 0.33); 0.22-0.26: the first backend's
+        # preferred block, DeepseekSparseSWABackend.get_preferred_block_size 256 (sparse_swa.py; #51041's 0.26.0
+        # log: 'Setting kv cache block size to 256 for DEEPSEEK_SPARSE_SWA backend.')
+        return DSV4_BLOCK
     if not model.is_mla:
         return 16
     cc = device.compute_capability
@@ -472,7 +476,8 @@ def max_concurrency_at(p: Plan, context_len: int, model: ModelSpec) -> float:
                                                   int(resolve_dtype(p.dtype).bytes))
     if any(x.packed for x in specs):   # the whole model's groups, cut to the binding stage's layers, as planned
         whole = dsv4_layer_specs(model, range(model.num_layers))
-        groups = project_packed(kv_groups(whole, p.block_size), {x.layer for x in specs})
+        layout = dsv4_layout(parse_version(p.engine_version))
+        groups = project_packed(kv_groups(whole, p.block_size, layout), {x.layer for x in specs})
     else:
         groups = kv_groups(specs, p.block_size)
     rules = p.kv_rules or KVRules()

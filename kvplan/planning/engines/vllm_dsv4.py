@@ -18,9 +18,12 @@ specs go through (`vllm_kv.packed_groups`) is 0.33.0's and 0.32.0's: 0.32's kv_c
 `_get_packed_kv_cache_groups` differs from 0.33's kv_cache_planning.py only in tagging EAGLE groups;
 `_get_kv_cache_bytes_per_block`, `_approximate_gcd`, `get_max_concurrency_for_kv_cache_config`, the spec classes
 and the DeepSeek-V4 cache layers are the same source (its DeepseekV4SWACache lacks only the block stride alignment
-0.33 leaves at None). 0.29-0.31 change `_get_packed_kv_cache_groups` or `_get_kv_cache_bytes_per_block`, 0.26-0.28
-have no `_get_packed_kv_cache_groups`, 0.25 pads the windows' pages to the compressed ones
-(`group_and_unify_kv_cache_specs`): not read line by line, so refused."""
+0.33 leaves at None). 0.31.0 has 0.32.0's grouping, block price and start-up check for these caches (its
+`_get_kv_cache_bytes_per_block` differs only in GLM-5-Next's layout and in rounding to block stride alignments,
+None here; the cache layers are 0.32's source). 0.20.1-0.26 register the same caches but group them in layer
+tuples, padding the sliding pages to the compressed ones (`vllm_kv.tuple_groups`, DSV4_TUPLES below); 0.29-0.30
+change `_get_packed_kv_cache_groups` and the cache layers (no max_tp_shards) and 0.27-0.28 overlay unpadded groups:
+not read line by line, so refused."""
 
 from __future__ import annotations
 
@@ -29,10 +32,20 @@ import dataclasses
 from ...errors import WorkloadError
 from ...model.layers import CompressedAttentionSpec, SlidingWindowSpec
 from ...model.spec import ModelSpec
-from .vllm_kv import VllmLayerSpec
+from .vllm_kv import SLOTS, TUPLES, VllmLayerSpec, tuple_blocks_per_request
 
 DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
-DSV4_READ = ((0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
+DSV4_READ = ((0, 31), (0, 32), (0, 33))   # the releases whose KV grouping kvplan mirrors
+# 0.22-0.26: the same caches (0.22.0-0.26.0 models/deepseek_v4/attention.py, compressor.py, sparse_swa.py: one
+# 584 B fp8_ds_mla entry a token or a compressed token, 576 B alignment with fp8_ds_mla, blocks 64 / 4 / 8 / the
+# model's), grouped in layer tuples (vllm_kv.tuple_groups) with one block id costing TUPLES' or SLOTS' bytes.
+# 0.20.1 and 0.21.0 too: the same kv_cache_utils.py functions as 0.22.0 (their check's message says "models's"), the
+# same caches (model_executor/layers/deepseek_v4_attention.py, deepseek_compressor.py, sparse_swa.py); 0.20.0 not
+# read. 0.27-0.28 overlay the groups (0.27.1 `_get_packed_kv_cache_layout`, unpadded pages), 0.29-0.30 group
+# otherwise: refused.
+DSV4_TUPLES = {(0, 20): TUPLES, (0, 21): TUPLES, (0, 22): TUPLES, (0, 23): SLOTS, (0, 24): SLOTS, (0, 25): SLOTS,
+               (0, 26): SLOTS}
+TUPLES_FROM = (0, 20, 1)   # 0.20.0, the release DeepSeek-V4 joined, not read
 ENTRY_BYTES = 584        # fp8_ds_mla entry of a 512-wide head (448 + 64 x 2 + 8), attention.py / sparse_swa.py
 PAGE_ALIGNMENT = 576     # `alignment=576 if uses_fp8_ds_mla_layout`
 SWA_BLOCK = 64           # DeepseekV4SWACache(block_size=64)
@@ -45,16 +58,29 @@ def is_dsv4(model: ModelSpec) -> bool:
     return model.model_type.startswith("deepseek_v4")
 
 
+def dsv4_layout(version: tuple[int, int, int]) -> str:
+    """The packed layout of the release: "" for 0.31-0.33 (`vllm_kv.packed_groups`), else TUPLES / SLOTS."""
+    return DSV4_TUPLES.get(version[:2], "")
+
+
 def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_bits: int, block: int | None,
-               speculative) -> None:
+               speculative, pp: int = 1) -> None:
     """Refuse, in one line, what kvplan cannot size exactly for DeepSeek-V4 on vLLM."""
     if version[:2] < DSV4_FROM:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
                             "in 0.20.0): pick vLLM 0.33")
-    if version[:2] not in DSV4_READ:
-        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the grouping of 0.32 and 0.33 only (0.25-0.31 "
-                            f"group its pages otherwise; 0.20-0.24 not read), not {'.'.join(map(str, version))}: pick --engine-version "
-                            "0.33.0, or --engine hf")
+    if (version[:2] not in DSV4_READ and version[:2] not in DSV4_TUPLES) or version[:3] < TUPLES_FROM:
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM cache from the groupings of 0.20.1-0.26 and 0.31-0.33 "
+                            f"only (0.27-0.30 group its pages otherwise; 0.20.0 not read), not "
+                            f"{'.'.join(map(str, version))}: pick --engine-version 0.33.0, or --engine hf")
+    if dsv4_layout(version) and kv_bits != 8:
+        # 0.20.1-0.22.0 assert an fp8 cache (attention.py: 'DeepseekV4 only supports fp8 kv-cache format'); 0.23-0.26
+        # give 'auto' a plain bf16 row (`_resolve_dsv4_kv_cache_dtype`) whose pages kvplan has not read
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4 on vLLM {'.'.join(map(str, version[:2]))} with an fp8 cache "
+                            "(fp8_ds_mla) only: pass --kv-cache-dtype fp8")
+    if dsv4_layout(version) and pp > 1:   # a stage's share of the layer tuples is not read
+        raise WorkloadError(f"kvplan plans DeepSeek-V4 on vLLM {'.'.join(map(str, version[:2]))} without pipeline "
+                            "parallelism only: use --pp 1, or --engine-version 0.33.0")
     if capability is None or capability[0] not in (9, 10):
         # SM 12.x defaults to FLASHINFER_MLA_SPARSE_DSV4 (nvidia/model.py `_select_dsv4_attn_cls`): plain rows,
         # 512 B alignment, not read; below SM 9.0 FlashMLA does not run
@@ -135,11 +161,16 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
                 else "compressed entries + indexer keys")
         parts.append(f"{what}: {len(here)} layers, {tokens}-token blocks of {page:,} B ({page // tokens:,} B a "
                      f"token), {need:,} blocks a request")
-    return [f"DeepSeek-V4 on vLLM 0.32-0.33: {len(groups.groups)} KV-cache groups packed side by side in one block "
-            f"id of {groups.bytes_per_block:,} B (the widest group{'' if groups.held is None else ' on this stage'}; "
+    priced = {TUPLES: "0.20.1-0.22: the compressed group's pages x the most layer tuples",
+              SLOTS: "0.23-0.26: each page size x the most layers of it in a group"}.get(
+        groups.layout, f"the widest group{'' if groups.held is None else ' on this stage'}")
+    return [f"DeepSeek-V4 on vLLM {'0.20.1-0.26' if groups.layout else '0.31-0.33'}: {len(groups.groups)} KV-cache "
+            f"groups packed side by side in one block id of {groups.bytes_per_block:,} B ({priced}; "
             "block-outermost layout): " + "; ".join(parts)
             + f"; a {max_model_len:,}-token request takes {' + '.join(f'{b:,}' for b in blocks)} = {sum(blocks):,} "
-            "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)",
+            "blocks (each sliding cache holds its window plus the tokens in flight, capped at max_model_len)"
+            + (f", which the concurrency counts as {tuple_blocks_per_request(groups, blocks):,} (each group's blocks "
+               "x its pages over the first group's pages)" if groups.layout else ""),
             "every DeepSeek-V4 cache is one KV head that vLLM replicates on each TP rank (max_tp_shards=1), in "
             "DeepSeek's fp8_ds_mla layout whatever --kv-cache-dtype says ('auto' becomes fp8: attention.py "
             "`_resolve_dsv4_kv_cache_dtype`)"]

@@ -54,7 +54,8 @@ class VllmLayerSpec:
         # AttentionSpec.page_size_bytes (0.33.0): heads x block // tokens_per_state x entry bytes, padded. A
         # DeepSeek-V4 HCA layer's compressed entries at block 256: 256 // 128 x 584 = 1,168 B -> 3 x 576 = 1,728
         raw = self.block_tokens(block_size) // self.tokens_per_state * self.bytes_per_token
-        return cdiv(raw, self.alignment) * self.alignment if self.alignment else raw
+        aligned = cdiv(raw, self.alignment) * self.alignment if self.alignment else raw
+        return max(aligned, self.padded_bytes)   # DeepSeek-V4 on 0.20.1-0.26: a state padded to a compressed page
 
 
 def rank_layer_specs(model: ModelSpec, layer_ids: range, tp: int, kv_bytes: float, act_bytes: int,
@@ -227,10 +228,13 @@ class KVGroups:
     padding_layers: int
     packed: bool = False  # block-outermost packing (`packed_groups`): groups of unequal sizes side by side
     held: frozenset | None = None   # packed, under PP: the model layers this stage holds (None: all)
+    layout: str = ""   # packed: "" 0.31-0.33, TUPLES / SLOTS the layer-tuple layouts of 0.20.1-0.22 / 0.23-0.26
 
     @property
     def bytes_per_block(self) -> int:
         """Bytes one block id costs across all the layers that share it."""
+        if self.layout:
+            return tuple_block_bytes(self)
         if self.packed:  # the widest group's pages (kv_cache_planning.py `_get_kv_cache_bytes_per_block`, 0.33.0)
             return max(sum(x.page_bytes(self.block_size) for x in group if self.held is None or x.layer in self.held)
                        for group in self.groups)
@@ -284,11 +288,12 @@ def unify_page_sizes(specs: list[VllmLayerSpec], block_size: int) -> list[VllmLa
             if x.kind != "mamba" and x.bytes_per_token and top % x.page_bytes(block_size) == 0 else x for x in specs]
 
 
-def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
+def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> KVGroups:
     """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size. A Mamba
     page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
-    Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page."""
+    Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page. `layout`: DeepSeek-V4's
+    packed groups as 0.31-0.33 form them (""), or 0.20.1-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
     if not specs:
         # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
         # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
@@ -296,7 +301,7 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
         raise WorkloadError("a pipeline stage would hold only layers that reuse other stages' KV caches (KV "
                             "sharing), which kvplan does not plan: use fewer pipeline stages")
     if any(x.packed for x in specs):
-        return packed_groups(specs, block_size)
+        return tuple_groups(specs, block_size, layout) if layout else packed_groups(specs, block_size)
     attention = max((x.page_bytes(block_size) for x in specs if x.kind != "mamba"), default=0)
     if attention:
         specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
@@ -375,6 +380,91 @@ def packed_groups(specs: list[VllmLayerSpec], block_size: int) -> KVGroups:
     return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=0, packed=True)
 
 
+TUPLES, SLOTS = "tuples", "slots"   # DeepSeek-V4's block of 0.22 (and 0.20.1-0.21) / of 0.23-0.26
+
+
+def _page_counts(layers, block_size: int) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for x in layers:
+        counts[x.page_bytes(block_size)] = counts.get(x.page_bytes(block_size), 0) + 1
+    return counts
+
+
+def _tuples(layers, block_size: int) -> int:
+    """`UniformTypeKVCacheSpecs.get_num_layer_tuples` (v1/kv_cache_interface.py, 0.22.0): the layers of the commonest
+    page size in a group."""
+    return max(_page_counts(layers, block_size).values())
+
+
+def tuple_groups(specs: list[VllmLayerSpec], block_size: int, layout: str) -> KVGroups:
+    """`group_and_unify_kv_cache_specs` and `_get_kv_cache_groups_uniform_groups` (v1/core/kv_cache_utils.py 0.22.0,
+    the same source through 0.26.0): every compressed (MLA) cache in one group; the sliding caches bucketed by block
+    and window, each layer's page padded up to the nearest compressed page (`page_size_padded`), then split into
+    cdiv(layers per page size, d) groups round-robin, d = `_approximate_gcd` of the buckets' layer tuples from the
+    compressed group's. DeepSeek-V4-Flash: [21, 43, 21, 20] from 21 -> 22; the CSA and HCA states' 32,832 B pages
+    become 37,440 B, the indexer states' 8,640 B stay; 5 groups of 62, 22, 21, 42 and 20 layers."""
+    full = [x for x in specs if x.kind == "mla"]
+    pages = sorted({x.page_bytes(block_size) for x in full})
+    buckets: dict[tuple, list[VllmLayerSpec]] = {}
+    for x in specs:
+        if x.kind == "sliding":
+            buckets.setdefault((x.block_tokens(block_size), x.window), []).append(x)
+    d = approximate_gcd([_tuples(full, block_size)] + [_tuples(b, block_size) for b in buckets.values()],
+                        _tuples(full, block_size))
+    groups = [tuple(full)]
+    for layers in buckets.values():
+        by_page: dict[int, list[VllmLayerSpec]] = {}
+        for x in layers:
+            page = x.page_bytes(block_size)
+            fit = min((p for p in pages if p >= page), default=None)
+            if fit is None:   # vLLM asserts max(sliding pages) <= max(compressed pages)
+                raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.20.1-0.26 (a sliding "
+                                    "cache larger than every compressed page): plan it with --engine-version 0.33.0")
+            by_page.setdefault(fit, []).append(dataclasses.replace(x, padded_bytes=fit))
+        if len({len(v) for v in by_page.values()}) != 1:   # vLLM asserts as many layers of each page size
+            raise WorkloadError("kvplan does not plan this DeepSeek-V4 layout on vLLM 0.20.1-0.26 (unequal sliding "
+                                "page counts): plan it with --engine-version 0.33.0")
+        pattern = list(zip(*by_page.values()))
+        count = cdiv(len(pattern), d)
+        groups += [tuple(x for repeat in pattern[i::count] for x in repeat) for i in range(count)]
+    return KVGroups(block_size, tuple(groups), uniform=False, padding_layers=0, packed=True, layout=layout)
+
+
+def tuple_block_bytes(groups: KVGroups) -> int:
+    """Bytes one block id costs in the layer-tuple layouts. TUPLES (0.22.0 `_get_kv_cache_config_deepseek_v4`,
+    0.20.1 and 0.21.0 alike): the compressed group's distinct pages x the most tuples of any group, Flash (37,440 +
+    1,728 + 8,640) x 22 = 1,051,776 B. SLOTS (0.23.0-0.26.0 `_get_kv_cache_config_packed`): each page size x the
+    most layers of it in one group, Flash 22 x 37,440 + 20 x 1,728 + 21 x 8,640 = 1,039,680 B."""
+    if groups.layout == TUPLES:
+        return _tuple_bytes(groups)
+    slots: dict[int, int] = {}
+    for group in groups.groups:
+        for page, n in _page_counts(group, groups.block_size).items():
+            slots[page] = max(slots.get(page, 0), n)
+    return sum(page * n for page, n in slots.items())
+
+
+def _tuple_bytes(groups: KVGroups) -> int:
+    bs = groups.block_size
+    return sum({x.page_bytes(bs) for x in groups.groups[0]}) * max(_tuples(g, bs) for g in groups.groups)
+
+
+def tuple_need_bytes(groups: KVGroups, blocks: list[int]) -> int:
+    """`_max_memory_usage_bytes_from_groups` (0.22.0-0.26.0, both layouts): each group's blocks x the most tuples x
+    the compressed group's distinct pages, summed; no null block held back. Flash at 30,000 tokens, 16,384 batched:
+    (2 x 259 + 118 + 4,099 + 2,065) x 22 x 47,808 = 6,800 x 1,051,776 = 7,152,076,800 B (6.66 GiB)."""
+    return _tuple_bytes(groups) * sum(blocks)
+
+
+def tuple_blocks_per_request(groups: KVGroups, blocks: list[int]) -> int:
+    """`get_max_concurrency_for_kv_cache_config` (0.22.0-0.26.0): cdiv(L x sum of each group's blocks x its pages,
+    L x the first group's pages), L the longest group; L cancels. Flash at 912,128 tokens, 8,192 batched:
+    cdiv(3,563 x 1,002,240 + 131 x (823,680 + 786,240) + 2,051 x 967,680 + 1,041 x 748,800, 1,002,240)."""
+    bs = groups.block_size
+    spent = sum(n * sum(x.page_bytes(bs) for x in g) for n, g in zip(blocks, groups.groups))
+    return cdiv(spent, sum(x.page_bytes(bs) for x in groups.groups[0]))
+
+
 def project_packed(groups: KVGroups, layers) -> KVGroups:
     """`_project_kv_cache_groups_to_worker` (v1/core/kv_cache_planning.py, 0.33.0): the whole model's groups (vLLM
     groups the layers of every stage at once, `get_global_kv_cache_groups`), each cut to the layers this stage holds.
@@ -413,7 +503,8 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
     (`get_kv_cache_capacity` from 0.24; `tokens_from_concurrency`), which for a hybrid model counts requests, not
     blocks. The blocks a request needs: through 0.26 one rounding over the groups' summed usage
     (`get_max_concurrency_for_kv_cache_config`: cdiv(layers x sum of usage, layers x page)); from 0.27 (`per_group`)
-    each group rounded on its own (0.33 kv_cache_utils.py:1061-1094: sum of cdiv(usage, page))."""
+    each group rounded on its own (0.33 kv_cache_utils.py:1061-1094: sum of cdiv(usage, page)); DeepSeek-V4's
+    layer-tuple layouts (0.20.1-0.26) by `tuple_blocks_per_request`."""
     bs = groups.block_size
     per_block = groups.bytes_per_block
     num_blocks = max(0, pool_bytes) // per_block if per_block else 0
@@ -421,8 +512,8 @@ def pool_capacity(groups: KVGroups, pool_bytes: int, max_model_len: int, batched
         # get_max_concurrency_for_kv_cache_config (v1/core/kv_cache_utils.py, 0.33.0): each group's
         # UniformTypeKVCacheSpecs takes max over its layers of cdiv(usage, page) blocks, summed over the groups
         tokens = num_blocks * bs
-        per_request = sum(max(cdiv(max_usage_bytes(x, bs, max_model_len, batched_tokens, inflight),
-                                   x.page_bytes(bs)) for x in g) for g in groups.groups)
+        blocks = group_blocks(groups, max_model_len, batched_tokens, inflight)
+        per_request = tuple_blocks_per_request(groups, blocks) if groups.layout else sum(blocks)
     elif groups.uniform:
         tokens = num_blocks * bs
         per_request = cdiv(max_model_len, bs)
@@ -452,7 +543,18 @@ def bytes_per_token(specs: list[VllmLayerSpec]) -> int:
 def packed_need_bytes(groups: KVGroups, max_model_len: int, batched_tokens: int, inflight: int) -> int:
     """What vLLM 0.33's start-up check asks of the pool for one request of a packed layout: a block id for each of the
     request's blocks plus the null block (kv_cache_planning.py `get_kv_cache_configs`: check_memory = available -
-    one block, against `_max_memory_usage_bytes_from_groups` = bytes per block x blocks)."""
+    one block, against `_max_memory_usage_bytes_from_groups` = bytes per block x blocks); 0.20.1-0.26's layer-tuple
+    layouts: `tuple_need_bytes`."""
+    if groups.layout:   # 0.20.1-0.26 check the bytes of the groups' blocks alone (`tuple_need_bytes`)
+        return tuple_need_bytes(groups, group_blocks(groups, max_model_len, batched_tokens, inflight))
     per_request = pool_capacity(groups, 0, max_model_len, batched_tokens, inflight=inflight).blocks_per_request
     return groups.bytes_per_block * (per_request + 1)
+
+
+def group_blocks(groups: KVGroups, max_model_len: int, batched_tokens: int, inflight: int) -> list[int]:
+    """The blocks one request takes in each packed group: the max over its layers of cdiv(usage, page)
+    (`UniformTypeKVCacheSpecs.max_memory_usage_bytes`, 0.22.0 and 0.33.0)."""
+    bs = groups.block_size
+    return [max(cdiv(max_usage_bytes(x, bs, max_model_len, batched_tokens, inflight), x.page_bytes(bs)) for x in g)
+            for g in groups.groups]
 
