@@ -58,6 +58,9 @@ def test_component_of(name, num_layers, expected):
 @pytest.mark.parametrize("name, shape, hidden, expected", [
     ("model.layers.0.mlp.gate.weight", (128, 2048), 2048, True),            # an MoE router: whole on every rank
     ("model.layers.0.self_attn.q_a_proj.weight", (1536, 7168), 7168, True),  # MLA down-projection
+    # MLA's q_a_layernorm [1,536]: neither the hidden size nor one head's, an RMSNorm whole on every rank (vLLM
+    # 0.33 deepseek_v2.py:1082)
+    ("model.layers.0.self_attn.q_a_layernorm.weight", (1536,), 7168, True),
     ("model.layers.0.input_layernorm.weight", (2048,), 2048, True),          # a norm over the hidden size
     ("model.layers.0.self_attn.q_norm.weight", (128,), 2048, True),          # Qwen3's q_norm over one head
     ("model.layers.0.self_attn.q_norm.weight", (512,), 2048, True),          # 512: the one-head bound, inclusive
@@ -80,10 +83,13 @@ def test_summarise_sums_by_kind():
         ("model.layers.0.self_attn.k_proj.weight_scale", "F32", (4,), 16),
         ("model.layers.0.mlp.experts.0.up_proj.weight", "BF16", (4, 4), 32),
     ], num_layers=1, hidden=4)
-    assert rows == (   # sorted by their key: expert False before True
-        WeightRow("language_model", 0, False, "BF16", True, tensors=2, bytes=64, expert=False, attention=True),
+    assert rows == (   # sorted by their key: expert False before True, then k_proj's (kv) after q_proj's
+        WeightRow("language_model", 0, False, "BF16", True, tensors=1, bytes=32, expert=False, attention=True),
+        WeightRow("language_model", 0, False, "BF16", True, tensors=1, bytes=32, expert=False, attention=True,
+                  kv=True),
         WeightRow("language_model", 0, False, "BF16", True, tensors=1, bytes=32, expert=True, attention=False),
-        WeightRow("language_model", 0, False, "F32", False, tensors=1, bytes=16, expert=False, attention=True),
+        WeightRow("language_model", 0, False, "F32", False, tensors=1, bytes=16, expert=False, attention=True,
+                  kv=True),
     )
 
 

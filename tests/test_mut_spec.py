@@ -57,16 +57,17 @@ def _fp8(rows: int, cols: int) -> int:
 
 
 # whole on every rank (deepseek_mtp.py: mtp_block is a DeepseekV2DecoderLayer whose q_a / kv_a projections and
-# MoE gate are ReplicatedLinear; eh_proj an nn.Linear [H, 2H], unquantized in the fp8 checkpoint; the norms)
+# MoE gate are ReplicatedLinear, and q_a_layernorm / kv_a_layernorm plain RMSNorms, deepseek_v2.py:1082/1098;
+# eh_proj an nn.Linear [H, 2H], unquantized in the fp8 checkpoint; the norms)
 WHOLE = (_fp8(QL, HID)                                  # q_a_proj          11,012,736
          + _fp8(KVL + ROPE, HID)                         # kv_a_proj_with_mqa 4,129,888
+         + (QL + KVL) * 2                                # q_a_layernorm, kv_a_layernorm: 4,096
          + EXPERTS * HID * 4                             # gate (router), float32  7,340,032
          + 2 * HID * 2                                   # input / post-attention layernorms
          + 3 * HID * 2                                   # enorm, hnorm, shared_head.norm
          + 2 * HID * HID * 2)                            # eh_proj          205,520,896
-# over TP: q_b, kv_b, o and the shared expert; q_a_layernorm and kv_a_layernorm are priced as attention, split
-# over TP as the target's own layers are (weights/rule.py), 3,584 B under vLLM's whole norms on TP 8
-SPLIT = (_fp8(HEADS * (NOPE + ROPE), QL) + QL * 2 + _fp8(HEADS * (NOPE + VDIM), KVL) + KVL * 2
+# over TP: q_b, kv_b, o and the shared expert
+SPLIT = (_fp8(HEADS * (NOPE + ROPE), QL) + _fp8(HEADS * (NOPE + VDIM), KVL)
          + _fp8(HID, HEADS * VDIM) + 2 * _fp8(MOE_I, HID) + _fp8(HID, MOE_I))
 ROUTED = EXPERTS * (2 * _fp8(MOE_I, HID) + _fp8(HID, MOE_I))     # 11,277,041,664: over the MoE ranks
 MTP_NOTE = ("{} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms whole on every rank; "
@@ -74,17 +75,18 @@ MTP_NOTE = ("{} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] a
 
 
 @pytest.mark.parametrize("tp, moe_ranks, expected", [
-    (8, 8, WHOLE + SPLIT // 8 + ROUTED // 8),        # 1,664,713,376: TP 8, experts over TP
-    (8, 16, WHOLE + SPLIT // 8 + ROUTED // 16),      # 959,898,272: TP 8 x DP 2 with expert parallelism
+    (8, 8, WHOLE + SPLIT // 8 + ROUTED // 8),        # 1,664,716,960: TP 8, experts over TP
+    (8, 16, WHOLE + SPLIT // 8 + ROUTED // 16),      # 959,901,856: TP 8 x DP 2 with expert parallelism
     (1, 1, WHOLE + SPLIT + ROUTED),                  # 11,721,180,384: one GPU holds it all
 ])
 def test_deepseek_v3_mtp_layer_per_rank(tp, moe_ranks, expected):
     shape = load_model(DSV3).require_arch()
-    # whole: 11,012,736 + 4,129,888 + 7,340,032 + 28,672 + 43,008 + 205,520,896; every share divides (no rounding)
-    assert (WHOLE, SPLIT % 8, ROUTED % 16) == (228_075_232, 0, 0)
+    # whole: 11,012,736 + 4,129,888 + 4,096 + 7,340,032 + 28,672 + 43,008 + 205,520,896; every share divides
+    assert (WHOLE, SPLIT % 8, ROUTED % 16) == (228_079_328, 0, 0)
+    assert expected in (1_664_716_960, 959_901_856, 11_721_180_384)
     total, how = _mtp_bytes(shape, BF16, tp, moe_ranks)
     assert (total, how) == (expected, MTP_NOTE.format(1))
-    assert type(total) is int                        # `*_bytes` ints: a float would print 1664713376.0 in --json
+    assert type(total) is int                        # `*_bytes` ints: a float would print 1664716960.0 in --json
 
 
 def test_two_mtp_layers_cost_twice_one(tmp_path):
@@ -174,26 +176,43 @@ def _eagle3_head(tmp_path: Path, **dims):
     return load_model(str(folder))
 
 
-def test_eagle3_shares_round_up_to_whole_bytes(tmp_path):
-    # a head of 5 query heads and 1 KV head of 128 over hidden 640 (MLP 1,280), draft vocabulary 1,001, on TP 3:
-    # no share divides, and a rank holds the ceiling of each (a fraction of a byte is a whole byte on the card)
-    h, tp = 640, 3
-    head = _eagle3_head(tmp_path, hidden_size=h, num_attention_heads=5, num_key_value_heads=1, head_dim=128,
+def test_eagle3_head_replicates_its_kv_head_and_pads_its_vocabulary(tmp_path):
+    # a head of 4 query heads and 1 KV head of 128 over hidden 640 (MLP 1,280), draft vocabulary 1,001, on TP 2.
+    # The KV head is whole on both ranks (QKVParallelLinear: num_kv_head_replicas = TP / kv_heads = 2), in the
+    # layer's k / v and in the second H the q/k/v read; the lm_head pads 1,001 rows to 1,024 (a multiple of 64,
+    # vocab_parallel_embedding.py pad_vocab_size) and holds 512 a rank
+    h, tp = 640, 2
+    head = _eagle3_head(tmp_path, hidden_size=h, num_attention_heads=4, num_key_value_heads=1, head_dim=128,
                         intermediate_size=1280, draft_vocab_size=1001)
-    layer = (ceil(640 * 640 * 2 / tp) * 2 + ceil(128 * 640 * 2 / tp) * 2     # q and o; k and v
-             + ceil(640 * 1280 * 2 / tp) * 3 + 2 * h * 2)                      # gate, up, down; the two norms
-    wider = ceil((5 + 2) * 128 * h / tp) * 2              # 573,440 / 3 = 191,146.67 elements: 382,294 B
-    lm_head = ceil(1001 * h / tp) * 2                     # 640,640 / 3 = 213,546.67 elements: 427,094 B
-    total, _ = draft_weight_bytes(load_model(LLAMA), Speculative("eagle3", 1, head), BF16, tp, tp)
-    assert (wider, lm_head) == (382_294, 427_094)
-    assert total == layer + 3 * h * h * 2 + wider + lm_head + 1001 * 8 + 2 * h * 2
+    layer = (2 * 512 * 640 * 2 // tp                       # q [512, 640] and o [640, 512] over TP: 655,360 B
+             + 2 * 128 * 640 * 2                           # k and v, one whole KV head each: 327,680 B
+             + 3 * 640 * 1280 * 2 // tp + 2 * h * 2)       # gate, up, down: 2,457,600 B; the two norms 2,560 B
+    wider = (512 // tp + 2 * 128) * h * 2                 # 256 q rows + the whole k and v rows: 655,360 B
+    lm_head = 1024 // tp * h * 2                          # 512 of the 1,024 padded rows: 655,360 B
+    total, how = draft_weight_bytes(load_model(LLAMA), Speculative("eagle3", 1, head), BF16, tp, tp)
+    assert (layer, wider, lm_head) == (3_443_200, 655_360, 655_360)
+    assert total == layer + 3 * h * h * 2 + wider + lm_head + 1001 * 8 + 2 * h * 2 == 7_222_088
+    assert "q/k/v over 2 x hidden 655,360 B + lm_head 1,001 x 640 / TP 655,360 B" in how
+    # without an engine's padding (rule ""), the head is ceil(1,001 x 640 x 2 / 2) = 640,640 B
+    assert draft_weight_bytes(load_model(LLAMA), Speculative("eagle3", 1, head), BF16, tp, tp, "")[0] == \
+        total - lm_head + 640_640
 
 
-def test_eagle_one_head_has_a_2h_fc():
-    # EAGLE-1 (vLLM 0.33 llama_eagle.py): fc = ReplicatedLinear(2H -> H): 2 x 4,096 x 4,096 x 2 B = 67,108,864 B
+def test_eagle_one_head_has_a_2h_fc_and_no_first_input_norm():
+    # EAGLE-1 (vLLM 0.33 llama_eagle.py): fc = ReplicatedLinear(2H -> H): 2 x 4,096 x 4,096 x 2 B = 67,108,864 B,
+    # and layer 0's input_layernorm an nn.Identity: 4,096 x 2 B = 8,192 B fewer than the config's layer
     total, how = draft_weight_bytes(load_model(LLAMA), Speculative("eagle", 3, load_model(HEAD)), BF16, TP, TP)
-    assert (total, how) == (LAYER + 2 * H * H * 2, f"{HEAD}: 1 layer(s) 218,120,192 B + fc 67,108,864 B (whole on "
-                                                    "every rank); embed_tokens shared with the target")
+    assert (total, how) == (LAYER + 2 * H * H * 2 - H * 2,
+                            f"{HEAD}: 1 layer(s) 218,120,192 B + fc 67,108,864 B (whole on every rank) - layer 0's "
+                            "input_layernorm 8,192 B (an nn.Identity in vLLM's EAGLE-1); embed_tokens shared with "
+                            "the target")
+    assert total == 285_220_864                           # 218,120,192 + 67,108,864 - 8,192
+    # vLLM 0.8.3's V0 eagle.py keeps the norm ("but we do as HF implementation also does"); 0.8.4's llama_eagle.py
+    # drops it
+    assert draft_weight_bytes(load_model(LLAMA), Speculative("eagle", 3, load_model(HEAD)), BF16, TP, TP,
+                              version=(0, 8, 3))[0] == total + 8_192
+    assert draft_weight_bytes(load_model(LLAMA), Speculative("eagle", 3, load_model(HEAD)), BF16, TP, TP,
+                              version=(0, 8, 4))[0] == total
 
 
 def test_a_draft_model_holds_all_its_weights():

@@ -174,9 +174,10 @@ def test_expert_parallel_divides_the_experts_over_tp_x_dp():
     shape = load_model("deepseek-ai/DeepSeek-V3").require_arch()
     whole = stage_weight_bytes(shape, shape.dtype, 1, range(61), True, True, moe_ranks=10**9)   # ~0 experts
     rank = stage_weight_bytes(shape, shape.dtype, 8, range(61), True, True, moe_ranks=10**9)
-    # what TP 8 splits of the rest, less q_a / kv_a and the routers, which every TP rank holds whole: 14.62 GiB,
-    # not 7/8 of the rest (15.72 GiB)
-    assert dep8.weights_bytes - tp8.weights_bytes == whole - rank == 15_700_835_136
+    # what TP 8 splits of the rest, less q_a / kv_a, their norms and the routers, which every TP rank holds whole:
+    # 14.62 GiB, not 7/8 of the rest (15.72 GiB); q_a_layernorm [1,536] and kv_a_layernorm [512] whole are
+    # 61 x 3,584 B = 218,624 B less than when TP 8 split them (deepseek_v2.py:1082/1098 RMSNorm)
+    assert dep8.weights_bytes - tp8.weights_bytes == whole - rank == 15_700_835_136 - 61 * 3584 == 15_700_616_512
     assert whole - rank < whole * 7 / 8
     assert dep8.kv_bytes_per_token == tp8.kv_bytes_per_token == 61 * 1152   # MLA latent whole on every rank
     with pytest.raises(WorkloadError, match="no routed experts"):

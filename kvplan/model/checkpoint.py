@@ -14,6 +14,7 @@ from functools import cached_property
 from math import ceil
 
 from ..dtypes import DType
+from .ranks import experts_share, heads_share, vocab_share
 
 # Bits per element of each safetensors dtype (safetensors/src/tensor.rs Dtype::bitsize).
 DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
@@ -50,6 +51,7 @@ class WeightRow:
     bytes: int
     expert: bool = False   # a routed expert's tensor (`.experts.`, not `shared_experts`): spread over the MoE ranks
     attention: bool = False  # an attention tensor (`self_attn.`): split over the attention TP ranks
+    kv: bool = False  # a k_proj / v_proj tensor: whole KV heads a rank, one past TP = KV heads (kvplan.model.ranks)
 
     def resident(self, model_dtype: DType, keep_f32: bool = False) -> int:
         """Bytes once loaded: castable floats in the model dtype, everything else as stored (`keep_f32`: float32
@@ -110,14 +112,15 @@ class CheckpointWeights:
     def stage_bytes(self, model_dtype: DType, tp: int, layers: range, first: bool, last: bool, tied: bool,
                     skip: frozenset[str] = frozenset({"mtp"}), moe_ranks: int | None = None,
                     attn_ranks: int | None = None, head_everywhere: bool = False,
-                    towers_everywhere: bool = False) -> int:
+                    towers_everywhere: bool = False, ranks: RankRules | None = None) -> int:
         """One GPU's share: TP rank of the pipeline stage owning `layers` (vLLM's layout, as
         kvplan.weights.split prices the config rule): layers to their stage, embeddings and towers to the
         first, lm_head and final norm to the last (a tied head materialised there again when PP > 1), everything
         split across TP ranks but norms; routed experts across `moe_ranks` (TP x DP; TP when None), attention
         across `attn_ranks` (SGLang's TP / DP with DP attention; TP when None); `head_everywhere`: the lm_head on
-        every stage (SGLang's Llama); `towers_everywhere`: the towers on every stage (SGLang's Qwen3.5)."""
-        parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp)
+        every stage (SGLang's Llama); `towers_everywhere`: the towers on every stage (SGLang's Qwen3.5); `ranks`: how
+        the engine splits the vocabulary, KV heads and experts (`RankRules`; None: plain splits)."""
+        parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp, ranks or RankRules())
         top = len(parts.prefix) - 1
         if layers.step == 1:
             total = parts.prefix[max(0, min(layers.stop, top))] - parts.prefix[max(0, min(layers.start, top))]
@@ -127,17 +130,17 @@ class CheckpointWeights:
         total += parts.towers if first or towers_everywhere else 0
         total += parts.head if last or head_everywhere else 0
         copy_head = tied and last and not first and not self.has("lm_head")
-        return total + (ceil(parts.embeddings_whole / tp) if copy_head else 0)
+        return total + (parts.embeddings_share if copy_head else 0)
 
     @cached_property
     def _share_tables(self) -> dict:
         return {}
 
     def _shares(self, model_dtype: DType, tp: int, skip: frozenset[str], moe_ranks: int,
-                attn_ranks: int) -> _Shares:
+                attn_ranks: int, rules: RankRules) -> _Shares:
         """Each row's share on one rank, summed by where a stage takes it, once per dtype and layout: a stage is
         two lookups (a 10,000-layer checkpoint over PP 10,000 summed every row once per stage)."""
-        key = (model_dtype, tp, skip, moe_ranks, attn_ranks)
+        key = (model_dtype, tp, skip, moe_ranks, attn_ranks, rules)
         if key not in self._share_tables:
             keep = self.keeps_f32
             layer_rows = [r for r in self.rows if r.layer >= 0 and r.component == "language_model"]
@@ -147,13 +150,12 @@ class CheckpointWeights:
                 if r.component in skip:
                     continue
                 size = r.resident(model_dtype, keep)
-                ranks = moe_ranks if r.expert else attn_ranks if r.attention else tp
-                share = size if r.replicated else ceil(size / ranks)
+                share = rules.share(r, size, tp, moe_ranks, attn_ranks)
                 if r.layer >= 0 and r.component == "language_model":
                     per_layer[r.layer] += share
                 elif r.component == "embeddings":
                     first += share
-                    whole += size
+                    whole += share
                 elif r.component in TOWERS:
                     towers += share
                 elif r.component == "lm_head":
@@ -174,7 +176,33 @@ class _Shares:
     towers: int               # vision / audio towers: the first stage's, or every stage's (SGLang's Qwen3.5)
     last: int                 # the final norm (and what else only the last stage holds)
     head: int                 # the lm_head: the last stage's, or every stage's (SGLang's Llama)
-    embeddings_whole: int     # unsplit: what a tied head materialises again on the last stage
+    embeddings_share: int     # one rank's embeddings: what a tied head materialises again on the last stage
+
+
+@dataclass(frozen=True)
+class RankRules:
+    """What a checkpoint's rows need from the config to split as the engine does (kvplan.model.ranks): the
+    vocabulary (0: a plain split, as for a model with learned positions in its embeddings rows), the padding rule
+    it takes (kvplan.model.ranks.vocab_rule), the KV heads (0: a plain split) and each layer's routed experts, whole
+    under expert parallelism."""
+
+    vocab: int = 0
+    vocab_rule: str = ""
+    kv_heads: int = 0
+    experts: tuple[int, ...] = ()
+    expert_parallel: bool = False
+
+    def share(self, r: WeightRow, size: int, tp: int, moe_ranks: int, attn_ranks: int) -> int:
+        if r.replicated:
+            return size
+        if self.vocab and r.component in ("embeddings", "lm_head"):
+            return vocab_share(size, self.vocab, tp, self.vocab_rule)
+        if r.expert:
+            count = self.experts[r.layer] if 0 <= r.layer < len(self.experts) else 0
+            return experts_share(size, count, moe_ranks, self.expert_parallel)
+        if r.kv and self.kv_heads:
+            return heads_share(size, 0, self.kv_heads, self.kv_heads, attn_ranks)
+        return ceil(size / (attn_ranks if r.attention else tp))
 
 
 @dataclass(frozen=True)

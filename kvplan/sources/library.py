@@ -111,7 +111,7 @@ def record_json(weights: CheckpointWeights) -> dict[str, Any]:
     """The bundled record: the header summary, no weights."""
     return {"source": weights.source, "files": weights.files, "stored_bytes": weights.stored_bytes,
             "rows": [[r.component, r.layer, r.replicated, r.dtype, r.castable, r.tensors, r.bytes, r.expert,
-                      r.attention] for r in weights.rows]}
+                      r.attention, r.kv] for r in weights.rows]}
 
 
 def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | CheckpointTotal:
@@ -132,12 +132,13 @@ def from_record(data: Mapping[str, Any], label: str) -> CheckpointWeights | Chec
 
 
 def _row(row: Any, bad: ConfigError) -> WeightRow:
-    """[component, layer, replicated, dtype, castable, tensors, bytes, expert, attention] of `record_json`."""
-    if not isinstance(row, list) or len(row) != 9:
+    """[component, layer, replicated, dtype, castable, tensors, bytes, expert, attention, kv] of `record_json` (a
+    record written before the kv flag has 9)."""
+    if not isinstance(row, list) or len(row) not in (9, 10):
         raise bad
-    component, layer, replicated, dtype, castable, tensors, size, expert, attention = row
+    component, layer, replicated, dtype, castable, tensors, size, expert, attention, *kv = row
     if component not in COMPONENTS or dtype not in DTYPE_BITS or not (is_usize(layer) or layer == -1) \
-            or not all(isinstance(b, bool) for b in (replicated, castable, expert, attention)) \
+            or not all(isinstance(b, bool) for b in (replicated, castable, expert, attention, *kv)) \
             or not (is_usize(tensors) and is_usize(size)):
         raise bad
-    return WeightRow(component, layer, replicated, dtype, castable, tensors, size, expert, attention)
+    return WeightRow(component, layer, replicated, dtype, castable, tensors, size, expert, attention, *kv)

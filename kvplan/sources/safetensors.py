@@ -71,9 +71,11 @@ def component_of(name: str, num_layers: int) -> tuple[str, int]:
 
 # Whole on every TP rank whatever their shape (kvplan.weights.rule keeps the same ones whole): an MoE router
 # (vLLM's GateLinear is a ReplicatedLinear; SGLang's gates are ReplicatedLinear / MoEGate) and MLA's q_a / kv_a
-# projections (vLLM deepseek_v2.py `fused_qkv_a_proj ... disable_tp=True`; SGLang ReplicatedLinear).
+# projections (vLLM deepseek_v2.py `fused_qkv_a_proj ... disable_tp=True`; SGLang ReplicatedLinear) and their
+# RMSNorms (vLLM 0.33 deepseek_v2.py:1082 `self.q_a_layernorm = RMSNorm(self.q_lora_rank, ...)`: DeepSeek-V3's
+# q_a_layernorm [1,536] is neither the hidden size nor a head's, so the norm rule below left it split).
 _WHOLE = re.compile(r"\.(gate|router|shared_expert_gate)\.(weight|bias|e_score_correction_bias)$|"
-                    r"\.(q_a_proj|kv_a_proj_with_mqa)\.")
+                    r"\.(q_a_proj|kv_a_proj_with_mqa|q_a_layernorm|kv_a_layernorm)\.")
 
 
 def _replicated(name: str, shape: tuple[int, ...], hidden: int | None) -> bool:
@@ -92,6 +94,8 @@ def _replicated(name: str, shape: tuple[int, ...], hidden: int | None) -> bool:
 # Mixtral `block_sparse_moe.experts.0.w1.weight`; not Qwen's or DeepSeek's `shared_experts` / `shared_expert`
 _EXPERT = re.compile(r"(?<![a-z_])experts\.")
 _ATTENTION = re.compile(r"\.(self_attn|attention|attn)\.")
+# whole KV heads, one a rank past TP = KV heads (vLLM / SGLang QKVParallelLinear: num_kv_head_replicas)
+_KV = re.compile(r"\.(k_proj|v_proj)\.")
 
 
 def summarise(tensors: Iterable[tuple[str, str, tuple[int, ...], int]], num_layers: int,
@@ -104,10 +108,10 @@ def summarise(tensors: Iterable[tuple[str, str, tuple[int, ...], int]], num_laye
         replicated = _replicated(name, shape, hidden)
         castable = dtype in FLOAT_DTYPES and not _AS_STORED.search(name.rsplit(".", 1)[-1])
         cell = sums[(component, layer, replicated, dtype, castable, bool(_EXPERT.search(name)),
-                     bool(_ATTENTION.search(name)))]
+                     bool(_ATTENTION.search(name)), bool(_KV.search(name)))]
         cell[0] += 1
         cell[1] += nbytes
-    return tuple(WeightRow(*key[:5], tensors=n, bytes=b, expert=key[5], attention=key[6])
+    return tuple(WeightRow(*key[:5], tensors=n, bytes=b, expert=key[5], attention=key[6], kv=key[7])
                  for key, (n, b) in sorted(sums.items()))
 
 

@@ -45,6 +45,9 @@ class Tensor:
     # projection's module name ("o_proj", "kv_b_proj": nvidia's DeepSeek NVFP4 checkpoints exclude every MLA
     # projection but o_proj, which they pack)
     part: str = ""
+    # how TP splits its rows when they are not plain (kvplan.model.ranks): ("vocab", V) for embed_tokens / lm_head
+    # (padded first), ("kv", even rows, KV rows, KV heads) for a projection holding KV heads (replicated past TP)
+    split: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -121,16 +124,19 @@ def inventory(shape: ArchShape) -> list[Tensor]:
 def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     """The tensors outside the blocks: (before them, after them)."""
     h = shape.hidden
-    before = [Tensor("embeddings", shape.vocab * h)] if shape.top_dims else []
+    vocab = ("vocab", shape.vocab)   # VocabParallelEmbedding / ParallelLMHead rows, padded (kvplan.model.ranks)
+    before = [Tensor("embeddings", shape.vocab * h, split=vocab)] if shape.top_dims else []
     if shape.learned_positions:
-        before.append(Tensor("embeddings", shape.learned_positions * h))  # GPT-2 wpe: [n_positions, hidden]
+        # GPT-2 wpe [n_positions, hidden]: a plain nn.Embedding, whole on every rank (vLLM 0.33 gpt2.py:210
+        # `self.wpe = nn.Embedding(...)`, opt.py OPTLearnedPositionalEmbedding(nn.Embedding); SGLang 0.5.23 gpt2.py:195)
+        before.append(Tensor("embeddings", shape.learned_positions * h, replicated=True))
     after = [_extra_tensor(e) for e in shape.extra]
     if shape.final_norm and shape.top_dims:
         after.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
     if not shape.tied_embeddings and shape.top_dims:
-        after.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h)))
+        after.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h), split=vocab))
     if shape.lm_head_bias:  # GPT-J, Phi-2: a bias even when the weight is tied
-        after.append(Tensor("lm_head", shape.vocab, bias=True))
+        after.append(Tensor("lm_head", shape.vocab, bias=True, split=vocab))
     return before, after
 
 
@@ -171,12 +177,13 @@ def priced_tensors(shape: ArchShape, dtype: DType) -> PricedTensors:
 
 
 def _priced_rows(tensors: list[Tensor], dtype: DType,
-                 q: QuantDims | None) -> tuple[tuple[str, int, int, bool], ...]:
-    """(group, elements, bytes, whole on every TP rank) per tensor: norms, routers (vLLM's GateLinear is a
-    ReplicatedLinear, 0.19-0.33 fused_moe/router/gate_linear.py; SGLang's MoE gates are ReplicatedLinear or MoEGate,
-    whole) and MLA's q_a / kv_a projections (`Tensor.replicated`)."""
-    return tuple((t.group, t.numel * t.copies, tensor_bytes(t, dtype, q), t.replicated or t.group in WHOLE_GROUPS)
-                 for t in tensors)
+                 q: QuantDims | None) -> tuple[tuple[str, int, int, bool, tuple], ...]:
+    """(group, elements, bytes, whole on every TP rank, how TP splits it) per tensor. Whole: norms, routers (vLLM's
+    GateLinear is a ReplicatedLinear, 0.19-0.33 fused_moe/router/gate_linear.py; SGLang's MoE gates are
+    ReplicatedLinear or MoEGate, whole) and MLA's q_a / kv_a projections and their norms (`Tensor.replicated`). The
+    split: `Tensor.split`, or ("experts", E) for routed experts (whole ones under expert parallelism)."""
+    return tuple((t.group, t.numel * t.copies, tensor_bytes(t, dtype, q), t.replicated or t.group in WHOLE_GROUPS,
+                  t.split or (("experts", t.copies) if t.group == "experts" else ())) for t in tensors)
 
 
 WHOLE_GROUPS = frozenset({"norms", "router"})
@@ -219,10 +226,11 @@ def _extra_tensor(extra: tuple, layer: int = -1) -> Tensor:
 
 
 def _linear(group: str, rows: int, cols: int, bias: bool, layer: int, copies: int = 1,
-            replicated: bool = False, part: str = "") -> list[Tensor]:
+            replicated: bool = False, part: str = "", split: tuple = ()) -> list[Tensor]:
     """nn.Linear(cols -> rows): weight [rows, cols] and an optional bias [rows]."""
-    out = [Tensor(group, rows * cols, copies, (rows, cols), layer, replicated=replicated, part=part)]
-    return out + [Tensor(group, rows, copies, layer=layer, bias=True, replicated=replicated)] if bias else out
+    out = [Tensor(group, rows * cols, copies, (rows, cols), layer, replicated=replicated, part=part, split=split)]
+    return out + [Tensor(group, rows, copies, layer=layer, bias=True, replicated=replicated, split=split)] \
+        if bias else out
 
 
 def _mixer(m, h: int, i: int) -> list[Tensor]:
@@ -238,12 +246,13 @@ def _mixer(m, h: int, i: int) -> list[Tensor]:
 def _attention(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     q = a.heads * a.head_dim * (2 if a.q_gate else 1)  # Qwen3-Next: 16 heads x 256 x 2 = 8,192 rows
     k, v = a.kv_heads * a.head_dim, a.kv_heads * a.v_head_dim
+    # k and v rows are whole KV heads, one a rank past TP = kv_heads (kvplan.model.ranks.kv_heads_per_rank)
     if a.fused_qkv:  # Falcon-7B: 71 x 64 + 2 x 64 = 4,672 rows
-        out = _linear("attention", q + k + v, h, a.q_bias, i, part="qkv_proj")
+        out = _linear("attention", q + k + v, h, a.q_bias, i, part="qkv_proj", split=("kv", q, k + v, a.kv_heads))
     else:
         out = _linear("attention", q, h, a.q_bias, i, part="q_proj")
-        out += _linear("attention", k, h, a.k_bias, i, part="k_proj")
-        out += _linear("attention", v, h, a.v_bias, i, part="v_proj")
+        out += _linear("attention", k, h, a.k_bias, i, part="k_proj", split=("kv", 0, k, a.kv_heads))
+        out += _linear("attention", v, h, a.v_bias, i, part="v_proj", split=("kv", 0, v, a.kv_heads))
     out += _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i, part="o_proj")
     norm = {"none": 0, "head": 2 * a.head_dim, "head_ln": 4 * a.head_dim, "proj": q + k}[a.qk_norm]
     extra = norm + (a.heads if a.sinks else 0)
@@ -261,14 +270,18 @@ def _mla(a: AttentionDims, h: int, i: int) -> list[Tensor]:
     if a.q_lora_rank:
         out = _linear("attention", a.q_lora_rank, h, a.q_bias, i, replicated=True, part="q_a_proj")
         out += _linear("attention", q_rows, a.q_lora_rank, False, i, part="q_b_proj")
-        out.append(Tensor("attention", a.q_lora_rank, layer=i))  # q_a_layernorm
+        out.append(Tensor("attention", a.q_lora_rank, layer=i, replicated=True))  # q_a_layernorm, whole (below)
     else:
         out = _linear("attention", q_rows, h, False, i, part="q_proj")
     out += _linear("attention", a.kv_lora_rank + a.qk_rope_dim, h, a.k_bias, i, replicated=True,
                    part="kv_a_proj_with_mqa")
     nope = a.head_dim - a.qk_rope_dim
     out += _linear("attention", a.heads * (nope + a.v_head_dim), a.kv_lora_rank, False, i, part="kv_b_proj")
-    out.append(Tensor("attention", a.kv_lora_rank, layer=i))  # kv_a_layernorm
+    # kv_a_layernorm and q_a_layernorm are plain RMSNorms, not TP-sharded: whole on every rank (vLLM 0.33
+    # deepseek_v2.py DeepseekV2MLAAttention.__init__:1082 `self.q_a_layernorm = RMSNorm(self.q_lora_rank, ...)`,
+    # DeepseekV2Attention:501/525 alike; 0.6.0 deepseek_v2.py:208/230; SGLang 0.5.23 deepseek_v2.py:2077/2163).
+    # DeepSeek-V3's 1,536 + 512 bf16 weights are 4,096 B a rank at any TP, not 512 B at TP 8
+    out.append(Tensor("attention", a.kv_lora_rank, layer=i, replicated=True))
     if a.indexer:  # DeepSeek-V3.2: wq_b [64 x 128, 1536], wk [128, 7168], k_norm (LayerNorm 128), weights_proj [64, H]
         heads, dim = a.indexer
         out += _linear("attention", heads * dim, a.q_lora_rank or h, False, i, part="indexer")

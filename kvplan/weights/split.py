@@ -1,8 +1,10 @@
 """How a model's weights land on each GPU under tensor and pipeline parallelism (vLLM's layout).
 
 Projections, experts and the vocabulary-parallel embedding / lm_head are split across TP ranks; norms are
-replicated. Pipeline stages hold their own layers, the first stage the embeddings, the last the final norm
-and the lm_head (a tied lm_head is materialised again on the last stage when PP > 1).
+replicated. The vocabulary pads first (64 rows in vLLM), KV heads are whole past TP = kv_heads, and expert
+parallelism puts whole experts on a rank, the heaviest ceil(E / EP) of them (kvplan.model.ranks). Pipeline stages
+hold their own layers, the first stage the embeddings, the last the final norm and the lm_head (a tied lm_head is
+materialised again on the last stage when PP > 1).
 Llama-3.1-8B bf16: TP1 14.96 GiB; TP2 7.48 GiB per rank; PP2 stage 0: embeddings 0.98 + 16 layers x 0.41 GiB.
 """
 
@@ -13,8 +15,10 @@ from functools import lru_cache
 from math import ceil
 
 from ..dtypes import DType
-from ..model.arch import ArchShape, QuantDims
+from ..model.arch import ArchShape, AttentionDims, MoEDims, QuantDims
+from ..model.checkpoint import RankRules
 from ..model.layers import MLASpec
+from ..model.ranks import experts_share, heads_share, vocab_share
 from .rule import priced_tensors, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
@@ -42,7 +46,8 @@ def _online_quant(shape: ArchShape, quantization: str) -> ArchShape:
 
 def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                        towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
-                       head_everywhere: bool = False, towers_everywhere: bool = False) -> int:
+                       head_everywhere: bool = False, towers_everywhere: bool = False, vocab_rule: str = "pad64",
+                       expert_parallel: bool = False) -> int:
     """Bytes of weights one GPU holds: TP rank of the pipeline stage owning `layers`; a multimodal model's vision
     tower and projector on the first stage, split across TP ranks (`towers=False`: language-model-only serving).
     `moe_ranks`: the ranks the routed experts are spread over, TP x DP in vLLM (whole experts with
@@ -53,37 +58,42 @@ def stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, f
     Llama-3.1-70B's 128,256 x 8,192 head).
     `towers_everywhere`: the vision tower on every pipeline stage, not the first alone (SGLang's Qwen3.5 builds it
     on every PP rank: 0.5.23 models/qwen3_vl.py Qwen3VLForConditionalGeneration.__init__, no pp gate).
+    `vocab_rule`: how the embeddings and head pad their rows before the split (kvplan.model.ranks.vocab_rule:
+    "pad64" for vLLM, "pad64_tp" for SGLang 0.5.22+, "" for none).
+    `expert_parallel`: whole routed experts over the MoE ranks, the heaviest rank's ceil(E / EP) (vLLM's
+    --enable-expert-parallel, SGLang's --ep-size); else each expert sharded over all of them.
 
     Cached: the shape, dtype and range are immutable and hashable, and walking DeepSeek-V3's ~900-tensor
     inventory twice cost ~10 ms of every plan() (a planner sweep asks for the same stages again and again).
     """
     return _stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks or tp, attn_ranks or tp,
-                               head_everywhere, towers_everywhere)
+                               head_everywhere, towers_everywhere, vocab_rule, expert_parallel)
 
 
 @lru_cache(maxsize=4096)
 def _stage_weight_bytes(shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                         towers: bool, moe_ranks: int, attn_ranks: int, head_everywhere: bool = False,
-                        towers_everywhere: bool = False) -> int:
-    parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks)
+                        towers_everywhere: bool = False, vocab_rule: str = "pad64",
+                        expert_parallel: bool = False) -> int:
+    parts = _stage_parts(shape, dtype, tp, moe_ranks, attn_ranks, vocab_rule, expert_parallel)
     total = parts.layers(layers) + parts.every_stage
     total += (parts.towers if towers and (first or towers_everywhere) else 0) + (parts.embeddings if first else 0)
     total += (parts.last if last else 0) + (parts.head if last or head_everywhere else 0)
-    tied_embedding = parts.embeddings_whole if shape.tied_embeddings and last and not first else 0
-    return total + ceil(tied_embedding / tp) + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
+    tied_embedding = parts.tied_head if shape.tied_embeddings and last and not first else 0
+    return total + tied_embedding + ceil(parts.buffers * len(layers) / max(1, len(shape.layers)))
 
 
 @dataclasses.dataclass(frozen=True)
 class _StageParts:
-    """One rank's share of each tensor (norms, routers and MLA's q_a / kv_a whole, experts over the MoE ranks,
-    attention over its ranks, the rest over TP), summed by where a stage takes it: `prefix[i]` is layers 0 to i - 1, so a stage's layers cost two
-    lookups whatever their number (a 10,000-layer config over PP 10,000 walked every tensor once per stage: 86 s)."""
+    """One rank's share of each tensor (`rank_share`), summed by where a stage takes it: `prefix[i]` is layers 0 to
+    i - 1, so a stage's layers cost two lookups whatever their number (a 10,000-layer config over PP 10,000 walked
+    every tensor once per stage: 86 s)."""
 
     prefix: tuple[int, ...]
     every_stage: int        # outside the layers and no component's own (taken by every stage)
     towers: int
     embeddings: int
-    embeddings_whole: int   # unsplit: the tied head the last stage materialises again
+    tied_head: int          # one rank's share of embed_tokens: the tied head the last stage materialises again
     last: int               # the final norm
     head: int               # the lm_head: the last stage's, or every stage's (SGLang's Llama)
     buffers: int
@@ -95,29 +105,48 @@ class _StageParts:
         return self.prefix[max(0, min(layers.stop, top))] - self.prefix[max(0, min(layers.start, top))]
 
 
+def rank_share(group: str, size: int, whole: bool, split: tuple, tp: int, moe_ranks: int, attn_ranks: int,
+               vocab_rule: str = "pad64", expert_parallel: bool = False) -> int:
+    """One rank's bytes of a priced tensor (kvplan.weights.rule `_priced_rows`): whole, the vocabulary padded and
+    split over TP, KV heads over the attention ranks (one a rank past their number), routed experts over the MoE
+    ranks (whole ones under expert parallelism), attention over its ranks, the rest over TP."""
+    if whole:
+        return size
+    kind = split[0] if split else ""
+    if kind == "vocab":
+        return vocab_share(size, split[1], tp, vocab_rule)
+    if kind == "kv":
+        return heads_share(size, split[1], split[2], split[3], attn_ranks)
+    if group == "experts":
+        return experts_share(size, split[1] if kind == "experts" else 0, moe_ranks, expert_parallel)
+    return ceil(size / (attn_ranks if group == "attention" else tp))
+
+
 @lru_cache(maxsize=256)
-def _stage_parts(shape: ArchShape, dtype: DType, tp: int, moe_ranks: int, attn_ranks: int) -> _StageParts:
+def _stage_parts(shape: ArchShape, dtype: DType, tp: int, moe_ranks: int, attn_ranks: int,
+                 vocab_rule: str = "pad64", expert_parallel: bool = False) -> _StageParts:
     priced = priced_tensors(shape, dtype)
 
-    def share(group: str, size: int, whole: bool) -> int:
-        ranks = moe_ranks if group == "experts" else attn_ranks if group == "attention" else tp
-        return size if whole else ceil(size / ranks)
+    def share(group: str, size: int, whole: bool, split: tuple = ()) -> int:
+        return rank_share(group, size, whole, split, tp, moe_ranks, attn_ranks, vocab_rule, expert_parallel)
 
     kinds: dict[int, int] = {}   # layers alike share one tuple of priced tensors: summed once
     prefix = [0]
     for rows in priced.layers:
         if id(rows) not in kinds:
-            kinds[id(rows)] = sum(share(group, size, whole) for group, _, size, whole in rows)
+            kinds[id(rows)] = sum(share(group, size, whole, split) for group, _, size, whole, split in rows)
         prefix.append(prefix[-1] + kinds[id(rows)])
-    sums = dict.fromkeys(("every", "towers", "embeddings", "whole", "last", "head"), 0)
+    sums = dict.fromkeys(("every", "towers", "embeddings", "tied", "last", "head"), 0)
     towers = _priced(shape, dtype)
-    for group, size, whole in [(g, b, w) for g, _, b, w in priced.outer] + [(g, b, False) for g, b in towers.towers]:
+    for group, size, whole, split in ([(g, b, w, s) for g, _, b, w, s in priced.outer]
+                                      + [(g, b, False, ()) for g, b in towers.towers]):
         where = ("towers" if group in TOWER_GROUPS else "embeddings" if group == "embeddings"
                  else "head" if group == "lm_head" else "last" if group == "norms" else "every")
-        sums[where] += share(group, size, whole)
-        if group == "embeddings":
-            sums["whole"] += size
-    return _StageParts(tuple(prefix), sums["every"], sums["towers"], sums["embeddings"], sums["whole"], sums["last"],
+        part = share(group, size, whole, split)
+        sums[where] += part
+        if group == "embeddings" and split:   # embed_tokens, not GPT-2's learned positions: what a tied head is
+            sums["tied"] += part
+    return _StageParts(tuple(prefix), sums["every"], sums["towers"], sums["embeddings"], sums["tied"], sums["last"],
                        sums["head"], towers.buffers_bytes)
 
 
@@ -151,15 +180,28 @@ def incomplete_checkpoint(model) -> str | None:
 
 def gpu_weight_bytes(model, shape: ArchShape, dtype: DType, tp: int, layers: range, first: bool, last: bool,
                      towers: bool = True, moe_ranks: int | None = None, attn_ranks: int | None = None,
-                     head_everywhere: bool = False, towers_everywhere: bool = False) -> int:
+                     head_everywhere: bool = False, towers_everywhere: bool = False, vocab_rule: str = "pad64",
+                     expert_parallel: bool = False) -> int:
     """One GPU's weights: from the checkpoint's headers when the model has them, else the config rule."""
     found = checkpoint_for(model, shape)
     if found is None:
         return stage_weight_bytes(shape, dtype, tp, layers, first, last, towers, moe_ranks, attn_ranks,
-                                  head_everywhere, towers_everywhere)
+                                  head_everywhere, towers_everywhere, vocab_rule, expert_parallel)
     skip = frozenset({"mtp"}) if towers else frozenset({"mtp"}) | TOWER_GROUPS
     return found.stage_bytes(dtype, tp, layers, first, last, shape.tied_embeddings, skip, moe_ranks or tp,
-                             attn_ranks or tp, head_everywhere, towers_everywhere)
+                             attn_ranks or tp, head_everywhere, towers_everywhere,
+                             rank_rules(shape, vocab_rule, expert_parallel))
+
+
+@lru_cache(maxsize=256)
+def rank_rules(shape: ArchShape, vocab_rule: str, expert_parallel: bool) -> RankRules:
+    """What a checkpoint's rows need from the config to split as the rule does: the vocabulary (none where the
+    embeddings rows also hold learned positions, which are not vocabulary rows), one KV head count when every
+    attention layer has the same (else a plain split), each layer's routed experts."""
+    kv = {l.mixer.kv_heads for l in shape.layers if isinstance(l.mixer, AttentionDims) and not l.mixer.kv_lora_rank}
+    experts = tuple(l.ffn.experts if isinstance(l.ffn, MoEDims) else 0 for l in shape.layers)
+    return RankRules(0 if shape.learned_positions else shape.vocab, vocab_rule, kv.pop() if len(kv) == 1 else 0,
+                     experts, expert_parallel)
 
 
 @lru_cache(maxsize=256)

@@ -14,7 +14,9 @@ from math import ceil
 from ...dtypes import DType
 from ...errors import WorkloadError
 from ...gpus import GPU
+from ...model.arch import MoEDims
 from ...model.layers import FullAttentionSpec, SlidingWindowSpec, StateSpec
+from ...model.ranks import vocab_refusal, vocab_rule, vocab_share
 from ...model.spec import ModelSpec
 from ...units import MiB, fmt_bytes
 from ...weights.split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
@@ -64,12 +66,12 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
         kv = dsa_kv_dtype(kv, kv_default, device, version)
     attn_tp = tp // dp
     settings = _settings(model, shape, device, tp, pp, dp, mem_fraction, version, speculative, lora)
-    extra = _extra_lines(model, shape, act, kv, tp, attn_tp, speculative, lora, version)
+    extra = _extra_lines(model, shape, act, kv, tp, attn_tp, speculative, lora, version, expert_parallel)
     on_swa = swa_pool(model.architecture, version, _sm_major(device), speculative is not None)[0]
     card = device.smi_memory_bytes or device.memory_bytes
     fraction = resolve_fraction(card, settings)
     stages, rest = _stages(model, shape, device, settings, act, kv, attn_tp, on_swa, speculative, fraction,
-                           sum(extra.values()))
+                           sum(extra.values()), expert_parallel)
     binding = min(range(len(stages)), key=lambda i: (stages[i].pool.tokens, -stages[i].weights_bytes))
     head = stages[binding]
     tokens = head.pool.tokens
@@ -121,6 +123,16 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
                             f"{model.num_layers}")
     if expert_parallel and not shape.has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    experts = {layer.ffn.experts for layer in shape.layers if isinstance(layer.ffn, MoEDims)}
+    if expert_parallel and (odd := sorted(e for e in experts if e % tp)):
+        # 0.5.23 layers/moe/fused_moe_triton/layer.py FusedMoE.__init__: `assert self._num_global_routed %
+        # storage_ep_size == 0` (0.5.1: `assert num_experts % self.moe_ep_size == 0`): whole, equal shares only
+        raise WorkloadError(f"{model.name}'s {odd[0]} routed experts do not divide over --ep-size {tp}, which "
+                            "SGLang's FusedMoE asserts at start-up: use a TP that divides them, or no expert "
+                            "parallelism")
+    if shape.top_dims and (why := vocab_refusal(model.name, shape.vocab, tp, vocab_rule("sglang", version),
+                                                f"SGLang {release_text(version)}")):
+        raise WorkloadError(why)
     if version < FIRST_RELEASE.get(arch, (0, 0, 0)):
         raise WorkloadError(f"SGLang {release_text(version)} has no {arch} model: plan it with --engine-version "
                             f"{release_text(FIRST_RELEASE[arch])} or later")
@@ -205,7 +217,7 @@ def _settings(model, shape, device: GPU, tp: int, pp: int, dp: int, mem_fraction
 
 
 def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType, attn_tp: int, on_swa: bool,
-            speculative, fraction: float, taken: int) -> tuple[list[Stage], int]:
+            speculative, fraction: float, taken: int, expert_parallel: bool = False) -> tuple[list[Stage], int]:
     """(every stage's weights, KV layers and pool, the budget): each pool is sized from the budget the most loaded
     stage leaves, since every rank reads the MIN of the free memory over the TP x PP ranks (0.5.23
     kv_cache_configurator.py `_profile_available_bytes`, `distributed=launch_world_size > 1`; 0.5.1
@@ -216,7 +228,9 @@ def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType,
     head_all = pp > 1 and lm_head_every_stage(model.architecture, version) is not False
     towers_all = pp > 1 and model.architecture in TOWER_EVERY_STAGE   # Qwen3.5: the vision tower on every rank
     weights = [gpu_weight_bytes(model, shape, act, tp, layers, i == 0, i == pp - 1, True, attn_ranks=attn_tp,
-                                head_everywhere=head_all, towers_everywhere=towers_all) + rope_cache_bytes(model, act)
+                                head_everywhere=head_all, towers_everywhere=towers_all,
+                                vocab_rule=vocab_rule("sglang", version), expert_parallel=expert_parallel)
+                + rope_cache_bytes(model, act)
                for i, layers in enumerate(splits)]
     rest = budget_bytes(device.memory_bytes, fraction, max(weights), taken)
     mixer = MAMBA_POOL_ARCHS.get(model.architecture)
@@ -244,7 +258,7 @@ def _state_share(model, splits: list[range], attn_tp: int, version) -> int:
 
 
 def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, speculative, lora,
-                 version) -> dict[str, int]:
+                 version, expert_parallel: bool = False) -> dict[str, int]:
     """What is resident or held back before SGLang reads the free memory the pool is sized from: the drafter's
     weights (MTP and EAGLE-3 load their own embed_tokens / lm_head copies before sharing the target's), the LoRA
     memory pool (srt/lora/mem_pool.py, allocated before KV profiling), a multimodal model's 100 MiB image cache
@@ -252,9 +266,10 @@ def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, spe
     0.5.14 ("draft weights are now counted"); before, it loaded into the reserve, which held 2-6 GB more for it."""
     out = {}
     if speculative is not None and version >= (0, 5, 14):   # before 0.5.14 the draft loads into the reserve
-        drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp)
+        rule = vocab_rule("sglang", version)
+        drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp, rule, expert_parallel)
         if speculative.method == "mtp":   # the duplicate embed_tokens and shared_head, freed after the budget
-            drafted += 2 * -(-shape.vocab * shape.hidden // tp) * int(act.bytes)
+            drafted += 2 * vocab_share(shape.vocab * shape.hidden * int(act.bytes), shape.vocab, tp, rule)
         out["draft model weights"] = drafted
     if lora is not None:
         out["LoRA memory pool"] = lora_rules.lora_bytes(shape, int(act.bytes), attn_tp, tp, lora)[0]

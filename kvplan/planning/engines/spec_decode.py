@@ -12,7 +12,8 @@ Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llam
 - `eagle3` (a head such as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B): its one layer TP-sharded like a target layer,
   except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, 3H] replicated; its own
   lm_head over draft_vocab_size rows, vocabulary-parallel; d2t, int64 per draft token; embed_tokens shared.
-- `eagle` (EAGLE-1 heads): one layer over hidden, fc [H, 2H] replicated, embed and lm_head shared.
+- `eagle` (EAGLE-1 heads): one layer over hidden whose first input_layernorm is an nn.Identity (llama_eagle.py,
+  0.8.4+), fc [H, 2H] replicated, embed and lm_head shared.
 - `draft_model` (a whole small model): all of its weights, TP-sharded like the target, all of its layers' KV.
 
 The draft's layers join the target's KV-cache group: one block holds both pages, so a token costs the target's
@@ -26,9 +27,10 @@ from dataclasses import dataclass
 
 from ...errors import WorkloadError, shown
 from ...model.layers import StateSpec
+from ...model.ranks import experts_share, heads_share, vocab_share
 from ...units import fmt_bytes
 from ...weights.rule import tensor_bytes
-from ...weights.split import stage_weight_bytes
+from ...weights.split import rank_share, stage_weight_bytes
 from .vllm_kv import VllmLayerSpec, rank_layer_specs
 
 METHODS = ("mtp", "eagle3", "eagle", "draft_model")
@@ -94,24 +96,45 @@ def _unlike_last(model) -> str:
             "layer_type \"full_attention\")")
 
 
-def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -> tuple[int, str]:
-    """(bytes one rank holds of the drafter, how they add up)."""
+# vLLM's v1 EAGLE-1 head drops layer 0's input_layernorm (llama_eagle.py LlamaDecoderLayer.__init__: `if
+# disable_input_layernorm: del self.input_layernorm; self.input_layernorm = nn.Identity()`, read in 0.8.4, where
+# llama_eagle.py first ships, 0.8.5, 0.10.0 and 0.33.0); before it the V0 eagle.py (read in 0.6.0 and 0.8.0-0.8.3)
+# keeps it ("but we do as HF implementation also does")
+EAGLE_NO_INPUT_NORM_FROM = (0, 8, 4)
+
+
+def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int, vocab_rule: str = "pad64",
+                       expert_parallel: bool = False, version: tuple = (0, 33, 0)) -> tuple[int, str]:
+    """(bytes one rank holds of the drafter, how they add up). `vocab_rule`: the engine's vocabulary padding
+    (kvplan.model.ranks.vocab_rule); `expert_parallel`: whole experts over the MoE ranks; `version`: vLLM's."""
     if spec.method == "mtp":
-        return _mtp_bytes(model.require_arch(), act, tp, moe_ranks)
+        return _mtp_bytes(model.require_arch(), act, tp, moe_ranks, expert_parallel)
     shape = spec.draft.require_arch()
     layers = range(len(shape.layers))
     if spec.method == "draft_model":
-        total = stage_weight_bytes(shape, act, tp, layers, True, True)
+        total = stage_weight_bytes(shape, act, tp, layers, True, True, vocab_rule=vocab_rule,
+                                   expert_parallel=expert_parallel)
         return total, f"{spec.draft.name}: every weight, split over TP {tp}"
-    body = stage_weight_bytes(shape, act, tp, layers, False, False)
+    body = stage_weight_bytes(shape, act, tp, layers, False, False, vocab_rule=vocab_rule,
+                              expert_parallel=expert_parallel)
     h, b = shape.hidden, act.bytes
     fused = (3 if spec.method == "eagle3" else 2) * h * h * b          # fc [H, 3H] (EAGLE-1: [H, 2H]), replicated
     total = body + int(fused)
     parts = f"{len(shape.layers)} layer(s) {body:,} B + fc {int(fused):,} B (whole on every rank)"
+    if spec.method == "eagle" and tuple(version) >= EAGLE_NO_INPUT_NORM_FROM:
+        # layer 0's input_layernorm [H] is an nn.Identity: Llama-3.1-8B's EAGLE-1 head holds 4,096 x 2 B = 8,192 B
+        # less than its config's layer
+        dropped = int(h * (2 if shape.norm_bias else 1) * b)
+        total -= dropped
+        parts += f" - layer 0's input_layernorm {dropped:,} B (an nn.Identity in vLLM's EAGLE-1)"
     if spec.method == "eagle3":
         attn = shape.layers[0].mixer
-        wider = -(-(attn.heads + 2 * attn.kv_heads) * attn.head_dim * h // tp) * b   # q/k/v read 2H, not H
-        head = -(-shape.draft_vocab * h // tp) * b
+        # q/k/v read 2H, not H (llama_eagle3.py: qkv_input_size = 2 * hidden_size at layer 0): the second copy,
+        # its KV heads one a rank past TP = kv_heads as the target's (kvplan.model.ranks.heads_share)
+        q, kv = attn.heads * attn.head_dim, 2 * attn.kv_heads * attn.head_dim
+        wider = heads_share((q + kv) * h * b, q, kv, attn.kv_heads, tp)
+        # its lm_head is a ParallelLMHead over draft_vocab_size rows, padded as the target's (llama_eagle3.py:329)
+        head = vocab_share(shape.draft_vocab * h * b, shape.draft_vocab, tp, vocab_rule)
         d2t = shape.draft_vocab * 8
         # llama_eagle3.py (0.33): the decoder layer adds `hidden_norm` beside its input / post-attention norms, and
         # the model ends in a `norm`, both [H] and whole: 2 x 4,096 x 2 B = 16 KiB for Llama-3.1-8B's head
@@ -122,7 +145,7 @@ def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int) -
     return total, f"{spec.draft.name}: {parts}; embed_tokens shared with the target"
 
 
-def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
+def _mtp_bytes(shape, act, tp: int, moe_ranks: int, expert_parallel: bool = False) -> tuple[int, str]:
     from ...weights.rule import mtp_module, mtp_quant
 
     total = 0
@@ -130,16 +153,19 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int) -> tuple[int, str]:
         size = tensor_bytes(t, act, mtp_quant(shape))
         # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
         # (qwen3_next_mtp.py); norms are whole
-        # the layer's own q_a / kv_a and router are whole too (deepseek_mtp.py's mtp_block is a DeepseekV2DecoderLayer)
+        # the layer's own q_a / kv_a, their norms and router are whole too (deepseek_mtp.py's mtp_block is a
+        # DeepseekV2DecoderLayer); KV heads and experts split as the target's layer (weights.split.rank_share)
         replicated = (t.group in ("norms", "router") or t.replicated
                       or (t.group == "other" and shape.model_type in DEEPSEEK_MTP))
-        total += size if replicated else -(-size // (moe_ranks if t.group == "experts" else tp))
+        split = t.split or (("experts", t.copies) if t.group == "experts" else ())
+        total += rank_share(t.group, size, replicated, split, tp, moe_ranks, tp, "", expert_parallel)
     total *= shape.mtp_layers
     return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "
                    "whole on every rank; embed_tokens and the head shared with the target")
 
 
-def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str | None:
+def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int,
+                  expert_parallel: bool = False) -> str | None:
     """What the checkpoint's MTP layers would add if drafting were on, for a plan without it; None without them.
 
     Without speculative decoding vLLM 0.33 never loads them (deepseek_v2.py load_weights: `spec_layer =
@@ -151,7 +177,7 @@ def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int) -> str |
         return None
     if unlike := _unlike_last(model):
         return f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded, and kvplan cannot size them: " + unlike
-    weights, _ = _mtp_bytes(shape, act, tp, moe_ranks)
+    weights, _ = _mtp_bytes(shape, act, tp, moe_ranks, expert_parallel)
     last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, int(act.bytes))
     per_token = sum(x.bytes_per_token for x in last) * shape.mtp_layers
     return (f"MTP: the checkpoint's {shape.mtp_layers} MTP layer(s) are not loaded without speculative decoding "

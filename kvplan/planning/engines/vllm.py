@@ -17,6 +17,7 @@ from ...dtypes import DType, resolve_dtype
 from ...errors import WorkloadError
 from ...gpus import GPU
 from ...model.arch import MLPDims, MoEDims
+from ...model.ranks import vocab_refusal
 from ...model.spec import ModelSpec
 from ...units import fmt_bytes
 from ...weights.split import gpu_weight_bytes, rope_cache_bytes, with_online_quant
@@ -70,6 +71,9 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     check_fp8_kv_card(device, kv, version)
     if expert_parallel and not model.require_arch().has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
+    if model.require_arch().top_dims and (why := vocab_refusal(model.name, model.require_arch().vocab, tp, "pad64",
+                                                                 "vLLM")):
+        raise WorkloadError(why)
     if speculative is not None and pp > 1:
         raise WorkloadError("kvplan sizes speculative decoding without pipeline parallelism: use PP 1")
     if speculative is not None:
@@ -137,10 +141,11 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     padding_lines = []
     for index, layers in enumerate(splits):
         first, last = index == 0, index == len(splits) - 1
-        padding, line = mxfp4_padding_bytes(shape, device, tp, layers)
+        padding, line = mxfp4_padding_bytes(shape, device, tp, layers, moe_ranks, s.enable_expert_parallel)
         if line:
             padding_lines.append(f"stage {index}: {line}" if len(splits) > 1 else line)
-        weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks)
+        weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks,
+                                    vocab_rule="pad64", expert_parallel=s.enable_expert_parallel)
                    + rope_cache_bytes(model, act, per_layer_type=True) + padding)
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,

@@ -104,8 +104,9 @@ def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras
     if copies:
         out[MLA_COPIES] = copies
     if extras.speculative is not None:
-        out["draft model weights"] = spec_decode.draft_weight_bytes(model, extras.speculative, act,
-                                                                    s.tensor_parallel_size, moe_ranks)[0]
+        out["draft model weights"] = spec_decode.draft_weight_bytes(
+            model, extras.speculative, act, s.tensor_parallel_size, moe_ranks, "pad64", s.enable_expert_parallel,
+            s.version_tuple)[0]
     if extras.lora is not None:
         out["LoRA adapter slots"] = lora_rules.lora_bytes(shape, int(act.bytes), s.tensor_parallel_size, moe_ranks,
                                                           extras.lora, layers)[0]
@@ -134,7 +135,8 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
                      "H100s (validation/vllm_cudagraph.md: median 0.09 GiB off)")
     if extras.speculative is not None:
         _, how = spec_decode.draft_weight_bytes(model, extras.speculative, resolve_dtype(s.dtype),
-                                                s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size)
+                                                s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size,
+                                                "pad64", s.enable_expert_parallel, s.version_tuple)
         notes.append(f"speculative decoding ({extras.speculative.method}, {s.spec_tokens} drafted per step): draft weights "
                      f"{how}; its {spec_decode.layer_count(extras.speculative, model)} KV layer(s) share the pool, "
                      "so every token costs the target's bytes and the draft's; vLLM counts the draft in "
@@ -145,7 +147,8 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
                          "V2 from 0.29 measures `speculator.capture()`): the pool may be smaller by their size")
     elif (idle := spec_decode.idle_mtp_note(model, resolve_dtype(s.dtype), resolve_dtype(s.kv_cache_dtype).bits / 8,
                                             s.tensor_parallel_size,
-                                            s.tensor_parallel_size * s.data_parallel_size)):
+                                            s.tensor_parallel_size * s.data_parallel_size,
+                                            s.enable_expert_parallel)):
         notes.append(idle)
     if extras.lora is not None:
         notes.append(lora_rules.lora_bytes(model.require_arch(), int(resolve_dtype(s.dtype).bytes),

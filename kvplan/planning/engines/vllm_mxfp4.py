@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ...gpus import GPU
 from ...model.arch import ArchShape, MoEDims
+from ...model.ranks import experts_per_rank
 from ...units import fmt_bytes
 
 MARLIN = ("Marlin MoE kernel", 128, 256)
@@ -42,9 +43,13 @@ def _layout_bytes(experts: int, inter: int, hidden: int) -> int:
     return experts * (w13 + w2)
 
 
-def padding_bytes(shape: ArchShape, gpu: GPU, tp: int, layers: range) -> tuple[int, str]:
-    """Extra bytes the padded MXFP4 experts of `layers` take on one TP rank, and the line explaining them.
-    (0, "") when the model has no MXFP4 experts or the GPU's kernel is unknown."""
+def padding_bytes(shape: ArchShape, gpu: GPU, tp: int, layers: range, moe_ranks: int | None = None,
+                  expert_parallel: bool = False) -> tuple[int, str]:
+    """Extra bytes the padded MXFP4 experts of `layers` take on one rank, and the line explaining them.
+    (0, "") when the model has no MXFP4 experts or the GPU's kernel is unknown. The experts lie as vLLM 0.33
+    fused_moe/config.py FusedMoEParallelConfig.make lays them: without EP each one sharded over the MoE ranks (TP x
+    DP, `flatten_tp_across_dp_and_pcp`), with EP whole, the heaviest rank ceil(E / EP) of them (`tp_size=1`)."""
+    ranks = moe_ranks or tp
     quant = shape.quant
     if quant is None or quant.method != "mxfp4" or ("experts", -1) in quant.skip:
         return 0, ""
@@ -58,9 +63,10 @@ def padding_bytes(shape: ArchShape, gpu: GPU, tp: int, layers: range) -> tuple[i
     for index, ffn in moe:
         if ("experts", index) in quant.skip:
             continue
-        inter = ffn.expert.intermediate // tp
+        inter = ffn.expert.intermediate // (1 if expert_parallel else ranks)
+        held = experts_per_rank(ffn.experts, ranks) if expert_parallel else ffn.experts
         padded = (_round_up(inter, inter_align), _round_up(hidden, hidden_align))
-        extra = _layout_bytes(ffn.experts, *padded) - _layout_bytes(ffn.experts, inter, hidden)
+        extra = _layout_bytes(held, *padded) - _layout_bytes(held, inter, hidden)
         total += extra
         example = example or (inter, hidden, *padded)
     if not total:
