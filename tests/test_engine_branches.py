@@ -55,7 +55,7 @@ def test_lora_slots_under_tp_and_ep_keep_the_expert_whole():
     # TP 2 x DP 2 with EP: 4 MoE ranks of 32 whole experts (intermediate 768, not 768 / 2); attention split by 2
     attention = R * (4 * H + 2 * Q // 2 + 2 * KV // 2)
     experts = R * (E // 4) * (3 * H + 3 * I)
-    total, _ = lora_bytes(_qwen_moe(), 2, tp=2, moe_ranks=4, lora=LoraSettings(1, R))
+    total, _ = lora_bytes(_qwen_moe(), 2, tp=2, moe_ranks=4, lora=LoraSettings(1, R), expert_parallel=True)
     assert total == (LAYERS * (attention + experts) + 2 * R * (V + H)) * 2 and isinstance(total, int)
 
 
@@ -63,6 +63,17 @@ def test_lora_slots_under_ep_hold_a_share_of_whole_experts():
     # TP 1 x DP 2 with expert parallelism: 2 MoE ranks, 64 whole experts each (intermediate 768 unsplit)
     attention = R * (4 * H + 2 * Q + 2 * KV)
     experts = R * (E // 2) * (3 * H + 3 * I)
+    embed = 2 * R * (V + H)
+    total, _ = lora_bytes(_qwen_moe(), 2, tp=1, moe_ranks=2, lora=LoraSettings(1, R), expert_parallel=True)
+    assert total == (LAYERS * (attention + experts) + embed) * 2
+
+
+def test_lora_slots_under_dp_without_ep_split_every_expert_over_the_moe_ranks():
+    # TP 1 x DP 2 without expert parallelism: FusedMoE flattens TP x DP into its TP (vLLM 0.33 lora/layers/
+    # fused_moe.py reads moe_config.local_num_experts, all 128, and intermediate_size_per_partition, 768 / 2 = 384);
+    # it was priced as EP (64 whole experts) whenever the MoE ranks outnumbered TP
+    attention = R * (4 * H + 2 * Q + 2 * KV)
+    experts = R * E * (3 * H + 3 * I // 2)
     embed = 2 * R * (V + H)
     total, _ = lora_bytes(_qwen_moe(), 2, tp=1, moe_ranks=2, lora=LoraSettings(1, R))
     assert total == (LAYERS * (attention + experts) + embed) * 2

@@ -44,8 +44,14 @@ def check(lora: LoraSettings) -> LoraSettings:
 
 
 def lora_bytes(shape, lora_dtype_bytes: int, tp: int, moe_ranks: int, lora: LoraSettings,
-               layers: range | None = None) -> tuple[int, str]:
-    """(bytes one rank holds for the adapter slots of the layers in `layers`, the formula)."""
+               layers: range | None = None, expert_parallel: bool = False) -> tuple[int, str]:
+    """(bytes one rank holds for the adapter slots of the layers in `layers`, the formula).
+
+    The experts' slots follow the MoE layer's own split (vLLM 0.33 lora/layers/fused_moe.py: `local_num_experts`
+    and `intermediate_size_per_partition` of its moe_config): under expert parallelism whole experts,
+    ceil(E / moe_ranks) on the heaviest rank; without it every expert, its intermediate split over all `moe_ranks`
+    (FusedMoE flattens TP x DP into its TP when EP is off). Mixtral at TP 1 x DP 2 without EP: 8 experts x
+    14,336 / 2 rows each, not 4 whole experts."""
     H, R, L = shape.hidden, lora.max_lora_rank, lora.max_loras
     layers = layers if layers is not None else range(len(shape.layers))
     per_slot = 0
@@ -60,9 +66,8 @@ def lora_bytes(shape, lora_dtype_bytes: int, tp: int, moe_ranks: int, lora: Lora
         if isinstance(f, MLPDims):
             per_slot += R * (3 * H + 3 * f.intermediate // tp)
         elif isinstance(f, MoEDims):
-            ep = moe_ranks > tp
-            experts = -(-f.experts // moe_ranks) if ep else f.experts
-            inter = f.expert.intermediate if ep else f.expert.intermediate // tp
+            experts = -(-f.experts // moe_ranks) if expert_parallel else f.experts
+            inter = f.expert.intermediate if expert_parallel else f.expert.intermediate // moe_ranks
             per_slot += R * experts * (3 * H + 3 * inter)
             if f.shared:
                 per_slot += R * (3 * H + 3 * f.shared.intermediate // tp)

@@ -272,7 +272,8 @@ def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, spe
             drafted += 2 * vocab_share(shape.vocab * shape.hidden * int(act.bytes), shape.vocab, tp, rule)
         out["draft model weights"] = drafted
     if lora is not None:
-        out["LoRA memory pool"] = lora_rules.lora_bytes(shape, int(act.bytes), attn_tp, tp, lora)[0]
+        out["LoRA memory pool"] = lora_rules.lora_bytes(shape, int(act.bytes), attn_tp, tp, lora,
+                                                        expert_parallel=expert_parallel)[0]
     if version >= (0, 5, 18) and multimodal(model.architecture, version):
         out["image cache (SGLANG_VLM_CACHE_SIZE_MB)"] = VLM_CACHE_BYTES
     return out

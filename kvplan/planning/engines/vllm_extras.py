@@ -109,7 +109,7 @@ def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras
             s.version_tuple)[0]
     if extras.lora is not None:
         out["LoRA adapter slots"] = lora_rules.lora_bytes(shape, int(act.bytes), s.tensor_parallel_size, moe_ranks,
-                                                          extras.lora, layers)[0]
+                                                          extras.lora, layers, s.enable_expert_parallel)[0]
     if graph is not None and graph.total_bytes:
         applied = s.cudagraph_estimate if s.cudagraph_estimate is not None else cudagraph.applied_by_default(
             s.version_tuple)
@@ -153,7 +153,7 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
     if extras.lora is not None:
         notes.append(lora_rules.lora_bytes(model.require_arch(), int(resolve_dtype(s.dtype).bytes),
                                            s.tensor_parallel_size, s.tensor_parallel_size * s.data_parallel_size,
-                                           extras.lora)[1] + " for the whole model (vLLM lora/layers; counted "
+                                           extras.lora, expert_parallel=s.enable_expert_parallel)[1] + " for the whole model (vLLM lora/layers; counted "
                      "in 'Model loading took')")
     if s.kv_cache_memory_bytes is not None:
         notes.append("--kv-cache-memory-bytes: vLLM takes that pool as given and skips its utilisation budget; "
