@@ -92,6 +92,7 @@ SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/vllm_kv.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_mm.py": MM_TESTS,
     "kvplan/planning/engines/vllm_dsv4.py": ENGINE_TESTS,
+    "kvplan/planning/engines/vllm_dsv4_peak.py": ENGINE_TESTS,
     "kvplan/planning/engines/unread.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_profile.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_runner.py": ENGINE_TESTS,

@@ -33,6 +33,7 @@ from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
 from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, dsv4_layout, is_dsv4, packed_notes,
                         workspace_warning)
+from .vllm_dsv4_peak import dsv4_activation
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
                       kv_groups, max_usage_bytes, packed_need_bytes, pool_capacity, project_packed,
                       rank_layer_specs)
@@ -59,7 +60,8 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
     --max-model-len -1 (`auto`): the longest length up to `max_len` whose one request fits, as vLLM picks it."""
     refuse_unread(model, "vllm")
     if is_dsv4(model):   # before the generic checks, whose words would not name what kvplan leaves out
-        check_dsv4(model, version, device.compute_capability, kv.bits, block_size, speculative, pp)
+        check_dsv4(model, version, device.compute_capability, kv.bits, block_size, speculative, pp,
+                   parallel=(dp, expert_parallel), act=act, pool_given=kv_cache_memory_bytes is not None)
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
         raise WorkloadError(f"vLLM's --block-size takes {', '.join(map(str, VLLM_BLOCK_SIZES))} (256 in newer "
                             f"releases), not {block_size}: pick one of those or leave it out (16; 64 for MLA)")
@@ -150,6 +152,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
                                      has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,
                                      entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2)
+        if is_dsv4(model):   # its hyper-connection stream, attention buffers and shared workspace
+            activation = dsv4_activation(model, activation, s.max_model_len, s.max_num_batched_tokens, tp, layers,
+                                         version, device.compute_capability[0], s.enable_expert_parallel)
         other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
         extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks, v2, last)
         if s.kv_cache_memory_bytes is not None:
@@ -231,8 +236,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
         warnings=[w for w in (unsized_profile(shape, text_only),
-                              workspace_warning(model, s.max_model_len, s.max_num_batched_tokens)
-                              if is_dsv4(model) and s.kv_cache_memory_bytes is None else None) if w],
+                              workspace_warning(model, s, cc[0]) if is_dsv4(model) else None) if w],
     )
 
 

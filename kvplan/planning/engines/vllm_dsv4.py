@@ -32,6 +32,7 @@ import dataclasses
 from ...errors import WorkloadError
 from ...model.layers import CompressedAttentionSpec, SlidingWindowSpec
 from ...model.spec import ModelSpec
+from .vllm_dsv4_peak import compiled_margin, marlin_margin, release
 from .vllm_kv import SLOTS, TUPLES, VllmLayerSpec, tuple_blocks_per_request
 
 DSV4_FROM = (0, 20)      # the release DeepSeek-V4 joined vLLM
@@ -64,8 +65,10 @@ def dsv4_layout(version: tuple[int, int, int]) -> str:
 
 
 def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_bits: int, block: int | None,
-               speculative, pp: int = 1) -> None:
-    """Refuse, in one line, what kvplan cannot size exactly for DeepSeek-V4 on vLLM."""
+               speculative, pp: int = 1, parallel: tuple[int, bool] = (1, False), act=None,
+               pool_given: bool = False) -> None:
+    """Refuse, in one line, what kvplan cannot size exactly for DeepSeek-V4 on vLLM. `parallel`: (data-parallel
+    size, expert parallelism); `act`: the activation dtype; `pool_given`: --kv-cache-memory-bytes was passed."""
     if version[:2] < DSV4_FROM:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version))} has no DeepSeek-V4 (DeepseekV4ForCausalLM joined "
                             "in 0.20.0): pick vLLM 0.33")
@@ -86,6 +89,7 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
         # 512 B alignment, not read; below SM 9.0 FlashMLA does not run
         raise WorkloadError("kvplan sizes DeepSeek-V4 on vLLM's FlashMLA path (Hopper or Blackwell SM 10.x GPUs) "
                             "only: pick an H100 / H200 / B200-class GPU, or --engine hf")
+    _check_profile(capability, parallel, act, pool_given, version)
     if kv_bits not in (8, 16):
         raise WorkloadError("DeepSeek-V4 on vLLM's FlashMLA path caches fp8_ds_mla: use --kv-cache-dtype auto or fp8")
     if block is not None and block != BLOCK:
@@ -94,6 +98,29 @@ def check_dsv4(model: ModelSpec, version: tuple[int, int, int], capability, kv_b
     if speculative is not None:   # the MTP layer adds caches and extra_retained_tokens: not read
         raise WorkloadError("kvplan does not plan DeepSeek-V4's MTP drafter on vLLM: plan it without speculative "
                             "decoding")
+
+
+def _check_profile(capability, parallel: tuple[int, bool], act, pool_given: bool, version=(0, 33, 0)) -> None:
+    """What the profile-run figure (vllm_dsv4_peak.py) was read for: bf16, one TP group (expert parallelism inside
+    it before 0.32, where Marlin's MoE runs), Hopper's MoE kernel."""
+    if act is not None and act.name != "bfloat16":   # kernels/mhc/tilelang.py asserts bfloat16 activations
+        raise WorkloadError("vLLM's DeepSeek-V4 hyper-connection kernels take bfloat16 activations: use --dtype auto "
+                            "or bfloat16")
+    if parallel[0] > 1:   # DP shards the MoE's tokens (0.31-0.33 nvidia/model.py `_use_sequence_parallel`): not read
+        raise WorkloadError("kvplan sizes DeepSeek-V4's vLLM profile run without data parallelism: plan one engine "
+                            "with tensor / pipeline parallelism (each data-parallel engine is one)")
+    if parallel[1] and release(version).humming:
+        # 0.32+: EP picks Humming's grouped GEMM (fused_humming_moe.py `get_humming_moe_gemm_type`), not read;
+        # before, Marlin's buffers with whole experts (vllm_dsv4_peak.py), planned
+        raise WorkloadError(f"kvplan sizes DeepSeek-V4's vLLM {'.'.join(map(str, version[:2]))} profile run without "
+                            "expert parallelism (it picks Humming's grouped MoE kernel, not read): leave out "
+                            "--enable-expert-parallel, or plan vLLM 0.31")
+    if capability[0] == 10 and not pool_given:
+        # fused_moe/oracle/mxfp4.py `_get_priority_backends`: FLASHINFER_TRTLLM_MXFP4_MXFP8 first on SM 10.x
+        raise WorkloadError("kvplan sizes DeepSeek-V4's vLLM profile run on Hopper, whose MoE runs Humming's "
+                            "(before 0.32 Marlin's) kernel; on SM 10.x it runs FlashInfer's TRTLLM kernel, whose "
+                            "scratch kvplan has not read: plan an H100 / H200, or pass vLLM's 'Available KV cache "
+                            "memory' as --kv-cache-memory-bytes")
 
 
 def dsv4_layer_specs(model: ModelSpec, layer_ids: range) -> list[VllmLayerSpec]:
@@ -176,35 +203,44 @@ def packed_notes(groups, max_model_len: int, batched_tokens: int, inflight: int)
             "`_resolve_dsv4_kv_cache_dtype`)"]
 
 
-PREFILL_CHUNK = 4   # DeepseekV4Attention.PREFILL_CHUNK_SIZE: requests whose bf16 KV the prefill gathers at once
+def workspace_warning(model: ModelSpec, s, sm: int) -> str | None:
+    """What the DeepSeek-V4 activation figure (vllm_dsv4_peak.py) cannot see, bounded: on Hopper the MoE kernel
+    vLLM runs (Humming's, held; Marlin's fallback asks the shared workspace for more: the upper end); on SM 10.x,
+    planned only from a given pool, FlashInfer's own MoE scratch in the over-the-card check."""
+    if sm == 10:
+        return ("vLLM's DeepSeek-V4 MoE on SM 10.x runs FlashInfer's TRTLLM kernel, whose scratch kvplan has not "
+                "read: the activation figure leaves it out, so the check that weights, activation and the given pool "
+                "fit the card passes by up to that much too easily; compare with vLLM's start-up log")
+    if s.kv_cache_memory_bytes is not None:
+        return None
+    rel = release(s.version_tuple)
+    if not rel.humming:
+        return _marlin_warning(model, s, rel)
+    margin = marlin_margin(model, s.max_model_len, s.max_num_batched_tokens, s.tensor_parallel_size,
+                           s.version_tuple)
+    return (f"vLLM's DeepSeek-V4 profile run is sized from vLLM 0.33.0's source, no start-up log checks it: kvplan's "
+            "activation figure holds a CSA layer's live set at the indexer's logits stand-in "
+            "(VLLM_SPARSE_INDEXER_MAX_LOGITS_MB at its 512 default) and the shared workspace with the buffers of "
+            "Humming's MoE kernel, which vLLM picks on Hopper; if it falls back to Marlin's ('Using 'MARLIN' Mxfp4 "
+            f"MoE backend' in its log) the workspace is {margin / 2**20:,.1f} MiB larger: the profile run takes 0 to "
+            f"{margin / 2**20:,.1f} MiB more than kvplan's activation figure and the pool is high by as much (the "
+            "CUDA-graph estimate beside it is kvplan's generic one, not read for DeepSeek-V4's breakable graphs); "
+            "pass vLLM's 'Available KV cache memory' as --kv-cache-memory-bytes to plan the KV from it")
 
 
-def workspace_warning(model: ModelSpec, max_model_len: int, batched_tokens: int) -> str:
-    """What kvplan's pool leaves out for DeepSeek-V4, with the parts read to the byte (vLLM 0.33.0). The profile
-    run's dummy forward reserves one shared workspace (v1/worker/workspace.py `get_simultaneous`, grown only, kept
-    allocated, so it leaves the pool), whose largest request is FlashMLA's prefill on the ratio-4 layers
-    (nvidia/flashmla.py `forward_mqa`): a (PREFILL_CHUNK_SIZE, M, 512) bf16 gather, M = cdiv(max_model_len, ratio)
-    + window + max_num_batched_tokens, beside int32 top-k indices [tokens, round_up(index_topk + window, 128)] and
-    lengths [tokens]; the indexer's own request (sparse_attn_indexer.py) is smaller and shares the buffer. The model
-    also keeps a top-k index buffer [tokens, index_topk] int32 from load (nvidia/model.py DeepseekV4Model.__init__),
-    which vLLM counts as weights. Flash at 4,096 tokens, 8,192 batched: 38,273,024 + 20,971,520 + 32,768 =
-    59,277,312 B, and 16,777,216 B. The dummy forward's transients (the indexer's logits stand-in of
-    VLLM_SPARSE_INDEXER_MAX_LOGITS_MB, 512 by default, envs.py; the attention output buffer of attention.py
-    `_alloc_attn_out`) are larger than kvplan's activation figure may hold, and the forward's live set around them is
-    not read: no upper bound is claimed."""
-    ratios = [s.compress_rate for layer in model.layers for s in layer if isinstance(s, CompressedAttentionSpec)]
-    window = next(s.window for layer in model.layers for s in layer if s.window)
-    rows = -(-max_model_len // min(ratios, default=max_model_len or 1)) + window + batched_tokens
-    gather = PREFILL_CHUNK * rows * 512 * 2
-    topk = model.fields.get("index_topk")
-    held, parts = gather, f"{PREFILL_CHUNK} x {rows:,} rows x 512 x 2 B"
-    if isinstance(topk, int):
-        width = -(-(topk + window) // 128) * 128
-        held += batched_tokens * width * 4 + batched_tokens * 4 + batched_tokens * topk * 4
-        parts += (f" + {batched_tokens:,} x {width} x 4 B of top-k indices + {batched_tokens:,} x 4 B of lengths, "
-                  f"and the model's {batched_tokens:,} x {topk} x 4 B top-k buffer")
-    return (f"vLLM's DeepSeek-V4 attention reserves workspaces in its profile run that kvplan's activation figure "
-            f"does not hold ({parts} = {held / 2**20:,.1f} MiB, kept allocated; its dummy forward's transients, the "
-            f"indexer's 512 MiB logits stand-in and the attention output buffers, are not in kvplan's peak), and no "
-            f"DeepSeek-V4 start-up log checks the pool: it is high by at least that, likely more; pass vLLM's "
-            f"'Available KV cache memory' as --kv-cache-memory-bytes to plan the KV from it")
+def _marlin_warning(model: ModelSpec, s, rel) -> str:
+    """0.20.1-0.31 (Marlin's MoE, the one Hopper kernel there: nothing left to bound) and, for 0.20.1-0.22, the
+    compiled forward: the figure is its eager live set, the floor what the profile must hold anyway."""
+    v = ".".join(map(str, s.version_tuple[:2]))
+    head = (f"vLLM {v}'s DeepSeek-V4 profile run is sized from its source (a CSA layer's largest live set, at the "
+            "indexer's 512 MiB logits stand-in or at the pad of q, and the shared workspace with Marlin's MoE "
+            "buffers, the one Hopper MXFP4 kernel of this release)")
+    tail = ("; the CUDA-graph estimate beside it is kvplan's generic one; pass vLLM's 'Available KV cache memory' as "
+            "--kv-cache-memory-bytes to plan the KV from it")
+    if not rel.compiled:
+        return head + tail
+    margin = compiled_margin(model, s.max_num_batched_tokens, s.tensor_parallel_size, s.version_tuple)
+    return (head + f"; {v} compiles the model (@support_torch_compile) around the attention's eager custom op: "
+            "kvplan holds the eager live set, and inductor may free the previous layer's output and residual "
+            f"before the indexer's moment, so the profile run takes 0 to {margin / 2**20:,.1f} MiB less than "
+            "kvplan's activation figure and the pool is low by up to as much" + tail)

@@ -69,6 +69,7 @@ def runner_is_v2(model, shape, s: VllmSettings, extras: Extras) -> bool:
 
 SAMPLER_BUFFERS = "V2 sampler buffers"
 MLA_COPIES = "MLA bf16 W_UK / W_UV"
+DSV4_TOPK = "DeepSeek-V4 top-k index buffer"
 
 
 def mla_copies_bytes(shape, tp: int, layers: range, act_bytes: int) -> int:
@@ -103,6 +104,11 @@ def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras
     copies = mla_copies_bytes(shape, s.tensor_parallel_size, layers, int(act.bytes))
     if copies:
         out[MLA_COPIES] = copies
+    if is_dsv4(model):
+        # nvidia/model.py DeepseekV4Model.__init__ (0.20.1-0.33, each read): int32 [max_num_batched_tokens,
+        # index_topk] that every indexer shares, allocated with the model, so in vLLM's 'Model loading took'; Flash:
+        # 8,192 x 512 x 4 = 16 MiB
+        out[DSV4_TOPK] = s.max_num_batched_tokens * model.fields["index_topk"] * 4
     if extras.speculative is not None:
         out["draft model weights"] = spec_decode.draft_weight_bytes(
             model, extras.speculative, act, s.tensor_parallel_size, moe_ranks, "pad64", s.enable_expert_parallel,
