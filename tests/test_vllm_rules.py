@@ -340,6 +340,75 @@ def test_pp_stages_all_get_the_smallest_stage_blocks():
     assert p.kv_cache_tokens == pytest.approx(1_075_312, rel=5e-3)   # measured v0.19.0 PP2
 
 
+def test_pp_receive_buffers_sit_on_the_later_stages_only_v1():
+    """vLLM 0.19's V1 runner makes a later stage's receive buffers in the profile run (v1/worker/gpu_model_runner.py
+    `_dummy_run` :5437-5447: `make_empty_intermediate_tensors(max_num_tokens, model dtype)` unless
+    `is_first_rank`), alive through the forward and the sampler. Llama-3.1-8B (hidden 4,096, MLP 14,336, vocabulary
+    128,256) at 8,192 tokens, bf16, PP4, hand arithmetic:
+      PP0       forward 8,192 x (3 x 14,336 + 5 x 4,096) x 2 B = 1,040,187,392 (0.97 GiB; the log: 1.10)
+      PP1, PP2  + hidden_states + residual 2 x 8,192 x 4,096 x 2 B = 134,217,728 -> 1,174,405,120 (1.09; log 1.05)
+      PP3       sampler 1,024 x 128,256 x 14 B + 3 x 8,192 x 4,096 x 2 B + 134,217,728 = 2,174,222,336 (2.02; 2.01)
+    (the log: validation/measured/vllm_runs_calibration.csv, the PP4 row's notes; per stage in vllm_calibration.md)."""
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", pp=4, max_model_len=8192, gpu_memory_utilization=0.95,
+             engine_version="0.19.0")
+    assert [s.activation_bytes for s in p.stages] == [1_040_187_392, 1_174_405_120, 1_174_405_120, 2_174_222_336]
+    assert "PP receive buffers" not in p.extra   # in the peak, not a line of its own
+    assert "PP receive buffers hidden_states + residual 2 x [8,192, 4,096] x 2 B" in p.formula[1]
+
+
+def test_pp_receive_buffers_by_runner_and_version():
+    """The V2 runner makes them in `load_model` (v1/worker/gpu/model_runner.py 0.24 :365, 0.27.1 :395), before the
+    profile: 0.22-0.26's budget (weights + peak increase + non-torch increase, utils/mem_utils.py 0.26 :311) misses
+    them, 0.27+'s (free memory fallen since the snapshot, 0.27.1 :326) counts them once. Qwen3-32B (hidden 5,120),
+    8,192 tokens, bf16: 2 x 8,192 x 5,120 x 2 B = 167,772,160 B on PP1."""
+    from kvplan.planning.engines.vllm_runner import receive_buffer_term
+
+    assert [receive_buffer_term(v, v2) for v, v2 in (((0, 10, 1), False), ((0, 19, 0), False), ((0, 33, 0), False),
+                                                      ((0, 22, 0), True), ((0, 26, 0), True), ((0, 27, 1), True),
+                                                      ((0, 33, 0), True))] == [
+        "peak", "peak", "peak", "uncounted", "uncounted", "persistent", "persistent"]
+    common = dict(gpu="H100-80GB", pp=2, max_model_len=32768, gpu_memory_utilization=0.9)
+    late = plan("Qwen/Qwen3-32B", engine_version="0.27.1", **common)     # V2 (Qwen3ForCausalLM from 0.22)
+    assert late.num_blocks == late.stages[1].num_blocks < late.stages[0].num_blocks   # PP1 binds: its lines shown
+    assert late.extra["PP receive buffers"] == 167_772_160   # 2 x 8,192 x 5,120 x 2 B
+    assert late.stages[0].activation_bytes == late.stages[1].activation_bytes   # no buffer in either peak
+    early = plan("Qwen/Qwen3-32B", engine_version="0.24.0", **common)
+    assert "PP receive buffers" not in early.extra
+    pp0, pp1 = early.stages
+    assert pp0.activation_bytes == pp1.activation_bytes   # no term for the buffers: the pools differ by PP1's
+    assert pp0.kv_pool_bytes - pp1.kv_pool_bytes == pp1.weights_bytes - pp0.weights_bytes == 10_240  # norm 5,120 x 2 B
+    assert any("160.00 MiB of receive buffers" in n and "headroom" in n for n in early.notes)
+    assert not any("receive buffers" in n for n in late.notes)
+
+
+def test_pp_receive_buffer_shapes_per_model():
+    """`make_empty_intermediate_tensors` as each model file writes it, at 8,192 tokens in bf16 (hand arithmetic):
+    GPT-2 hidden_states alone (gpt2.py:217): 8,192 x 768 x 2 B = 12,582,912; DeepSeek-V4-Flash one [N, hc_mult 4,
+    4,096] (deepseek_v4/nvidia/model.py :930-946, 0.33): 268,435,456; Gemma-4-E2B hidden_states + per_layer_inputs
+    [N, 35 layers, 256] (gemma4.py :1176-1196, 0.33): 8,192 x (1,536 + 35 x 256) x 2 B = 171,966,464, and 0.19-0.20
+    add a residual [N, 1,536] (0.20.1 gemma4.py `_make_empty_intermediate_tensors`): 197,132,288."""
+    from kvplan.planning.engines.vllm_runner import receive_buffers
+
+    assert receive_buffers(load_model("openai-community/gpt2"), (0, 33, 0), 8192, 2)[0] == 12_582_912
+    assert receive_buffers(load_model("deepseek-ai/DeepSeek-V4-Flash"), (0, 33, 0), 8192, 2) == (
+        268_435_456, "hidden_states [8,192, 4, 4,096] x 2 B")
+    e2b = load_model("google/gemma-4-E2B-it")
+    assert receive_buffers(e2b, (0, 33, 0), 8192, 2)[0] == 171_966_464
+    assert receive_buffers(e2b, (0, 20, 1), 8192, 2)[0] == 197_132_288
+    assert receive_buffers(e2b, (0, 21, 0), 8192, 2)[0] == 171_966_464   # 0.21.0 gemma4.py: the residual gone
+    assert receive_buffers(load_model("Qwen/Qwen3-32B"), (0, 33, 0), 8192, 2)[0] == 167_772_160  # 2 x 8,192 x 5,120 x 2
+
+
+def test_pp_plan_notes_an_architecture_whose_receive_buffers_were_not_read():
+    import dataclasses
+
+    odd = dataclasses.replace(load_model("meta-llama/Llama-3.1-8B"), architecture="SomeNewForCausalLM")
+    notes = plan(odd, gpu="H100-80GB", pp=2, max_model_len=8192).notes
+    assert any(n.startswith("receive buffers of SomeNewForCausalLM not read from vLLM") for n in notes)
+    assert not any("not read from vLLM" in n
+                   for n in plan("meta-llama/Llama-3.1-8B", gpu="H100-80GB", pp=2, max_model_len=8192).notes)
+
+
 def test_version_parsing():
     assert parse_version("v0.19.0") == (0, 19, 0)
     assert parse_version("0.17") == (0, 17, 0)

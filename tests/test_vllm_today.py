@@ -334,27 +334,28 @@ def test_the_v2_forward_holds_three_hidden_rows_per_token():
     from kvplan.planning.engines.vllm_profile import ActivationModel, activation_peak
 
     dims = ActivationModel(896, 4864, 0, 0, 151_936, 2)
-    v2 = activation_peak(dims, 32768, 256, has_sampler=True, has_pp_buffers=False, version=(0, 26, 0), v2=True,
+    v2 = activation_peak(dims, 32768, 256, has_sampler=True, version=(0, 26, 0), v2=True,
                          entry_bytes=2)
-    v1 = activation_peak(dims, 32768, 256, has_sampler=True, has_pp_buffers=False, version=(0, 26, 0))
+    v1 = activation_peak(dims, 32768, 256, has_sampler=True, version=(0, 26, 0))
     assert v2.forward_bytes == 32768 * (3 * 4864 + 3 * 896) * 2 == 1_132_462_080
     assert v1.forward_bytes == 32768 * (3 * 4864 + 5 * 896) * 2
 
 
 def test_a_pool_that_passes_vllms_bytes_check_but_holds_under_one_request_says_how_short():
-    """Qwen3.5-27B over 2 RTX 5090s at an auto length and --gpu-memory-utilization 0.91 (0.33): the bytes check
-    (kv_cache_planning.py check_enough_kv_cache_memory) passes at 31,616 tokens, but per-group rounding (0.27+) makes
-    a request 47 blocks and stage 0 holds 46: one block short, 27,262,976 B (26 MiB), said in the plan; no fix offers
-    the same length. (At the default 0.92 this model fits since its RoPE table is priced 64 wide, 96 MiB less.)"""
-    p = plan("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2, gpu_memory_utilization=0.91)
-    assert (p.fits, p.max_model_len, p.num_blocks) == (False, 31_616, 46)
+    """Qwen3.5-27B over 2 RTX 5090s at an auto length and --gpu-memory-utilization 0.908 (0.33): the bytes check
+    (kv_cache_planning.py check_enough_kv_cache_memory) passes at 30,784 tokens, but per-group rounding (0.27+) makes
+    a request 46 blocks and stage 0 holds 45: one block short, 27,262,976 B (26 MiB), said in the plan; no fix offers
+    the same length. (At the default 0.92 this model fits since its RoPE table is priced 64 wide, 96 MiB less; at
+    0.91, since the first stage holds no PP receive buffers, 40 MiB less: vllm_runner.receive_buffer_term.)"""
+    p = plan("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2, gpu_memory_utilization=0.908)
+    assert (p.fits, p.max_model_len, p.num_blocks) == (False, 30_784, 45)
     # a block: 832 tokens x 2 x 4 KV heads x 256 x 2 B = 3,407,872 B a layer, x 8 layers a group = 27,262,976 B;
-    # a request: cdiv(31,616, 832) = 38 blocks of the full-attention group + 3 GDN groups x 3 states ('align' 2 +
-    # FlashInfer's prefill checkpoint on SM 12.0 with linear_key_head_dim 128) = 47
+    # a request: cdiv(30,784, 832) = 37 blocks of the full-attention group + 3 GDN groups x 3 states ('align' 2 +
+    # FlashInfer's prefill checkpoint on SM 12.0 with linear_key_head_dim 128) = 46
     assert p.block_size == 832 and p.shortfall_bytes == 832 * 2 * 4 * 256 * 2 * 8 == 27_262_976
-    assert any("one 31,616-token request takes 47 blocks and the pool holds 46" in n for n in p.notes)
-    assert p.max_concurrency == pytest.approx(46 / 47, abs=1e-4)
+    assert any("one 30,784-token request takes 46 blocks and the pool holds 45" in n for n in p.notes)
+    assert p.max_concurrency == pytest.approx(45 / 46, abs=1e-4)
     from kvplan.planning.search import fixes
     offered = [flag for _, flag in fixes("Qwen/Qwen3.5-27B", gpu="RTX-5090", max_model_len="auto", pp=2,
-                                         gpu_memory_utilization=0.91)]
-    assert "--max-model-len 31616" not in offered
+                                         gpu_memory_utilization=0.908)]
+    assert "--max-model-len 30784" not in offered

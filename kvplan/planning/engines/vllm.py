@@ -37,7 +37,8 @@ from .vllm_dsv4_peak import dsv4_activation
 from .vllm_kv import (DS_MLA_BYTES, KVRules, bytes_per_token, cdiv, ds_mla_layout, hybrid_alignment, hybrid_block_size,
                       kv_groups, max_usage_bytes, packed_need_bytes, pool_capacity, project_packed,
                       rank_layer_specs)
-from .vllm_runner import max_concurrent_batches, sampler_entry_bytes
+from .vllm_runner import (RECEIVE_READ, max_concurrent_batches, receive_buffer_term, receive_buffers,
+                          sampler_entry_bytes)
 from .vllm_mm import (TOWERS_SKIPPED_EARLY, TOWERS_SKIPPED_FROM, encoder_cache_bytes, limit_flags,
                       unsized_profile)
 from .vllm_mxfp4 import padding_bytes as mxfp4_padding_bytes
@@ -149,14 +150,21 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         weights = (gpu_weight_bytes(model, shape, act, tp, layers, first, last, towers, moe_ranks,
                                     vocab_rule="pad64", expert_parallel=s.enable_expert_parallel)
                    + rope_cache_bytes(model, act, per_layer_type=True) + padding)
-        activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last,
-                                     has_pp_buffers=pp > 1, version=version, kept=kept if first else 0,
-                                     entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2)
-        if is_dsv4(model):   # its hyper-connection stream, attention buffers and shared workspace
+        # a later stage's receive buffers: in the profile's peak (V0 / V1), persistent (V2 0.27+) or missed (V2
+        # 0.22-0.26); the first stage has none (vllm_runner.receive_buffer_term)
+        received = (0, "") if first else receive_buffers(model, version, s.max_num_batched_tokens, int(act.bytes))
+        term = receive_buffer_term(version, v2)
+        activation = activation_peak(dims, s.max_num_batched_tokens, rows, has_sampler=last, version=version,
+                                     kept=kept if first else 0,
+                                     entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2,
+                                     receive=received if term == "peak" else (0, ""))
+        if is_dsv4(model):   # its hyper-connection stream, attention buffers, shared workspace and receive buffer
             activation = dsv4_activation(model, activation, s.max_model_len, s.max_num_batched_tokens, tp, layers,
                                          version, device.compute_capability[0], s.enable_expert_parallel)
+            received = (0, "")   # dsv4_activation holds its [N, hc_mult, H] receive buffer (PP only from 0.31, V2)
         other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
-        extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks, v2, last)
+        extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks, v2, last,
+                            received[0] if term == "persistent" else 0)
         if s.kv_cache_memory_bytes is not None:
             pool = s.kv_cache_memory_bytes
         else:
@@ -191,7 +199,8 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     short_blocks = max(0, cap.blocks_per_request - cap.num_blocks) * groups.bytes_per_block if pool >= need else 0
     fit_len = _max_len_that_fits(specs, block, pool, s, rules.inflight, groups if groups.packed else None)
     notes = (_version_notes(version, v2) + _vllm_notes(model, s, kv, groups, specs, version, rules.inflight)
-             + padding_lines + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra))
+             + padding_lines + ([kept_line] if kept_line else []) + extra_notes(model, s, graph, extras, extra)
+             + _receive_notes(model, s, act, v2))
     if short_blocks:
         notes.append(f"vLLM starts (its check is in bytes) with a max concurrency of {cap.max_concurrency:.2f}: one "
                      f"{s.max_model_len:,}-token request takes {cap.blocks_per_request:,} blocks and the pool holds "
@@ -238,6 +247,26 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         warnings=[w for w in (unsized_profile(shape, text_only),
                               workspace_warning(model, s, cc[0]) if is_dsv4(model) else None) if w],
     )
+
+
+def _receive_notes(model, s: VllmSettings, act: DType, v2: bool) -> list[str]:
+    """What the plan says of a later stage's receive buffers where vLLM's budget misses them or kvplan has not read
+    the model's (vllm_runner.receive_buffers)."""
+    if s.pipeline_parallel_size <= 1:
+        return []
+    version = s.version_tuple
+    size, how = receive_buffers(model, version, s.max_num_batched_tokens, int(act.bytes))
+    notes = []
+    if receive_buffer_term(version, v2) == "uncounted":
+        later = "stage 1" if s.pipeline_parallel_size == 2 else f"stages 1-{s.pipeline_parallel_size - 1}"
+        notes.append(f"{later} hold{'s' if s.pipeline_parallel_size == 2 else ''} {fmt_bytes(size)} of receive "
+                     f"buffers ({how}) that "
+                     f"vLLM {version[0]}.{version[1]}'s V2 runner makes after measuring the weights and before the "
+                     "profile, so its budget does not count them: they come out of the (1 - utilization) headroom")
+    if model.architecture not in RECEIVE_READ:
+        notes.append(f"receive buffers of {model.architecture or model.model_type} not read from vLLM: planned as "
+                     "hidden_states + residual, [max_num_batched_tokens, hidden_size] each")
+    return notes
 
 
 def _requested(s: VllmSettings, device: GPU) -> int:

@@ -68,6 +68,7 @@ def runner_is_v2(model, shape, s: VllmSettings, extras: Extras) -> bool:
 
 
 SAMPLER_BUFFERS = "V2 sampler buffers"
+RECEIVE_BUFFERS = "PP receive buffers"
 MLA_COPIES = "MLA bf16 W_UK / W_UV"
 DSV4_TOPK = "DeepSeek-V4 top-k index buffer"
 
@@ -95,12 +96,16 @@ def mla_copies_bytes(shape, tp: int, layers: range, act_bytes: int) -> int:
 
 
 def extra_lines(model, shape, s: VllmSettings, act: DType, graph, extras: Extras, layers: range,
-                 moe_ranks: int, v2: bool = False, last: bool = True) -> dict[str, int]:
-    """The per-GPU lines beyond weights / activation / non-torch, each taken from the KV budget."""
+                 moe_ranks: int, v2: bool = False, last: bool = True, received: int = 0) -> dict[str, int]:
+    """The per-GPU lines beyond weights / activation / non-torch, each taken from the KV budget. `received`: a
+    later pipeline stage's receive buffers where vLLM counts them as persistent memory (V2 0.27+,
+    `vllm_runner.receive_buffer_term`)."""
     out: dict[str, int] = {}
     buffers = runner.persistent_bytes(s.version_tuple, v2, s.max_num_seqs, shape.vocab, s.spec_tokens) if last else 0
     if buffers:
         out[SAMPLER_BUFFERS] = buffers
+    if received:
+        out[RECEIVE_BUFFERS] = received
     copies = mla_copies_bytes(shape, s.tensor_parallel_size, layers, int(act.bytes))
     if copies:
         out[MLA_COPIES] = copies

@@ -175,9 +175,9 @@ class ActivationBreakdown:
     formula: str = field(default="")
 
 
-def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool, has_pp_buffers: bool,
+def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sampler: bool,
                     version: tuple[int, int, int], kept: int = 0, entry_bytes: int | None = None,
-                    v2: bool = False) -> ActivationBreakdown:
+                    v2: bool = False, receive: tuple[int, str] = (0, "")) -> ActivationBreakdown:
     """Torch peak increase of vLLM's profile run (`gpu_model_runner.profile_run`).
 
     forward: N tokens through one layer: gate+up [N, 2I] + activation [N, I] + ~5 [N, H] tensors
@@ -186,7 +186,10 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
              lm_head: logits [rows, V] in the model dtype, then float32 logits, probabilities and the
              exponential noise of random sampling (3 x 4 B) -> 1024 x 128,256 x 14 B = 1.71 GiB; the
              [N, H] hidden states (x3) stay alive. V0 and ~v0.12 to v0.16: ~24 B more per entry.
-    pipeline stages keep two [N, H] intermediate buffers (hidden + residual).
+    receive: (bytes, how) of the buffers a non-first pipeline stage receives into, where the profile run makes
+          them (V0 / V1: `vllm_runner.receive_buffer_term` "peak"); alive through the forward and the sampler.
+          The first stage has none: the IntermediateTensors it sends on are its last layer's output and residual,
+          the forward's own tensors. Llama-3.1-8B at N 8,192: + 2 x 8,192 x 4,096 x 2 B = 128 MiB on stages 1+.
     kept: a multimodal model's dummy encoder outputs, alive through the forward and the sampler
           (kvplan.planning.engines.vllm_mm).
     entry_bytes: the sampler's bytes per (row x vocabulary entry) where the model runner sets them (0.20+:
@@ -198,8 +201,11 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     """
     b, H = dims.act_bytes, dims.hidden_size
     mlp = max(3 * dims.intermediate_size, 3 * dims.moe_intermediate_size * dims.experts_per_token)
-    # V1 keeps two more [N, H] persistent input buffers than V0 (PP0 of Llama-3.1-8B: 1.10 GiB at N 8192;
-    # V0 on a 3090: 2.07 GiB at N 20,000 and 2.99 GiB at N 29,000, i.e. 3I + 3H per token).
+    # V1 keeps two more [N, H] persistent input buffers than V0 (V0 on a 3090: 2.07 GiB at N 20,000 and 2.99 GiB at
+    # N 29,000, i.e. 3I + 3H per token). Llama-3.1-8B at N 8,192 on v0.19 PP4 printed 1.10 GiB on PP0 and 1.05 on
+    # PP1-2, which hold 0.125 GiB of receive buffers PP0 lacks: 5 x H gives 0.97 and 1.09 GiB (3 x H: 0.84, 0.97),
+    # so no per-layer width fits both: PP0 peaks 0.18 GiB above the forward the same layers run on PP1-2 (1.05 -
+    # 0.125 GiB; vllm_calibration.md, pipeline stages).
     width = 5 if version[:2] >= V1_ENGINE and not v2 else 3
     forward = tokens * (mlp + width * H) * b
     sampler = 0
@@ -208,11 +214,11 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
         if any(since <= version[:2] < until for since, until in ENGINE_CONSTANTS["sampler_extra_versions"]):
             per_entry += ENGINE_CONSTANTS["sampler_extra_bytes"]
         sampler = rows * dims.vocab_size * per_entry + 3 * tokens * H * b
-    buffers = 2 * tokens * H * b if has_pp_buffers else 0
+    buffers = receive[0]
     total = max(forward, sampler) + buffers + kept
     formula = (f"max(forward {tokens:,} x ({mlp:,} + {width} x {H:,}) x {b} B, "
                f"sampler {rows:,} x {dims.vocab_size:,} x {per_entry} B + 3 x {tokens:,} x {H:,} x {b} B)"
-               + (f" + PP buffers 2 x {tokens:,} x {H:,} x {b} B" if buffers else "")
+               + (f" + PP receive buffers {receive[1]}" if buffers else "")
                + (f" + encoder cache {kept:,} B" if kept else ""))
     return ActivationBreakdown(forward, sampler, buffers, total, formula)
 

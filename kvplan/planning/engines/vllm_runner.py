@@ -121,3 +121,69 @@ def persistent_bytes(version: tuple[int, int, int], v2: bool, max_num_seqs: int,
 def persistent_formula(max_num_seqs: int, vocab: int, total: int) -> str:
     return (f"V2 sampler buffers = {max_num_seqs:,} requests x (int32 bin counts [{vocab:,}] + bit masks + "
             f"logit-bias / bad-words / logprob tables) = {total / MiB:,.1f} MiB")
+
+
+# What a non-first pipeline stage receives the previous stage's output into: the model's
+# `make_empty_intermediate_tensors(batch_size=max_num_batched_tokens, dtype=model dtype)`. Most models pass
+# hidden_states and residual, [N, H] each (make_empty_intermediate_tensors_factory(["hidden_states", "residual"]):
+# llama.py:399, qwen2.py:391, deepseek_v2.py:1489, qwen3_moe.py:480, gpt_oss.py:500, nemotron_h.py:616, 0.33; the
+# same in 0.19; the multimodal models take their language model's). These pass hidden_states alone (their layers add
+# the residual inside): ["hidden_states"] in chatglm.py:291, falcon.py:396, gpt2.py:217, gpt_j.py:211 (0.19-0.33),
+# gpt_bigcode.py, gpt_neox.py, olmo2.py, phi.py, starcoder2.py (0.19), and the Transformers backend that GPTBigCode,
+# Olmo2, Phi, Starcoder2 (0.27+) and GPTNeoX (0.33) move to (transformers/base.py:200, 0.33).
+HIDDEN_ONLY = frozenset({"ChatGLMModel", "FalconForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM",
+                         "GPTBigCodeForCausalLM", "GPTNeoXForCausalLM", "Olmo2ForCausalLM", "PhiForCausalLM",
+                         "Starcoder2ForCausalLM"})
+# The architectures whose receive buffers were read (both lists above, DeepSeek-V4 and Gemma 4 below); another
+# architecture is planned with hidden_states + residual and a note saying so.
+RECEIVE_READ = HIDDEN_ONLY | frozenset({
+    "DeciLMForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM", "FalconMambaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "GemmaForCausalLM",
+    "Glm4MoeForCausalLM", "Glm4vMoeForConditionalGeneration", "GlmMoeDsaForCausalLM", "GptOssForCausalLM",
+    "JambaForCausalLM", "KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
+    "MambaForCausalLM", "MiMoV2FlashForCausalLM", "MiniMaxM2ForCausalLM", "Mistral3ForConditionalGeneration",
+    "MistralForCausalLM", "MixtralForCausalLM", "NemotronHForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen2_5_VLForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})
+GEMMA4_HIDDEN_ONLY_FROM = (0, 21)   # gemma4.py `_make_empty_intermediate_tensors`: residual too in 0.19-0.20
+
+
+def receive_buffers(model, version: tuple[int, int, int], tokens: int, act_bytes: int) -> tuple[int, str]:
+    """(bytes, how) of the tensors a non-first pipeline stage receives into, [tokens = max_num_batched_tokens, ...]
+    in the model dtype (the first stage has none). Qwen3-32B at 8,192 tokens in bf16: 2 x 8,192 x 5,120 x 2 B =
+    160 MiB. DeepSeek-V4 passes its hc_mult streams, one [N, hc_mult, H] tensor (deepseek_v4/nvidia/model.py
+    `make_empty_intermediate_tensors`, 0.24-0.33): 8,192 x 4 x 4,096 x 2 B = 256 MiB; Gemma 4 adds its
+    per-layer inputs [N, num_hidden_layers, hidden_size_per_layer_input] (gemma4.py:1176-1196, 0.33): E2B at
+    8,192 tokens, 8,192 x 35 x 256 x 2 B = 140 MiB beside the 24 MiB of hidden states."""
+    H, b = model.require_arch().hidden, act_bytes
+    if model.architecture == "DeepseekV4ForCausalLM":
+        n = int(model.fields.get("hc_mult") or 1)
+        return tokens * n * H * b, f"hidden_states [{tokens:,}, {n}, {H:,}] x {b} B"
+    gemma4 = model.model_type in ("gemma4", "gemma4_text")
+    alone = model.architecture in HIDDEN_ONLY or (gemma4 and version[:2] >= GEMMA4_HIDDEN_ONLY_FROM)
+    names = ("hidden_states",) if alone else ("hidden_states", "residual")
+    total, how = len(names) * tokens * H * b, f"{' + '.join(names)} {len(names)} x [{tokens:,}, {H:,}] x {b} B"
+    ple = int(model.fields.get("hidden_size_per_layer_input") or 0) if gemma4 else 0
+    if ple:
+        layers = int(model.fields.get("num_hidden_layers") or model.num_layers)
+        total += tokens * layers * ple * b
+        how += f" + per_layer_inputs [{tokens:,}, {layers}, {ple}] x {b} B"
+    return total, how
+
+
+def receive_buffer_term(version: tuple[int, int, int], v2: bool) -> str:
+    """Where vLLM's budget counts a non-first stage's receive buffers: "peak", "persistent" or "uncounted".
+
+    V0 (worker/model_runner.py `profile_run`, 0.6.4 :1302-1307) and V1 (v1/worker/gpu_model_runner.py `_dummy_run`,
+    0.10.1 :2363-2371, 0.19 :5437-5447, 0.33 :5737-5746) make them in the profile run itself, on non-first ranks
+    only (`get_pp_group().is_first_rank`: None): alive through the forward and the sampler, so in the torch peak
+    ("peak"). The V2 runner makes them in `load_model` (v1/worker/gpu/model_runner.py, 0.22 :317-327, 0.27.1 :395,
+    0.33 :541-551), after 'Model loading took' is measured and before the profile: 0.22-0.26 count weights + peak
+    increase + non-torch increase (utils/mem_utils.py `memory_profiling`, 0.26 :311), which misses them
+    ("uncounted"); from 0.27 the budget counts what free memory fell by from the start-up snapshot (0.27.1 :326),
+    so they count once, as persistent memory ("persistent")."""
+    if not v2:
+        return "peak"
+    return "persistent" if version[:2] >= (0, 27) else "uncounted"
