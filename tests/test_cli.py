@@ -352,3 +352,18 @@ def test_json_names_the_engine_of_its_command(engine, starts, capsys):
     data = json.loads(out)
     assert code == 0 and data["command"]["engine"] == engine
     assert data["command"]["line"] == data["vllm_command"] and data["command"]["line"].startswith(starts)
+
+
+def test_gpus_lists_the_h200_nvl_beside_the_h200_without_a_price(capsys):
+    """`kvplan gpus`: the H200 NVL is its own line, the SXM card's 139.80 GiB (143,156 MiB) and 4.80 TB/s, and no
+    price (gpu_prices.json's SkyPilot catalogs list none), where the H200 carries RunPod's $3.99."""
+    code, out, _ = run(["gpus"], capsys)
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line and not line.startswith("prices")}
+    assert code == 0 and lines["H200-NVL"] == ["H200-NVL", "139.80", "GiB", "4.80", "TB/s"]
+    assert lines["H200"] == ["H200", "139.80", "GiB", "4.80", "TB/s", "$", "3.99/h"]
+    names = list(lines)
+    assert names.index("H200-NVL") == names.index("H200") + 1
+    code, out, _ = run(["gpus", "--json"], capsys)
+    nvl = next(g for g in json.loads(out) if g["name"] == "H200-NVL")
+    assert nvl["memory_bytes"] == 143_156 * 2**20 and nvl["usd_per_gpu_hour"] is None
+    assert nvl["bf16_flops"] == 835_500_000_000_000   # 1,671 TFLOPS with sparsity, halved

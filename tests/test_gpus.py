@@ -88,6 +88,27 @@ def test_aliases_that_spell_a_size_agree_with_the_entry():
                 assert memory_gb == entry["marketing_memory_gb"], (entry["name"], alias)
 
 
+def test_the_h200_nvl_is_its_own_gpu():
+    """The PCIe H200: the SXM card's 141 GB of HBM3e and 4.8 TB/s, Hopper's SM 9.0, less compute at 600 W, and NVLink
+    bridges instead of NVSwitch, so no NCCL NVLS buffers (kvplan.planning.engines.vllm_profile.NVLS_GPUS)."""
+    from kvplan.planning.engines.vllm_profile import NVLS_GPUS
+
+    nvl, sxm = resolve_gpu("H200 NVL"), resolve_gpu("H200")
+    assert nvl.name == "H200-NVL" and sxm.name == "H200"
+    # Unsloth's banner printed 'NVIDIA H200 NVL. ... Max memory: 139.801 GB', round(total_memory / 1024**3, 3)
+    assert round(nvl.memory_bytes / GiB, 3) == 139.801 and nvl.memory_bytes % MiB == 0
+    assert nvl.memory_bytes == 143_156 * MiB == sxm.memory_bytes   # torch total_memory=143156MB on an SXM H200
+    assert nvl.smi_memory_bytes == 143_771 * MiB                    # nvidia-smi 'NVIDIA H200 NVL, 143771 MiB'
+    assert nvl.bandwidth_bytes_per_s == 4_800 * GB                  # 4.8 TB/s, as the SXM card
+    # NVIDIA's H200 NVL column: BF16/FP16 1,671 and FP8 3,341 TFLOPS with sparsity, halved to dense
+    assert nvl.bf16_flops == nvl.fp16_flops == 1_671 * 10**12 // 2 and nvl.fp8_flops == 3_341 * 10**12 // 2
+    assert nvl.bf16_flops < sxm.bf16_flops and nvl.tdp_watts == 600 < sxm.tdp_watts == 700
+    assert nvl.compute_capability == (9, 0) and nvl.marketing_memory_gb == 141
+    assert "H200-NVL" not in NVLS_GPUS and "H100-NVL" not in NVLS_GPUS and "H200" in NVLS_GPUS
+    # no public price list in gpu_prices.json's sources has it (RunPod's SkyPilot catalog stops at H200-SXM)
+    assert nvl.price_per_hour is None and nvl.price_source == ""
+
+
 def test_gpu_exposes_gib_and_source():
     h100 = resolve_gpu("H100")
     # deviceQuery 'NVIDIA H100 80GB HBM3: 81090 MBytes (85029158912 bytes)' (kvplan/data/gpus.json's source)
@@ -116,6 +137,11 @@ def test_gpu_exposes_gib_and_source():
         ("H100 NVL", "H100-NVL"),
         ("h200", "H200"),
         ("H200-141GB", "H200"),                 # size suffix equal to the marketing size
+        ("H200 SXM", "H200"),                   # the SXM5 module on HGX boards (NVSwitch)
+        ("H200 NVL", "H200-NVL"),               # the PCIe card: NVLink bridges, no NVSwitch
+        ("NVIDIA H200 NVL", "H200-NVL"),        # torch device name (the DeepSeek-V4-Flash hold-out row's GPU)
+        ("H200NVL", "H200-NVL"),
+        ("H200-NVL-141GB", "H200-NVL"),
         ("A100-40GB", "A100-SXM-40GB"),         # size picks 40 GB, catalog order picks SXM
         ("a100", "A100-SXM-80GB"),              # bare A100 defaults to the SXM 80 GB
         ("A100 80G", "A100-SXM-80GB"),          # "G" as well as "GB"

@@ -124,6 +124,18 @@ def test_a_gpu_without_a_price_is_shown_without_cost_or_priced_when_given():
     assert priced.cheapest[0].cost_per_hour == pytest.approx(priced.cheapest[0].total_gpus * 0.5)
 
 
+def test_the_h200_nvl_has_no_price_so_it_is_listed_without_cost():
+    """The H200 NVL holds what an H200 holds (the same 139.80 GiB) but no price list kvplan reads has it: it is among
+    the unpriced GPUs, its setup shown without cost, until a price is given."""
+    found = recommend(LLAMA, MIX, 10, gpus=["H200 NVL", "H200"])
+    assert [s.gpu for s in found.unpriced] == ["H200-NVL"] and found.unpriced[0].cost_per_hour is None
+    assert found.unpriced[0].price_source == "no price: give one per GPU-hour"
+    assert [s.gpu for s in found.cheapest] == ["H200"] and found.cheapest[0].price_per_gpu_hour == 3.99
+    priced = recommend(LLAMA, MIX, 10, gpus=["H200 NVL"], prices={"H200NVL": 2.0})
+    assert priced.unpriced == [] and priced.cheapest[0].gpu == "H200-NVL"
+    assert priced.cheapest[0].cost_per_hour == pytest.approx(priced.cheapest[0].total_gpus * 2.0)
+
+
 def test_budget_and_targets_filter():
     cheap = recommend(LLAMA, MIX, 10).cheapest[0]
     assert recommend(LLAMA, MIX, 10, budget_per_hour=cheap.cost_per_hour - 0.01).cheapest == []

@@ -192,7 +192,7 @@ def test_51041_plans_refuse_the_mtp_drafter():
 # --tensor-parallel-size 2 --dtype bfloat16 --quantization deepseek_v4_fp8 --kv-cache-dtype fp8
 # --gpu-memory-utilization 0.78 --enforce-eager: "Model loading took 74.08 GiB", "Available KV cache memory: 32.08
 # GiB", "GPU KV cache size: 1,247,687 tokens", "Maximum concurrency for 131,072 tokens per request: 9.52x"
-H200_NVL = dict(gpu="H200", tp=2, max_model_len=131072, kv_dtype="fp8", engine_version="0.23.0",
+H200_NVL = dict(gpu="H200 NVL", tp=2, max_model_len=131072, kv_dtype="fp8", engine_version="0.23.0",
                 gpu_memory_utilization=0.78, enforce_eager=True)
 
 
@@ -212,21 +212,24 @@ def test_h200_nvl_at_023_from_the_printed_pool():
 
 
 def test_h200_nvl_at_023_from_the_card():
-    """The whole budget at 0.78 of an H200 (the catalog's 150,109,945,856 B; an NVL card has the same memory):
-    weights 73.70 GiB against the printed 74.08 (-0.5 %). The profile run read from 0.23's source, 8,192 tokens, 32
-    heads a rank padded to 64: the pad moment (the aux-stream indexer op ran before q: vllm_dsv4_peak.py) holds
-    2 x 336,199,680 of stream, the attention output 536,870,912, qr_kv and its norm 2 x 25,165,824, the kv scores
-    67,108,864 + 16,777,216, the indexer weights 1,048,576, the padded q 536,870,912 and the unpadded 268,435,456 =
-    2,149,842,944 B, and Marlin's workspace 805,306,368 B: 2,955,149,312 B. With kvplan's H200 NVSwitch and NCCL's
-    NVLS buffers (2.07 GiB of non-torch memory at TP 2) that leaves 30.51 GiB and tokens -4.91 % (-2.25 % with the
-    generic activation figure); the NVL pair has NVLink bridges, no NVSwitch: without NVLS 32.07 GiB against the
-    printed 32.08 and tokens -0.03 % (+2.63 % before)."""
+    """The whole budget at 0.78 of an H200 NVL (the catalog's H200-NVL: 143,156 MiB = 150,109,945,856 B, Unsloth's
+    'NVIDIA H200 NVL ... Max memory: 139.801 GB'): weights 73.70 GiB against the printed 74.08 (-0.5 %). The profile
+    run read from 0.23's source, 8,192 tokens, 32 heads a rank padded to 64: the pad moment (the aux-stream indexer op
+    ran before q: vllm_dsv4_peak.py) holds 2 x 336,199,680 of stream, the attention output 536,870,912, qr_kv and its
+    norm 2 x 25,165,824, the kv scores 67,108,864 + 16,777,216, the indexer weights 1,048,576, the padded q
+    536,870,912 and the unpadded 268,435,456 = 2,149,842,944 B, and Marlin's workspace 805,306,368 B: 2,955,149,312 B.
+    The NVL pair has NVLink bridges, no NVSwitch, so no NVLS buffers (vllm_profile.NVLS_GPUS): non-torch 0.25 + 0.25
+    GiB at TP 2, 32.07 GiB of pool against the printed 32.08 and tokens -0.03 %. Planned as the SXM H200 (NVSwitch,
+    NCCL's NVLS buffers: 0.25 + 1.75 + 2 x 0.0325 = 2.07 GiB of non-torch memory) it was 30.51 GiB and -4.91 %."""
     p = plan(FLASH, **H200_NVL)
+    assert p.gpu == "H200-NVL" and p.gpu_memory_bytes == 143_156 * 2**20
     assert (p.weights_bytes / GiB - 74.08) / 74.08 * 100 == pytest.approx(-0.51, abs=0.1)
     assert p.activation_bytes == 2_149_842_944 + 805_306_368   # pad moment + Marlin workspace (docstring)
-    assert (p.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(-4.91, abs=0.05)   # the log's 1,247,687
-    q = plan(FLASH, nvls=False, **H200_NVL)
-    assert (q.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(-0.03, abs=0.05)   # the log's 1,247,687
+    assert _gib(p.kv_pool_bytes) == "32.07"                     # the log's 32.08
+    assert (p.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(-0.03, abs=0.05)   # the log's 1,247,687
+    sxm = plan(FLASH, **{**H200_NVL, "gpu": "H200"})
+    assert p.kv_pool_bytes - sxm.kv_pool_bytes == int(2.065 * GiB) - int(0.5 * GiB)   # the NVLS buffers, 1.565 GiB
+    assert (sxm.kv_cache_tokens / 1_247_687 - 1) * 100 == pytest.approx(-4.91, abs=0.05)
 
 
 # H100_0731: find_string id 71464252074 ('Per-model setup guide (8xH100, vLLM)', observations of 2026-10-07; its

@@ -204,10 +204,6 @@ GPUS = {
                                  "so the API server's default max_num_batched_tokens is 2,048, not an H100's 8,192"),
     "qwen3-reranker-8b-rtxpro6000": ("RTX-PRO-6000-Blackwell", "the Server Edition: the same GB202 board and 96 GB of "
                                      "GDDR7 as the workstation card (vLLM prints 94.97 GiB for both)"),
-    "deepseek-v4-flash-2xh200nvl": ("H200", "H200 NVL: the SXM card's 141 GB of HBM3e (nvidia-smi prints 143,771 MiB "
-                                    "for both), the catalog's runtime total; NVLink bridges, no NVSwitch, so NCCL "
-                                    "allocates no NVLS buffers, which the catalog's H200 assumes: planned with "
-                                    "nvls=False the tokens are -0.03 %, against -4.91 % as planned"),
 }
 # Rows from platforms kvplan does not plan the budget of: their KV arithmetic is checked, their budget is not.
 PLATFORMS = {
@@ -242,14 +238,6 @@ UNDATED = {
 # Why the rows whose tokens from the printed pool miss by more than 2 %, or whose whole budget misses by more
 # than 3 %, miss, as far as their logs tell (keys: a part of the run id).
 MISSES = {
-    "deepseek-v4-flash-2xh200nvl": (
-        "NCCL's NVLS buffers: the row is planned as the catalog's H200, which assumes NVSwitch (2.07 GiB of non-torch "
-        "memory at TP 2), and the NVL pair has NVLink bridges only, so NCCL allocates none; planned with nvls=False "
-        "the pool is 32.07 GiB against the printed 32.08 and the tokens -0.03 % (tests/test_vllm_dsv4_logs.py). The "
-        "activation figure is read from 0.23's source (vllm_dsv4_peak.py: a CSA layer's live set while q is padded, "
-        "after the aux-stream indexer op, 2,149,842,944 B, and Marlin's MoE workspace, 805,306,368 B; "
-        "--enforce-eager: no CUDA graphs); with kvplan's generic activation figure the row was -2.25 % (+2.63 % "
-        "without NVLS)"),
     "qwen3-32b-rtxpro6000": (
         "vLLM 0.27.1 by the blog's stated setup (image `latest`, torch 2.13.0+cu130, log lines quoted without "
         "timestamps). kvplan plans 0.27: the dense Qwen3-32B runs on the V2 model runner, which makes no CUDA-graph "

@@ -223,7 +223,13 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     return ActivationBreakdown(forward, sampler, buffers, total, formula)
 
 
-NVLS_GPUS = ("H100-SXM", "H200", "B200", "GH200")  # NVSwitch + NVLink SHARP: NCCL allocates NVLS buffers
+# NVSwitch + NVLink SHARP: NCCL allocates NVLS buffers. NCCL takes NVLS from the device's multicast support
+# (src/transport/nvls.cc `ncclNvlsInit`, v2.28.9: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), and a multicast group
+# binds only through NVSwitches and the Fabric Manager (`nvlsAllocateMem`'s bind error names them). The NVL cards
+# (H100-NVL, H200-NVL) are PCIe boards joined by 2- or 4-way NVLink bridges, no NVSwitch: none. Measured: 2 x H200
+# NVL at TP 2 on vLLM 0.23 (validation/vllm_holdout.csv) printed 32.08 GiB of KV pool; without NVLS kvplan plans
+# 32.07 (tokens -0.03 %); NVLS's 1.75 + 2 x 0.0325 GiB in place of the 0.25 GiB assumption would make it 30.51.
+NVLS_GPUS = ("H100-SXM", "H200", "B200", "GH200")
 
 
 def non_torch_bytes(tp: int, pp: int, version: tuple[int, int, int], gpu_name: str = "H100-SXM",
