@@ -170,7 +170,7 @@ def test_the_card_size_is_what_nvidia_smi_reports():
     from kvplan.gpus import list_gpus
 
     with_smi = {g.name: g for g in list_gpus() if g.smi_memory_bytes}
-    assert set(with_smi) == {"H100-SXM", "H200", "A100-SXM-80GB", "A100-PCIe-80GB", "L4", "RTX-4090", "B200",
+    assert set(with_smi) == {"H100-SXM", "H200", "H200-NVL", "A100-SXM-80GB", "A100-PCIe-80GB", "L4", "RTX-4090", "B200",
                              "RTX-5090", "B300"}
     for g in with_smi.values():   # the driver keeps 0.3-0.9 GiB torch does not see; each figure has its source
         assert 0.3 * GiB < g.smi_memory_bytes - g.memory_bytes < GiB and "nvidia-smi" in g.smi_source, g.name
