@@ -14,7 +14,7 @@ from functools import cached_property
 from math import ceil
 
 from ..dtypes import DType
-from .ranks import experts_share, heads_share, vocab_share
+from .ranks import rank_share
 
 # Bits per element of each safetensors dtype (safetensors/src/tensor.rs Dtype::bitsize).
 DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
@@ -193,16 +193,17 @@ class RankRules:
     expert_parallel: bool = False
 
     def share(self, r: WeightRow, size: int, tp: int, moe_ranks: int, attn_ranks: int) -> int:
-        if r.replicated:
-            return size
+        """The row's bytes on one rank, by the config rule's own split (kvplan.model.ranks.rank_share)."""
+        split: tuple = ()
         if self.vocab and r.component in ("embeddings", "lm_head"):
-            return vocab_share(size, self.vocab, tp, self.vocab_rule)
-        if r.expert:
-            count = self.experts[r.layer] if 0 <= r.layer < len(self.experts) else 0
-            return experts_share(size, count, moe_ranks, self.expert_parallel)
-        if r.kv and self.kv_heads:
-            return heads_share(size, 0, self.kv_heads, self.kv_heads, attn_ranks)
-        return ceil(size / (attn_ranks if r.attention else tp))
+            split = ("vocab", self.vocab)
+        elif r.expert:
+            split = ("experts", self.experts[r.layer] if 0 <= r.layer < len(self.experts) else 0)
+        elif r.kv and self.kv_heads:   # a k / v projection: its rows are whole KV heads
+            split = ("kv", 0, self.kv_heads, self.kv_heads)
+        group = "experts" if r.expert else "attention" if r.attention else ""
+        return rank_share(group, size, r.replicated, split, tp, moe_ranks, attn_ranks, self.vocab_rule,
+                          self.expert_parallel)
 
 
 @dataclass(frozen=True)

@@ -107,3 +107,20 @@ def experts_share(size: int, experts: int, ranks: int, expert_parallel: bool) ->
     if expert_parallel and experts > 0:
         return ceil(size * experts_per_rank(experts, ranks) / experts)
     return ceil(size / ranks)
+
+
+def rank_share(group: str, size: int, whole: bool, split: tuple, tp: int, moe_ranks: int, attn_ranks: int,
+               vocab_rule: str = "pad64", expert_parallel: bool = False) -> int:
+    """One rank's bytes of a priced tensor (kvplan.weights.rule `_priced_rows`, or a checkpoint's header row: `kvplan.model.checkpoint.RankRules`): whole, the vocabulary padded and
+    split over TP, KV heads over the attention ranks (one a rank past their number), routed experts over the MoE
+    ranks (whole ones under expert parallelism), attention over its ranks, the rest over TP."""
+    if whole:
+        return size
+    kind = split[0] if split else ""
+    if kind == "vocab":
+        return vocab_share(size, split[1], tp, vocab_rule)
+    if kind == "kv":
+        return heads_share(size, split[1], split[2], split[3], attn_ranks)
+    if group == "experts":
+        return experts_share(size, split[1] if kind == "experts" else 0, moe_ranks, expert_parallel)
+    return ceil(size / (attn_ranks if group == "attention" else tp))

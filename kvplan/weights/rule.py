@@ -14,7 +14,6 @@ checkpoint's `quantization_config` for the projections a quantizer packs (rules 
 from __future__ import annotations
 
 from collections import Counter
-
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import ceil

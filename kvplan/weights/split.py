@@ -18,7 +18,7 @@ from ..dtypes import DType
 from ..model.arch import ArchShape, AttentionDims, MoEDims, QuantDims
 from ..model.checkpoint import RankRules
 from ..model.layers import MLASpec
-from ..model.ranks import experts_share, heads_share, vocab_share
+from ..model.ranks import rank_share
 from .rule import priced_tensors, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
@@ -103,23 +103,6 @@ class _StageParts:
             return sum(self.prefix[i + 1] - self.prefix[i] for i in layers if 0 <= i < len(self.prefix) - 1)
         top = len(self.prefix) - 1
         return self.prefix[max(0, min(layers.stop, top))] - self.prefix[max(0, min(layers.start, top))]
-
-
-def rank_share(group: str, size: int, whole: bool, split: tuple, tp: int, moe_ranks: int, attn_ranks: int,
-               vocab_rule: str = "pad64", expert_parallel: bool = False) -> int:
-    """One rank's bytes of a priced tensor (kvplan.weights.rule `_priced_rows`): whole, the vocabulary padded and
-    split over TP, KV heads over the attention ranks (one a rank past their number), routed experts over the MoE
-    ranks (whole ones under expert parallelism), attention over its ranks, the rest over TP."""
-    if whole:
-        return size
-    kind = split[0] if split else ""
-    if kind == "vocab":
-        return vocab_share(size, split[1], tp, vocab_rule)
-    if kind == "kv":
-        return heads_share(size, split[1], split[2], split[3], attn_ranks)
-    if group == "experts":
-        return experts_share(size, split[1] if kind == "experts" else 0, moe_ranks, expert_parallel)
-    return ceil(size / (attn_ranks if group == "attention" else tp))
 
 
 @lru_cache(maxsize=256)
