@@ -221,12 +221,17 @@ def test_flash_activation_holds_the_profile_run():
 def test_pro_activation_per_stage():
     """Pro on H100s at TP 8, PP 2: each stage max(forward 3,074,686,976, the sampler) + Humming's
     max(8,192 x 7,168 x 2, 49,152 x 384, 8,192 x 7,168) + max(49,152 x 7,168 x 2, 49,152 x 768 x 2) = 117,440,512
-    + 704,643,072 = 822,083,584 B; the second stage also holds its receive buffer, one [8,192, 4, 7,168] bf16 =
-    469,762,048 B (not the generic figure's 2 x [8,192, 7,168])."""
+    + 704,643,072 = 822,083,584 B. The second stage also holds its receive buffer, one [8,192, 4, 7,168] bf16 =
+    469,762,048 B (not the generic figure's 2 x [8,192, 7,168]), which the V2 runner makes in `load_model` before
+    the profile (v1/worker/gpu/model_runner.py, 0.33 :541-551): persistent memory, a line of its own beside the
+    activation, taken from the pool once."""
     p = plan(PRO, gpu="H100", tp=8, pp=2, max_model_len=4096)
     assert p.stages[0].activation_bytes == 3_074_686_976 + 822_083_584
     # stage 1 also runs the sampler, 1,024 x 129,280 x 6 + 3 x 8,192 x 7,168 x 2 = 1,146,617,856, below the forward
-    assert p.stages[1].activation_bytes == 3_074_686_976 + 822_083_584 + 469_762_048
+    assert p.stages[1].activation_bytes == 3_074_686_976 + 822_083_584
+    # the buffer moved from the activation to a persistent line; the stage's pool is what it was when kvplan
+    # (148f818) counted it inside the activation: 17,622,206,076 B, its blocks 24,573
+    assert (p.stages[1].kv_pool_bytes, p.stages[1].num_blocks) == (17_622_206_076, 24_573)
     # Marlin: 2 x 49,152 x 7,168 x 2 x 2 = 1,409,286,144 - 822,083,584 = 587,202,560 B = 560 MiB
     assert any("takes 0 to 560.0 MiB more" in w for w in p.warnings)
 

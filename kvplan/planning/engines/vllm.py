@@ -158,10 +158,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
                                      kept=kept if first else 0,
                                      entry_bytes=sampler_entry_bytes(version, v2, int(act.bytes)), v2=v2,
                                      receive=received if term == "peak" else (0, ""))
-        if is_dsv4(model):   # its hyper-connection stream, attention buffers, shared workspace and receive buffer
+        if is_dsv4(model):   # its hyper-connection stream, attention buffers and shared workspace
             activation = dsv4_activation(model, activation, s.max_model_len, s.max_num_batched_tokens, tp, layers,
                                          version, device.compute_capability[0], s.enable_expert_parallel)
-            received = (0, "")   # dsv4_activation holds its [N, hc_mult, H] receive buffer (PP only from 0.31, V2)
         other = non_torch_bytes(tp, pp, version, device.name, s.nvls)
         extra = extra_lines(model, shape, s, act, graphs(layers), extras, layers, moe_ranks, v2, last,
                             received[0] if term == "persistent" else 0)

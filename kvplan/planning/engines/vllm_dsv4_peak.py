@@ -297,11 +297,11 @@ def dsv4_activation(model: ModelSpec, base: ActivationBreakdown, max_model_len: 
                     layers: range, version: tuple[int, int, int], sm: int,
                     expert_parallel: bool = False) -> ActivationBreakdown:
     """vLLM's non-KV memory beyond the weights for a stage: max(the forward's peak, the sampler's) + the workspace
-    + a later pipeline stage's receive buffer. The forward's peak is the larger CSA moment; a stage without a CSA
-    layer has no indexer, and kvplan refuses to guess its peak. The receive buffer: the V2 runner's `load_model`
-    gives every stage but the first `make_empty_intermediate_tensors(max_num_tokens)`, which DeepSeek-V4 makes one
-    [N, hc_mult, H] bf16 tensor (nvidia/model.py), not the generic figure's two [N, H]: Pro's second stage
-    8,192 x 4 x 7,168 x 2 = 469,762,048 B, its first none."""
+    + the receive buffers `base` holds in the profile's peak. The forward's peak is the larger CSA moment; a stage
+    without a CSA layer has no indexer, and kvplan refuses to guess its peak. A later stage's [N, hc_mult, H] receive
+    buffer (vllm_runner.receive_buffers) is placed where the runner makes it, as for every model: DeepSeek-V4 runs PP
+    on the V2 runner only (0.31+), whose `load_model` makes it before the profile, so it is persistent memory
+    (`receive_buffer_term`, a line of its own) and `base.pp_buffer_bytes` is 0 here."""
     d = rank_dims(model, tokens, tp, version, expert_parallel)
     csa = [i for i in layers if layer_ratio(model, i) == 4]
     if not csa:
@@ -313,12 +313,12 @@ def dsv4_activation(model: ModelSpec, base: ActivationBreakdown, max_model_len: 
     at = ("at the indexer's 512 MiB logits stand-in" if forward > padding
           else "while F.pad copies q to the padded heads, after the indexer op")
     workspace = workspace_bytes(model, d, max_model_len, layers, moe_request(d, version, sm))
-    received = d.tokens * d.hc * d.hidden * BF16 if layers.start > 0 else 0
+    received = base.pp_buffer_bytes
     total = max(forward, base.sampler_bytes) + received + workspace
     formula = (f"max(DeepSeek-V4 forward {forward / MiB:,.1f} MiB (a CSA layer {at}; at the stand-in: "
                f"{_largest(moment)}), sampler {base.sampler_bytes / MiB:,.1f} MiB) + shared workspace "
                f"{workspace / MiB:,.1f} MiB (the largest of FlashMLA's prefill gather, the indexer's key gather and "
-               "the MoE kernel's buffers)" + (f" + the stage's receive buffer {received / MiB:,.1f} MiB"
+               "the MoE kernel's buffers)" + (f" + PP receive buffers {received / MiB:,.1f} MiB"
                                               if received else ""))
     return ActivationBreakdown(forward, base.sampler_bytes, received, total, formula)
 
