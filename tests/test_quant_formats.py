@@ -513,6 +513,26 @@ def test_nvfp4_qwen3_235b_from_its_own_hf_quant_config_against_its_index_total_s
     assert bf16 == 470_187_269_120 and bf16 / published > 3.5  # the rule on the bare config (kvplan plan, bf16)
 
 
+def test_a_checkpoint_folder_reads_hf_quant_config_beside_its_config_json(tmp_path):
+    """vLLM 0.27.1 transformers_utils/config.py reads hf_quant_config.json beside a config.json that has no
+    quantization_config (ModelOpt 0.29 and before write it there only). A folder holding the two files of
+    nvidia/Qwen3-235B-A22B-NVFP4 was planned in bf16 (470,187,269,120 B of weights, 7 H100s at least, KV in bf16);
+    now as vLLM loads it: NVFP4 weights and the checkpoint's FP8 KV calibration taken for --kv-cache-dtype auto."""
+    for name in ("config.json", "hf_quant_config.json"):
+        (tmp_path / name).write_bytes((NVIDIA_235B / name).read_bytes())
+    for source in (tmp_path, tmp_path / "config.json"):
+        shape = kvplan.load_model(source).require_arch()
+        assert (shape.quant.method, shape.quant.algo, shape.quant.kv_cache_dtype) == ("modelopt", "NVFP4", "fp8")
+        assert stored_bytes_by_rule(shape) == 134_101_651_392  # the test above: the index's total less 752 B
+    plan = kvplan.plan(str(tmp_path), gpu="H100", max_model_len=4096, engine="vllm")
+    assert plan.kv_cache_dtype == "float8_e4m3" and plan.weights_rule_bytes == 134_101_651_392  # (the test above)
+    (tmp_path / "other.json").write_bytes((NVIDIA_235B / "config.json").read_bytes())
+    assert kvplan.load_model(tmp_path / "other.json").require_arch().quant is None  # not a checkpoint's config.json
+    own = {**json.loads((NVIDIA_235B / "config.json").read_text()), "quantization_config": {"quant_method": "fp8"}}
+    (tmp_path / "config.json").write_text(json.dumps(own))
+    assert kvplan.load_model(tmp_path).require_arch().quant.method == "fp8"  # config.json's own scheme wins
+
+
 PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"
 
 
