@@ -32,6 +32,7 @@ import kvplan  # noqa: E402
 from kvplan.cli import main  # noqa: E402
 from kvplan.errors import ConfigError, ModelNotAvailableError  # noqa: E402
 from kvplan.sources.hub import quiet_hub_logs  # noqa: E402
+from kvplan.weights.rule import weights_bytes  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAIN = "a" * 40   # commit hashes: 40 lowercase hex digits, as REGEX_COMMIT_HASH wants
@@ -425,8 +426,10 @@ def test_online_download_fills_the_cache_then_works_offline(fake_hub, hub_env, m
     fake_hub.repos["acme/llama-mini"] = FakeRepo({MAIN: {"config.json": config}}, refs={"main": MAIN})
     model = kvplan.load_model("acme/llama-mini", weights="config")  # the config alone (test_checkpoint: headers)
     assert (model.source, model.num_layers) == ("hub", 16)
-    assert {r.path for r in fake_hub.requests} == {"/acme/llama-mini/resolve/main/config.json"}
-    assert [r.method for r in fake_hub.requests][-1] == "GET"
+    # config.json, and the hf_quant_config.json vLLM reads beside a config.json without quantization_config (none here)
+    assert {r.path for r in fake_hub.requests} == {"/acme/llama-mini/resolve/main/config.json",
+                                                   "/acme/llama-mini/resolve/main/hf_quant_config.json"}
+    assert [r.method for r in fake_hub.requests if r.path.endswith("/config.json")][-1] == "GET"
 
     # what the client wrote is exactly the layout the offline fixtures build by hand
     expected = tmp = hub_env.parent / "expected"
@@ -438,6 +441,32 @@ def test_online_download_fills_the_cache_then_works_offline(fake_hub, hub_env, m
     assert kvplan.load_model("acme/llama-mini").num_layers == 16
     go_offline(monkeypatch)
     assert kvplan.load_model("acme/llama-mini").num_layers == 16
+
+
+NVIDIA_235B = REPO_ROOT / "tools/checkpoint_sources/nvidia__Qwen3-235B-A22B-NVFP4"
+
+
+def test_online_hf_quant_config_beside_config_json_is_read(fake_hub, hub_env, monkeypatch):
+    """nvidia/Qwen3-235B-A22B-NVFP4 declares its quantization in hf_quant_config.json only (config.json has no
+    quantization_config), which vLLM reads beside it (0.27.1 transformers_utils/config.py): before, kvplan fetched
+    config.json alone and priced the checkpoint in bf16, 470,187,269,120 B against its 134,101,652,144 B
+    (tests/test_quant_formats.py), and its FP8 KV calibration unread. Cached with the config, it is read offline too."""
+    files = {name: (NVIDIA_235B / name).read_bytes() for name in ("config.json", "hf_quant_config.json")}
+    fake_hub.repos["nvidia/Qwen3-235B-A22B-NVFP4"] = FakeRepo({MAIN: files}, refs={"main": MAIN})
+    for _ in ("online", "offline"):
+        model = kvplan.load_model("nvidia/Qwen3-235B-A22B-NVFP4", weights="config")
+        quant = model.require_arch().quant
+        assert (quant.method, quant.algo, quant.group_size, quant.kv_cache_dtype) == ("modelopt", "NVFP4", 16, "fp8")
+        assert weights_bytes(model.require_arch()).total_bytes == 134_101_651_392  # test_quant_formats: total - 752 B
+        go_offline(monkeypatch)
+    own = json.dumps({**json.loads(files["config.json"]), "quantization_config": {"quant_method": "fp8"}}).encode()
+    fake_hub.repos["acme/own-scheme"] = FakeRepo({MAIN: {"config.json": own, "hf_quant_config.json": b"[]"}},
+                                                 refs={"main": MAIN})
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    fake_hub.requests.clear()
+    assert kvplan.load_model("acme/own-scheme", weights="config").require_arch().quant.method == "fp8"
+    assert not any(r.path.endswith("hf_quant_config.json") for r in fake_hub.requests)  # config.json's own wins
 
 
 def test_online_new_commit_on_main_is_fetched(fake_hub, hub_env):
@@ -480,8 +509,10 @@ def test_online_only_config_json_is_requested(fake_hub):
                 "configuration_evil.py": b"raise SystemExit('ran remote code')"}}, refs={"main": MAIN})
     before = set(sys.modules)
     assert kvplan.load_model("acme/remote-code").num_layers == 16
-    # the config, then the checkpoint's safetensors headers (kvplan.sources.hub_headers): never code
-    assert {r.path.rsplit("/", 1)[1] for r in fake_hub.requests} == {"config.json", "model.safetensors",
+    # the config and ModelOpt's hf_quant_config.json beside it (JSON data), then the checkpoint's safetensors
+    # headers (kvplan.sources.hub_headers): never code
+    assert {r.path.rsplit("/", 1)[1] for r in fake_hub.requests} == {"config.json", "hf_quant_config.json",
+                                                                     "model.safetensors",
                                                                      "model.safetensors.index.json"}
     assert not any("evil" in name for name in set(sys.modules) - before)
 
@@ -543,7 +574,9 @@ def test_hub_outage_with_a_cached_copy_serves_the_cache(fake_hub, hub_env, caplo
     model = kvplan.load_model("acme/llama-mini")
     assert model.num_layers == 16 and "not in the Hub cache and the Hub could not be reached" in model.checkpoint_note
     config_requests = [r for r in fake_hub.requests if r.path.endswith("/config.json")]
-    assert time.monotonic() - start < 3 and len(config_requests) == 1 and len(fake_hub.requests) == 2
+    quant_requests = [r for r in fake_hub.requests if r.path.endswith("/hf_quant_config.json")]  # none cached: none
+    assert time.monotonic() - start < 3 and len(config_requests) == len(quant_requests) == 1
+    assert len(fake_hub.requests) == 3  # + one header request, no retry of any
 
 
 def test_malformed_config_on_the_hub(fake_hub):

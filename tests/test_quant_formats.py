@@ -6,6 +6,7 @@ named in each case), not a figure taken from kvplan."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -463,6 +464,73 @@ def test_nvfp4_llama_31_8b_against_its_published_file_sizes():
     assert 80 * tensors < published - rule < 130 * tensors  # one header entry: name, dtype, shape, offsets
     nvfp4_head = _nv(vocab, h) - vocab * h * 2  # an NVFP4 lm_head would be 12.5 % under the files
     assert (rule + nvfp4_head - published) / published < -0.12
+
+
+NVIDIA_235B = ROOT / "tools/checkpoint_sources/nvidia__Qwen3-235B-A22B-NVFP4"
+
+
+def test_nvfp4_qwen3_235b_from_its_own_hf_quant_config_against_its_index_total_size():
+    """nvidia/Qwen3-235B-A22B-NVFP4 at revision 21cfa2c9, priced from its own config.json and hf_quant_config.json
+    (ModelOpt 0.33.0: NVFP4, group 16, exclude_modules lm_head and the 94 routers, kv_cache_quant_algo FP8), both
+    byte for byte the checkpoint's (sha256 as github ytworks/kairyu's bench pins them for that revision;
+    tools/checkpoint_sources/nvidia__Qwen3-235B-A22B-NVFP4/SOURCE.txt). The published size there: the index's
+    metadata.total_size 134,101,652,144 B over 146,549 tensors, 27 shards of 134,118,973,816 B. The rule gives
+    134,101,651,392 B, 752 B under: the 188 fp32 scalars k_proj.k_scale / v_proj.v_scale (94 layers x 2 x 4 B)
+    that the FP8 KV calibration stores and the rule does not price (-0.0000006 %)."""
+    config_raw = (NVIDIA_235B / "config.json").read_bytes()
+    quant_raw = (NVIDIA_235B / "hf_quant_config.json").read_bytes()
+    # the digests github ytworks/kairyu@d4c0e1ec verification/l1/correctness/g4_ma1_qwen3_235b_nvfp4_bench.py pins
+    assert hashlib.sha256(config_raw).hexdigest().startswith("2d002795e3d79a92")
+    assert hashlib.sha256(quant_raw).hexdigest().startswith("6423e9dd81773597")
+    config, quant = json.loads(config_raw), json.loads(quant_raw)
+    assert "quantization_config" not in config  # vLLM reads hf_quant_config.json beside it instead
+    shape = parse_dims({**config, "quantization_config": quant})
+    est = weights_bytes(shape)
+    rule = stored_bytes_by_rule(shape)
+    h, vocab, layers, experts = 4096, 151936, 94, 128
+    # q [64 x 128, 4096], k and v [4 x 128, 4096], o [4096, 64 x 128], q_norm / k_norm [128] bf16
+    attention = 2 * _nv(8192, h) + 2 * _nv(512, h) + 2 * 2 * 128
+    expert = 2 * _nv(1536, h) + _nv(h, 1536)  # gate / up [1536, 4096], down [4096, 1536]
+    router = experts * h * 2  # mlp.gate [128, 4096] bf16 (excluded)
+    norms = 2 * h * 2         # input_layernorm, post_attention_layernorm
+    assert dict(est.group_bytes)["experts"] == layers * experts * expert == 127_742_011_392  # 94 x 128 x 10,616,856
+    hand = layers * (attention + experts * expert + router + norms) + 2 * vocab * h * 2 + h * 2  # embed, lm_head, norm
+    assert rule == est.total_bytes == hand == 134_101_651_392  # the docstring's rule figure
+    published = 134_101_652_144  # the index's metadata.total_size (SOURCE.txt: EXPECTED_INDEX_TOTAL_SIZE)
+    kv_scales = layers * 2 * 4   # k_scale, v_scale: fp32 scalars, one each an attention layer
+    assert published - rule == kv_scales
+    assert abs(rule - published) / published < 0.005
+    # tensors: per layer q/k/v/o x 4 (weight, weight_scale, weight_scale_2, input_scale) + k_scale, v_scale, 2 qk norms,
+    # 2 layer norms, the router and 128 x 3 experts x 4; then embed_tokens, norm, lm_head: the index's 146,549
+    assert layers * (4 * 4 + 2 + 2 + 2 + 1 + experts * 3 * 4) + 3 == 146_549  # SOURCE.txt: EXPECTED_TENSOR_COUNT
+    files = [int(line.split()[1]) for line in (NVIDIA_235B / "shard_sizes.txt").read_text().splitlines()]
+    assert len(files) == 27 and sum(files) == 134_118_973_816  # SOURCE.txt: the 27 shards' sizes
+    assert 80 * 146_549 < sum(files) - published < 130 * 146_549  # headers: ~118 B of JSON a tensor entry
+    assert shape.quant.kv_cache_dtype == "fp8" and shape.quant.group_size == 16
+    assert not est.notes
+    assert "left unquantized by the config: lm_head, router (layers 0-93)" in est.rules
+    bf16 = weights_bytes(parse_dims(config)).total_bytes  # config.json alone: bf16, 3.5 x the checkpoint
+    assert bf16 == 470_187_269_120 and bf16 / published > 3.5  # the rule on the bare config (kvplan plan, bf16)
+
+
+def test_a_checkpoint_folder_reads_hf_quant_config_beside_its_config_json(tmp_path):
+    """vLLM 0.27.1 transformers_utils/config.py reads hf_quant_config.json beside a config.json that has no
+    quantization_config (ModelOpt 0.29 and before write it there only). A folder holding the two files of
+    nvidia/Qwen3-235B-A22B-NVFP4 was planned in bf16 (470,187,269,120 B of weights, 7 H100s at least, KV in bf16);
+    now as vLLM loads it: NVFP4 weights and the checkpoint's FP8 KV calibration taken for --kv-cache-dtype auto."""
+    for name in ("config.json", "hf_quant_config.json"):
+        (tmp_path / name).write_bytes((NVIDIA_235B / name).read_bytes())
+    for source in (tmp_path, tmp_path / "config.json"):
+        shape = kvplan.load_model(source).require_arch()
+        assert (shape.quant.method, shape.quant.algo, shape.quant.kv_cache_dtype) == ("modelopt", "NVFP4", "fp8")
+        assert stored_bytes_by_rule(shape) == 134_101_651_392  # the test above: the index's total less 752 B
+    plan = kvplan.plan(str(tmp_path), gpu="H100", max_model_len=4096, engine="vllm")
+    assert plan.kv_cache_dtype == "float8_e4m3" and plan.weights_rule_bytes == 134_101_651_392  # (the test above)
+    (tmp_path / "other.json").write_bytes((NVIDIA_235B / "config.json").read_bytes())
+    assert kvplan.load_model(tmp_path / "other.json").require_arch().quant is None  # not a checkpoint's config.json
+    own = {**json.loads((NVIDIA_235B / "config.json").read_text()), "quantization_config": {"quant_method": "fp8"}}
+    (tmp_path / "config.json").write_text(json.dumps(own))
+    assert kvplan.load_model(tmp_path).require_arch().quant.method == "fp8"  # config.json's own scheme wins
 
 
 PHILBERT = ROOT / "tools/checkpoint_sources/philbert440__Qwen3.6-27B-Uncensored-Aggressive-W4A16-AWQ"

@@ -31,6 +31,21 @@ CONFIG = JsonKind(MAX_CONFIG_BYTES, "a config.json", "pass the model's config.js
 INDEX = JsonKind(32 * 2**20, "a safetensors index", "re-download it, or pass the config.json alone")
 
 
+# ModelOpt 0.29 and before (nvidia/Qwen3-235B-A22B-NVFP4, nvidia/DeepSeek-V3.1-NVFP4, ...) write the quantization
+# to this file beside config.json, none in config.json; vLLM reads it when config.json has no quantization_config
+# (0.27.1 transformers_utils/config.py), so its weights are NVFP4 and its kv_cache_quant_algo counts
+QUANT_FILE = "hf_quant_config.json"
+
+
+def with_quant_file(data: dict[str, Any], read: Any) -> dict[str, Any]:
+    """`data` with the checkpoint's hf_quant_config.json as its quantization_config, as vLLM reads it: only when
+    config.json has none (absent or null). `read()` gives the file's data, or None where there is no such file."""
+    if data.get("quantization_config") is not None:
+        return data
+    quant = read()
+    return data if quant is None else {**data, "quantization_config": quant}
+
+
 def read_config_file(path: Path, kind: JsonKind = CONFIG) -> dict[str, Any]:
     """Parse a config.json (or another JSON file of `kind`) as JSON data only (no code, no pickle), with a size cap.
 

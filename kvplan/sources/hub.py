@@ -1,7 +1,8 @@
 """Fetching config.json from the Hugging Face Hub with the real `huggingface_hub` client.
 
 Imported lazily (only when a model is neither bundled nor local), so estimates never pay for it.
-Only `config.json` is ever requested: never modeling code, whatever its `auto_map` names.
+Only `config.json` is ever requested, and where it has no quantization_config the `hf_quant_config.json` vLLM reads
+beside it (ModelOpt's, JSON data): never modeling code, whatever its `auto_map` names.
 Each Hub failure becomes one ModelNotAvailableError / ConfigError sentence that says what to do (`explain`); the
 guards every Hub call takes (`check_env`, `check_token`, `with_deadline`, `quiet_hub_logs`) serve the checkpoint's
 headers too (`hub_headers`).
@@ -50,8 +51,47 @@ def fetch_config(repo_id: str, *, revision: str | None = None, token: str | bool
         if error is None:
             raise
         raise error from None
+    from .files import QUANT_FILE, read_config_file, with_quant_file
+
+    return with_quant_file(read_config_file(Path(path)),
+                           lambda: _fetch_beside(repo_id, QUANT_FILE, revision, token, offline, cache_fallback))
+
+
+def _fetch_beside(repo_id: str, filename: str, revision: str | None, token: str | bool | None, offline: bool,
+                  cache_fallback: bool) -> dict[str, Any] | None:
+    """A JSON file beside config.json (ModelOpt's hf_quant_config.json), parsed, or None where the repository has
+    none: the Hub answers EntryNotFound, or offline (or in an outage, where config.json came from the cache too)
+    the cache holds no copy, as vLLM's file_or_path_exists finds none there. Downloaded with its config.json, an
+    existing file is in the cache with it; only a config.json cached alone (by an older kvplan, or another
+    client) and served in an outage misses it. Any other failure is the one kvplan error `explain` gives."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
     from .files import read_config_file
 
+    if offline:  # the cache's copy, or none (never fetched, or the Hub's EntryNotFound recorded in .no_exist)
+        cached = try_to_load_from_cache(repo_id, filename, revision=revision)
+        return read_config_file(Path(cached)) if isinstance(cached, str) else None
+    try:
+        with quiet_hub_logs():
+            path = with_deadline(lambda: _download(repo_id, revision, token, offline, cache_fallback, filename),
+                                 repo_id, filename)
+    except KVPlanError:
+        raise
+    except LocalEntryNotFoundError:  # an EntryNotFoundError (hf_hub_download after a failed HEAD): test it first
+        raise ModelNotAvailableError(f"{repo_id}/{filename}{_at(revision)} is not in the Hub cache and the Hub could "
+                                     "not be reached: check your connection and retry, or pass the checkpoint "
+                                     "folder") from None
+    except EntryNotFoundError:
+        return None
+    except Exception as exc:
+        if cache_fallback and is_outage(exc):  # served as config.json is: the cache's copy, or the config alone
+            cached = try_to_load_from_cache(repo_id, filename, revision=revision)
+            return read_config_file(Path(cached)) if isinstance(cached, str) else None
+        error = explain(exc, repo_id, revision, offline)
+        if error is None:
+            raise
+        raise error from None
     return read_config_file(Path(path))
 
 
@@ -109,30 +149,31 @@ def with_deadline(fetch, repo_id: str, what: str = CONFIG_FILE, deadline_s: floa
 
 
 def _download(repo_id: str, revision: str | None, token: str | bool | None, offline: bool,
-              cache_fallback: bool = True) -> str:
+              cache_fallback: bool = True, filename: str = CONFIG_FILE) -> str:
     from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
 
-    cached = try_to_load_from_cache(repo_id, CONFIG_FILE, revision=revision)
+    cached = try_to_load_from_cache(repo_id, filename, revision=revision)
     if offline:
         if not cache_fallback:
             raise ModelNotAvailableError("this app cannot ask the Hub (HF_HUB_OFFLINE is set), and it serves no cached "
                                          "copy it cannot check: pick a bundled model or upload the config.json")
         if cached is _CACHED_NO_EXIST:  # the Hub said so on an earlier online call
             raise _no_config(repo_id, revision)
-        return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, local_files_only=True)
+        return hf_hub_download(repo_id, filename, revision=revision, token=token, local_files_only=True)
     timeout = _etag_timeout()
     try:
-        size = _probe(repo_id, revision, token, timeout)
+        size = _probe(repo_id, revision, token, timeout, filename)
     except Exception as exc:
         if cache_fallback and isinstance(cached, str) and is_outage(exc):
             return cached  # what hf_hub_download does for an unreachable Hub, without its 23 s of retries
         raise
-    _check_size(size, repo_id)
+    _check_size(size, repo_id, filename)
     quiet = {"tqdm_class": _no_progress_bar()} if "tqdm_class" in signature(hf_hub_download).parameters else {}
-    return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, token=token, etag_timeout=timeout, **quiet)
+    return hf_hub_download(repo_id, filename, revision=revision, token=token, etag_timeout=timeout, **quiet)
 
 
-def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float) -> int | None:
+def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout: float,
+           filename: str = CONFIG_FILE) -> int | None:
     """One HEAD without retries, before every online download: the file's size, or the Hub's refusal.
 
     hf_hub_download retries an unreachable Hub (or a 5xx) 5 times with backoff, 1+2+4+8+8 = 23 s, and falls back
@@ -141,7 +182,7 @@ def _probe(repo_id: str, revision: str | None, token: str | bool | None, timeout
     """
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 
-    meta = get_hf_file_metadata(hf_hub_url(repo_id, CONFIG_FILE, revision=revision), token=token, timeout=timeout)
+    meta = get_hf_file_metadata(hf_hub_url(repo_id, filename, revision=revision), token=token, timeout=timeout)
     if meta.commit_hash is None or meta.etag is None:  # a captive portal or a proxy that is not the Hub
         raise ModelNotAvailableError(f"{constants.ENDPOINT} did not answer like the Hugging Face Hub for {repo_id} "
                                      "(no X-Repo-Commit or ETag header): check HF_ENDPOINT and your proxy settings")
@@ -158,11 +199,11 @@ def is_outage(exc: Exception) -> bool:
     return isinstance(exc, (HTTPError, OSError, ModelNotAvailableError))
 
 
-def _check_size(size: int | None, repo_id: str) -> None:
+def _check_size(size: int | None, repo_id: str, filename: str = CONFIG_FILE) -> None:
     from .files import MAX_CONFIG_BYTES
 
     if size is not None and size > MAX_CONFIG_BYTES:  # refused before a byte of it reaches the cache
-        raise ConfigError(f"{repo_id}/config.json on the Hub is {size:,} bytes, too large for a config.json (limit "
+        raise ConfigError(f"{repo_id}/{filename} on the Hub is {size:,} bytes, too large for a config.json (limit "
                           f"{MAX_CONFIG_BYTES:,}): pass the model's config.json path")
 
 

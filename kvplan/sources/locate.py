@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..errors import ModelNotAvailableError
 from ..model.checkpoint import CheckpointTotal, CheckpointWeights
-from .files import read_config_file
+from .files import QUANT_FILE, read_config_file, with_quant_file
 from .library import checkpoint_record, closest_ids, find_bundled
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}/[\w.\-]{1,96}$")
@@ -129,4 +129,7 @@ def _local_config(path: Path, name: str | None) -> FoundConfig:
         path = candidate
     # "./config.json" is named after the folder that holds it, as a Hub id is after its repository
     label = name or (path.resolve().parent.name if path.name == "config.json" else path.stem)
-    return FoundConfig(read_config_file(path), label, str(path))
+    quant = path.parent / QUANT_FILE  # a checkpoint folder's, as vLLM reads it: beside a config.json only
+    data = with_quant_file(read_config_file(path), lambda: read_config_file(quant)
+                           if path.name == "config.json" and quant.is_file() else None)
+    return FoundConfig(data, label, str(path))
