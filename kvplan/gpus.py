@@ -48,8 +48,9 @@ class GPU:
     compute_capability: tuple[int, int] | None = None  # NVIDIA SM version (8.0 A100, 9.0 H100); None: AMD, custom
     price_per_hour: float | None = None   # USD per GPU-hour, on demand (kvplan/data/gpu_prices.json); None: unknown
     price_source: str = ""
-    # nvidia-smi's memory.total, the size SGLang reads for its default fraction (utils get_nvgpu_memory_capacity):
-    # 81,559 MiB on an H100 SXM whose runtime total is 81,090 MiB; None where no source gave it
+    # nvidia-smi's memory.total, the size SGLang reads for its default fraction (utils get_nvgpu_memory_capacity;
+    # 0.5.23 srt/utils/common.py :802-830, `nvidia-smi --query-gpu=memory.total`): 81,559 MiB on an H100 SXM whose
+    # runtime total is 81,090 MiB; None where no source gave it
     smi_memory_bytes: int | None = None
     smi_source: str = ""
     # GPUs in one node (kvplan/data/gpu_nodes.json): TP stays inside one, PP stages span whole nodes

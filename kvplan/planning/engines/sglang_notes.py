@@ -70,6 +70,9 @@ def _sm_major(device: GPU) -> int | None:
 
 
 def _card_note(device: GPU, s: SglangSettings) -> str:
+    """SGLang's default fraction reads the card's size from nvidia-smi (0.5.23 srt/utils/common.py
+    `get_nvgpu_memory_capacity` :802-830: `nvidia-smi --query-gpu=memory.total`), the pool the runtime's free
+    memory."""
     runtime = fmt_bytes(device.memory_bytes)
     if s.mem_fraction_static is not None:
         return "mem_fraction_static as given; the pool sized from the runtime's free memory"

@@ -136,8 +136,9 @@ def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int, v
         # its lm_head is a ParallelLMHead over draft_vocab_size rows, padded as the target's (llama_eagle3.py:329)
         head = vocab_share(shape.draft_vocab * h * b, shape.draft_vocab, tp, vocab_rule)
         d2t = shape.draft_vocab * 8
-        # llama_eagle3.py (0.33): the decoder layer adds `hidden_norm` beside its input / post-attention norms, and
-        # the model ends in a `norm`, both [H] and whole: 2 x 4,096 x 2 B = 16 KiB for Llama-3.1-8B's head
+        # llama_eagle3.py (0.33): the decoder layer adds `hidden_norm` beside its input / post-attention norms
+        # (LlamaDecoderLayer.__init__ :98), and the model ends in a `norm` (LlamaModel.__init__ :253), both [H] RMSNorms
+        # and whole: 2 x 4,096 x 2 B = 16 KiB for Llama-3.1-8B's head
         norms = int(2 * h * b)
         total += int(wider + head) + d2t + norms
         parts += (f" + q/k/v over 2 x hidden {int(wider):,} B + lm_head {shape.draft_vocab:,} x {h:,} / TP "

@@ -312,6 +312,8 @@ def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]
                      "(utils/mem_utils.py memory_profiling)" + (", the V2 runner's sampler buffers included" if v2
                                                                 else ""))
     if v >= (0, 33):
+        # 0.33 v1/worker/gpu_worker.py `init_device` :518-528: "Create the handles now, before the snapshot, so they
+        # count as baseline like the NCCL buffers" (a torch.mm and a biased linear on a 16 x 16 tensor)
         notes.append("vLLM 0.33 creates its cuBLAS handles before that snapshot (gpu_worker.py init_device), so their "
                      "workspace leaves the budget; kvplan's non-torch figure (measured on 0.18-0.19) still holds it, "
                      "so the pool may be up to that figure larger")

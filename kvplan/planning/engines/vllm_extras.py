@@ -77,9 +77,9 @@ def mla_copies_bytes(shape, tp: int, layers: range, act_bytes: int) -> int:
     """The model-dtype copies of kv_b_proj vLLM's MLA attention keeps when kv_b_proj is quantized
     (layers/attention/mla_attention.py `process_weights_after_loading`, 0.20-0.33: `get_and_maybe_dequant_weights`
     returns the weight itself when it is already in the model dtype, a new tensor otherwise, split into W_UK_T and
-    W_UV): kv_lora_rank x heads / TP x (qk_nope + v_head_dim) x 2 B a layer. DeepSeek-V3's fp8 checkpoint:
-    512 x 128 x 256 x 2 B = 32 MiB a layer at TP 1, 4 MiB at TP 8 (244 MiB over 61 layers). Loaded with the
-    weights, so vLLM's 'Model loading took' counts it."""
+    W_UV; 0.33 :408 `split_kv_b_proj`): kv_lora_rank x heads / TP x (qk_nope + v_head_dim) x 2 B a layer.
+    DeepSeek-V3's fp8 checkpoint: 512 x 128 x 256 x 2 B = 32 MiB a layer at TP 1, 4 MiB at TP 8 (244 MiB over 61
+    layers). Loaded with the weights, so vLLM's 'Model loading took' counts it."""
     q = shape.quant
     if q is None:
         return 0
@@ -153,6 +153,8 @@ def extra_notes(model, s: VllmSettings, graph, extras: Extras, extra: dict[str, 
                      "so every token costs the target's bytes and the draft's; vLLM counts the draft in "
                      "'Model loading took'")
         if graph is not None and graph.total_bytes:
+            # V2: 0.33 v1/worker/gpu/model_runner.py `profile_cudagraph_memory` :1069-1139 captures
+            # `self.speculator.capture()` inside the estimate; V1: gpu_model_runner.py `_dummy_run` (0.19-0.33)
             notes.append("the drafter's own CUDA graphs are not in kvplan's estimate, where vLLM's holds them (V1 "
                          "captures the drafter inside the target's PIECEWISE graphs, gpu_model_runner.py _dummy_run; "
                          "V2 from 0.29 measures `speculator.capture()`): the pool may be smaller by their size")

@@ -39,11 +39,20 @@ ENGINE_CONSTANTS = {
     # 0.55 GiB for activation + non-torch, where the extra alone is 0.87 GiB; the last pipeline stage of
     # Qwen3-30B-A3B on GH200s (aarch64, 1024 rows) printed 70.58 GiB of KV, which only the extra explains
     # (70.34 with it, 73.9 without). kvplan follows the three A100 runs for 0.8-0.10
-    # (validation/vllm_holdout.csv / .md).
+    # (validation/vllm_holdout.csv / .md). The source, read in 0.14.1: v1/worker/gpu_model_runner.py
+    # `_dummy_sampler_run` (:4550-4557) sets top_p 0.9 and top_k V - 1; v1/sample/ops/topk_topp_sampler.py
+    # `TopKTopPSampler.__init__` (:28-58) takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1, else
+    # `forward_native`, whose `apply_top_k_top_p` (:243-285) sorts the float32 logits (values 4 B + int64 indices
+    # 8 B), masks top-k (1 B), softmaxes the sorted values (4 B), masks top-p (1 B) and scatters them back (4 B):
+    # 22 B of new [rows, V] tensors an entry, the measured 24 B's size. 0.17, where the logs lose it, not read.
     "sampler_extra_bytes": 24,
     # v0.11.0 itself has no extra: Mistral-Small-3.2 (1024 rows x 131,072) printed 2.12 GiB of activation,
     # the forward plus its encoder cache, where the extra would make it 4.98 GiB (llm-d-benchmark's
-    # empirical-vllm-memory-results.md); 0.12 and 0.13 are unmeasured and kept with 0.14.
+    # empirical-vllm-memory-results.md); 0.12 and 0.13 are unmeasured and kept with 0.14. The source: 0.11.0
+    # v1/sample/ops/topk_topp_sampler.py `TopKTopPSampler.__init__` (:32-63) samples with FlashInfer whenever it is
+    # installed (`envs.VLLM_USE_FLASHINFER_SAMPLER is not False`), as in the v0.11.0 image, and FlashInfer's
+    # sampling keeps no native top-k/top-p buffers; llm-d's undated text-model rows are a later release
+    # (tests/test_vllm_holdout.py test_llm_d_text_models_at_each_candidate_version: within 2 % at 0.14.1).
     "sampler_extra_versions": (((0, 0), (0, 8)), ((0, 12), (0, 17))),
     # The default --gpu-memory-utilization: 0.9 through v0.19 (the calibration logs' "Desired GPU memory
     # utilization is (0.9, ...)"; vllm 0.19 config/cache.py:41), 0.92 from v0.20.0 (config/cache.py; 0.33 :215).
@@ -195,7 +204,8 @@ def activation_peak(dims: ActivationModel, tokens: int, rows: int, *, has_sample
     entry_bytes: the sampler's bytes per (row x vocabulary entry) where the model runner sets them (0.20+:
           `vllm_runner.sampler_entry_bytes`; V2 0.26-0.32 keeps only the model-dtype logits, 2 B).
     v2:   the V2 model runner's forward holds 3 [N, H] tensors, as V0's did, not V1's 5: its input buffers are
-          allocated before the profile (v1/worker/gpu/input_batch.py InputBuffers, model_runner.py __init__).
+          allocated before the profile (v1/worker/gpu/input_batch.py InputBuffers, 0.33 :23; model_runner.py
+          __init__).
           Qwen2.5-0.5B in fp16 at N 32,768 on vLLM 0.26 printed 1.06 GiB of peak activation: 32,768 x (3 x 4,864
           + 3 x 896) x 2 B = 1.054 GiB, where 5 x 896 gives 1.163.
     """

@@ -39,8 +39,9 @@ V2_ARCHITECTURES = {
 }
 V2_FROM = (0, 22)
 V2_FOR_ALL = (0, 29)
-# Speculative methods the V2 runner takes before 0.29 (0.26 config/vllm.py `_get_v2_model_runner_unsupported_
-# features`: eagle, eagle3, mtp, dflash, dspark); a draft model keeps the engine on V1 there.
+# Speculative methods the V2 runner takes before 0.29 (0.26 config/vllm.py
+# `_get_v2_model_runner_unsupported_features`: eagle, eagle3, mtp, dflash, dspark); a draft model keeps the engine
+# on V1 there.
 V2_SPECULATIVE = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 
 
@@ -104,12 +105,18 @@ def persistent_bytes(version: tuple[int, int, int], v2: bool, max_num_seqs: int,
     profile's transient peak; before 0.27 it was weights + peak increase + non-torch increase, which missed
     tensors allocated between the snapshot and the profile). Per request (0.33 v1/worker/gpu/):
 
-    - sample/penalties.py: `output_bin_counts` int32 [V] and `prompt_bin_mask` int32 [ceil(V/32)] (bit-packed);
-    - structured_outputs.py: the grammar bitmask int32 [ceil(V/32)] per logit row (1 + k rows with k draft tokens);
-    - sample/logit_bias.py, bad_words.py, logprob.py: 3 x 1,024 + 128 + 1,024 + 129 + 128 int32 entries.
+    - sample/penalties.py `PenaltiesState.__init__` (0.33 :26-50, built by sample/sampler.py `Sampler.__init__`
+      :65, which model_runner.py `load_model` makes, :495): `output_bin_counts` int32 [V] and `prompt_bin_mask`
+      int32 [ceil(V/32)] (bit-packed);
+    - structured_outputs.py `StructuredOutputsWorker.__init__` (0.33 :52-66, made in `load_model` :528): the
+      grammar bitmask int32 [ceil(V/32)] per logit row (1 + k rows with k draft tokens);
+    - sample/logit_bias.py `LogitBiasState`, bad_words.py `BadWordsState`, logprob.py `LogprobTokenIdsState`:
+      3 x 1,024 + 128 + 1,024 + 129 + 128 int32 entries.
 
-    Llama-3.1-8B at 1,024 sequences: 501.0 + 15.7 + 15.7 + 17.5 MiB = 549.8 MiB. The block tables come after
-    the budget (`initialize_kv_cache`) and do not enter it.
+    Llama-3.1-8B at 1,024 sequences: 501.0 + 15.7 + 15.7 + 17.5 MiB = 549.8 MiB. The block tables (two copies
+    per KV-cache group: block_table.py `BlockTables.__init__`, a staged table and `input_block_tables`) come after
+    the budget (0.33 v1/worker/gpu/model_runner.py `initialize_kv_cache` :623, `BlockTables(` :718) and do not
+    enter it.
     """
     if not v2 or version[:2] < (0, 27):
         return 0
