@@ -303,7 +303,10 @@ MISSES = {
         "('CUDA graph 캐시 여부에 따른 overhead 변동'): 6,896 tokens x 147,456 B = 0.95 GiB, the size of the cold "
         "torch.compile of the -cold-compile- row (Qwen3-8B on an RTX 4090, vLLM 0.27.1: 0.99 GiB), vLLM's V2 runner "
         "on both. vLLM's compile cache, not its CUDA graphs (captured after the pool), is what a first start lacks "
-        "here; the log lines quoted do not show the compile time"),
+        "here; the log lines quoted do not show the compile time. It is the first start of its key, by the notes' "
+        "environment table: VLLM_USE_FLASHINFER_SAMPLER=0 was set for it after a failed first attempt ('FlashInfer "
+        "JIT gcc13 호환 실패(첫 시도)→환경변수 설정 후 성공'), and vLLM 0.24.0 hashes that variable into the "
+        "torch.compile cache key (envs.py `compile_factors`, compilation/caching.py `aot_compile_hash_factors`)"),
     # the Qwen3.5 / 3.6 hybrids (48 or 30 Gated DeltaNet layers + 16 or 10 full-attention layers): each log is
     # reproduced to the token by the rules in LEARNED; the texts say how, for a row that misses again
     "qwen3.6-27b-nvfp4-gb10": "the log prints 'Setting attention block size to 1568 tokens'; kvplan's is 800. "
