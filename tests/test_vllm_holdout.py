@@ -229,8 +229,9 @@ def test_holdout_from_the_card_for_todays_releases():
     rows over 5 %, each with its reading: a cold torch.compile, read in one log (the RunPod worker's first start,
     +19.80 %, its cache-hit twin -0.37 %), in an RTX 5090 server's first start by its author (+6.79 %, a later
     start -0.88 %) and inferred from a new compile key in four (the WSL2 box's first --enable-lora start and its
-    first starts at 8,192 tokens), and the PP2 start on RTX PRO 6000s (cold too: its first stage peaks as its TP1
-    start does, test_the_pp2_start_on_rtx_pro_6000s_peaks_as_its_tp1_start_not_as_a_forward). The
+    first starts at 8,192 tokens, whose box prints a first start's cost in its own logs:
+    test_the_wsl2_box_prints_its_own_cold_and_warm_starts), and the PP2 start on RTX PRO 6000s (cold too: its first
+    stage peaks as its TP1 start does, test_the_pp2_start_on_rtx_pro_6000s_peaks_as_its_tp1_start_not_as_a_forward). The
     Qwen2.5-VL row (one image per prompt, +62.6 % when it was predicted) is not: its plan warns that vLLM's encoder
     profile is not sized (kvplan.planning.engines.vllm_mm.unsized_profile), and the report makes no card check."""
     results = [vllm_holdout.check_row(row) for row in _rows().values()]
@@ -281,6 +282,46 @@ def test_a_cold_compile_is_the_gap_between_two_starts_of_one_worker():
     lora = vllm_holdout.check_row(rows[lora_run])
     assert lora["card_tokens"][2] == pytest.approx(cold["card_tokens"][2], abs=0.05)
     assert all(any(part in run for part in vllm_holdout.MISSES) for run in (COLD, lora_run))
+
+
+WSL_COLD = "fs61918553602/qwen2.5-0.5b-instruct-rtx4090-wsl-tp1-2048-util0.85-v0.27.1"
+WSL_BASE = "fs61585879089/qwen3-8b-bf16-rtx4090-wsl-tp1-4096-util0.90-v0.27.1"
+
+
+def test_the_wsl2_box_prints_its_own_cold_and_warm_starts():
+    """enginrect/llmso's WSL2 RTX 4090 (vLLM 0.27.1), the box of the rows from the card over 5 % at 8,192 tokens,
+    shows the first start of a compile key in its own logs (the rows' notes quote the lines). Qwen2.5-0.5B at 2,048
+    tokens, util 0.85: the row's start and the next one, whose key differed (CUDA_HOME, which vLLM's envs.py
+    `compile_factors` hashes), printed 18.65 GiB; the two after, one key, 19.06 GiB and 1,665,392 tokens ('compilation:
+    0.11 s'). Hand arithmetic: (1,665,392 - 1,629,520) tokens x 12,288 B (24 layers x 2 KV heads x 64 x 2 x 2 B) =
+    0.41 GiB = 19.06 - 18.65 = (1.49 - 1.25) GiB of consumed + (0.25 - 0.08) GiB of peak memory. kvplan's 18.96 GiB
+    is the warm start's within 0.5 %. Qwen3-8B-AWQ at 4,096 tokens (one key at util 0.90 and 0.85: CacheConfig does
+    not hash the utilization): 0.90 x 23.99 - 5.71 - 14.43 = 1.45 GiB of non-KV memory on its first start, 0.85 x
+    23.99 - 5.71 - 14.23 = 0.45 on a later one, the bf16 rows' 0.45 (0.90 x 23.99 - 15.27 - 5.87)."""
+    rows = _rows()
+    cold = rows[WSL_COLD]
+    for line in ("Available KV cache memory: 19.06 GiB", "GPU KV cache size: 1,665,392 tokens",
+                 "1.25 GiB for consumed memory (weights + non-torch), 0.08 GiB for peak activation",
+                 "(compilation: 0.11 s)",
+                 "Actual usage is 1.49 GiB for consumed memory (weights + non-torch), 0.25 GiB"):
+        assert line in cold["notes"], line
+    per_token = 24 * 2 * 64 * 2 * 2            # Qwen2-0.5B's layers x K, V x KV heads x head dim x 2 B
+    gap = (1_665_392 - 1_629_520) * per_token / GiB   # the warm and cold starts' printed tokens (docstring)
+    assert gap == pytest.approx(19.06 - float(cold["available_kv_cache_gib"]), abs=0.01)
+    assert gap == pytest.approx((1.49 - 1.25) + (0.25 - 0.08), abs=0.01)
+    pool = vllm_holdout.check_row(cold)["pool"]
+    assert pool[:2] == (18.65, pytest.approx(18.965, abs=0.001)) and pool[2] == pytest.approx(1.69, abs=0.01)
+    assert (pool[1] / 19.06 - 1) * 100 == pytest.approx(-0.50, abs=0.01)       # against the warm start
+    base = rows[WSL_BASE]
+    for line in ("Available KV cache memory: 14.43 GiB", "Available KV cache memory: 14.23 GiB",
+                 "Model loading took 5.71 GiB"):
+        assert line in base["notes"], line
+    total = float(base["gpu_memory_total_gib"])
+    first, later = 0.90 * total - 5.71 - 14.43, 0.85 * total - 5.71 - 14.23
+    assert (first, later) == (pytest.approx(1.45, abs=0.005), pytest.approx(0.45, abs=0.005))
+    assert first - later == pytest.approx(1.00, abs=0.01)
+    assert 0.90 * total - float(base["weights_memory_gib"]) - float(base["available_kv_cache_gib"]) == (
+        pytest.approx(later, abs=0.01))
 
 
 def test_plans_say_they_size_a_warm_compile_cache():

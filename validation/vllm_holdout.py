@@ -303,7 +303,10 @@ MISSES = {
         "('CUDA graph 캐시 여부에 따른 overhead 변동'): 6,896 tokens x 147,456 B = 0.95 GiB, the size of the cold "
         "torch.compile of the -cold-compile- row (Qwen3-8B on an RTX 4090, vLLM 0.27.1: 0.99 GiB), vLLM's V2 runner "
         "on both. vLLM's compile cache, not its CUDA graphs (captured after the pool), is what a first start lacks "
-        "here; the log lines quoted do not show the compile time"),
+        "here; the log lines quoted do not show the compile time. It is the first start of its key, by the notes' "
+        "environment table: VLLM_USE_FLASHINFER_SAMPLER=0 was set for it after a failed first attempt ('FlashInfer "
+        "JIT gcc13 호환 실패(첫 시도)→환경변수 설정 후 성공'), and vLLM 0.24.0 hashes that variable into the "
+        "torch.compile cache key (envs.py `compile_factors`, compilation/caching.py `aot_compile_hash_factors`)"),
     # the Qwen3.5 / 3.6 hybrids (48 or 30 Gated DeltaNet layers + 16 or 10 full-attention layers): each log is
     # reproduced to the token by the rules in LEARNED; the texts say how, for a row that misses again
     "qwen3.6-27b-nvfp4-gb10": "the log prints 'Setting attention block size to 1568 tokens'; kvplan's is 800. "
@@ -338,22 +341,34 @@ MISSES = {
         "3 x 5) = 6.7709 x 262,144 = 1,774,963 tokens, the printed figure exactly"),
     # the third collection: one WSL2 RTX 4090 box (23.99 GiB), vLLM 0.27.1, the V2 model runner
     "-rtx4090-wsl-tp1-8192-": (
-        "a cold torch.compile, as far as the log shows (the -cold-compile- row: 0.99 GiB of Inductor workspace in the "
+        "a cold torch.compile, as far as the logs show (the -cold-compile- row: 0.99 GiB of Inductor workspace in the "
         "profile run of Qwen3-8B on an RTX 4090, vLLM 0.27.1, +19.8 % from the card). The same box and version give "
-        "Qwen3-8B (bf16, 4,096 tokens, served again and again in its labs) -2.5 / -3.1 % and Qwen3-8B-FP8 (2,048) "
-        "-1.4 %: vLLM's non-KV memory there is 0.42-0.45 GiB, kvplan's 0.60. At --max-model-len 8192 the box's text rows "
-        "miss the other way (Qwen2.5-7B bf16: 22.07 GiB budget - 14.22 weights - 102,544 x 57,344 B = 2.38 GiB of "
-        "non-KV memory; its FP8-dynamic twin 1.63; Qwen3-14B-FP8 1.92; the box's other rows 0.42-0.45). 8,192 is a new "
-        "compile key for each of them: vLLM's compile cache is keyed by the config hash, which holds max_model_len "
-        "(config/model.py `ModelConfig.compute_hash`, 0.27.1: not among its ignored factors), and these are the box's "
-        "first starts at that length (one bench_local.sh sweep of three models; the Qwen3-14B-FP8 run in a venv made "
-        "for it, 'uv pip install vllm==0.27.1 lmcache'). The memory was transient, as a compile workspace is: the "
-        "sweep's nvidia-smi lines ('VRAM used: 22951 MiB' bf16, '23792 MiB' FP8-dynamic) stand 351 and 1,192 MiB "
-        "above the 0.92 budget (22,600 MiB), where the Qwen3-8B rows stand 1,935 and 2,119 MiB above theirs "
-        "('24044 MiB' at 0.90, '22999 MiB' at 0.85): 1.55-1.73 and 0.73-0.91 GiB less held afterwards than counted at "
-        "start-up, most of the rows' excess (1.93 and 1.18 GiB over the box's 0.45). The quoted lines hold no 'torch.compile "
-        "took' line, so the compile is inferred from the keys, not read; its size depends on the model's kernels "
-        "(0.99 GiB for Qwen3-8B at 2,048 batched tokens) and kvplan cannot know whether a cache is warm"),
+        "Qwen3-8B (bf16, 4,096 tokens, served again and again in its labs) -2.5 / -3.1 % and Qwen3-8B-FP8 (2,048) -1.4 "
+        "%: vLLM's non-KV memory there is 0.42-0.45 GiB, kvplan's 0.60. At --max-model-len 8192 the box's text rows "
+        "miss the other way (Qwen2.5-7B bf16: 22.07 GiB budget - 14.29 weights (vLLM's line for this checkpoint in two "
+        "other rows) - 6,409 blocks x 917,504 B = 2.30 GiB of non-KV memory; its FP8-dynamic twin 1.63 and "
+        "Qwen3-14B-FP8 1.92 with kvplan's weights; the box's other rows 0.42-0.45). Each is the first start of its "
+        "compile key: the sweep (bench_local.sh, three models) is the record's first start of its models and sets "
+        "VLLM_USE_FLASHINFER_SAMPLER=0, which vLLM hashes into the key (envs.py `compile_factors`: every vLLM variable "
+        "it does not list as ignored; compilation/caching.py `aot_compile_hash_factors`), as it does max_model_len "
+        "(config/model.py `ModelConfig.compute_hash`) and an LMCache connector (config/vllm.py "
+        "`VllmConfig.compute_hash`: the Qwen3-14B-FP8 run's LMCache twin, the same 29,248 tokens, is a new key too), "
+        "0.27.1. The variable does not reach the pool otherwise: the profile's dummy requests are greedy with top_k = "
+        "vocab and top_p = 1 (v1/worker/gpu/sample/states.py `SamplingStates`), so neither FlashInfer nor the native "
+        "top-k/top-p runs before the KV cache (the native path's 74 MiB Triton buffer is made at its first use, in "
+        "v1/worker/gpu/warmup.py `warmup_kernels`, after it); kvplan's plan is right to ignore it. The box's own logs "
+        "show what a first start costs: Qwen2.5-0.5B at 2,048 (environment-setup.md) printed 18.65 GiB on two starts "
+        "whose keys differed (CUDA_HOME, also hashed) and 19.06 GiB on the next two ('compilation: 0.11 s'): 0.24 GiB "
+        "of consumed and 0.17 of peak memory; its Qwen3-8B-AWQ server at 4,096 held 1.45 GiB of non-KV memory on its "
+        "first start and 0.45 on a later one (utilization is not hashed: config/cache.py). The memory was transient, "
+        "as a compile workspace is: the sweep's nvidia-smi lines ('VRAM used: 22951 MiB' bf16, '23792 MiB' "
+        "FP8-dynamic) stand 351 and 1,192 MiB above the 0.92 budget (22,600 MiB), where the Qwen3-8B rows stand 1,935 "
+        "and 2,119 MiB above theirs ('24044 MiB' at 0.90, '22999 MiB' at 0.85): 1.55-1.73 and 0.73-0.91 GiB less held "
+        "afterwards than counted at start-up, most of the rows' excess (1.85 and 1.18 GiB over the box's 0.45). No "
+        "'torch.compile took' line is quoted for these rows, so the compile is read from the keys and the record, not "
+        "from a line; its size is the model's kernels' (0.41 GiB for Qwen2.5-0.5B at 2,048 batched tokens, 0.99-1.00 "
+        "for Qwen3-8B, 1.85 for Qwen2.5-7B), which no card gives, and kvplan cannot know whether a cache is "
+        "warm"),
     "qwen3-8b-bf16-rtx4090-wsl-tp1-4096": (
         "kvplan's non-KV memory is 0.15 GiB high here: vLLM's is 21.59 - 15.27 - 42,768 x 147,456 B = 0.45 GiB at "
         "0.90 (20.39 - 15.27 - 4.67 = 0.45 at 0.85), kvplan's 0.60 (the 0.25 GiB of non-torch memory measured on "
@@ -381,7 +396,8 @@ MISSES = {
         "2,048, 16] (lora/layers/column_parallel_linear.py: 384 KiB for qkv), the logits' [256, 16]; lm_head's "
         "lora_b [2, 1, 151,936, 16] is in the weights line; the V2 runner captures the LoRA graphs after the pool "
         "(`profile_cudagraph_memory` returns 0). The quoted lines hold no 'torch.compile took' line, so the compile "
-        "is inferred from the key, not read"),
+        "is inferred from the key, not read; the same lab's Qwen3-8B-AWQ server shows the box's first-start cost at "
+        "4,096 tokens, 1.00 GiB of non-KV memory on its first start that a later start of the same key did not hold"),
     "int8kv-mtp3": ("kvplan plans the rules of the v0.24 row of the same rig (MTP as a 17th full-attention layer, "
                     "float32 GDN state with 3 speculative conv columns, 2 + 3 state blocks per GDN group), but not "
                     "the KV dtype int8_per_token_head (here a 1-byte fp8 stand-in): it stores a "
@@ -416,7 +432,11 @@ SUSPECTED = [
     "0.84 s') 70,240 tokens, 2.10 and 0.22 GiB. With torch >= 2.10 the compile runs ahead of the forward in the same "
     "profiling window (0.27.1 compilation/decorators.py `aot_compile`, envs.py `use_aot_compile`), so its peak counts "
     "only where it tops the forward's: one setup of two RTX PRO 6000s (the qwen3-32b-rtxpro6000 rows) leaves 2.96 and "
-    "2.98 GiB of peak on its PP0 and TP1 starts, whose forwards differ, and none above the TP2 start's forward.",
+    "2.98 GiB of peak on its PP0 and TP1 starts, whose forwards differ, and none above the TP2 start's forward. One "
+    "WSL2 RTX 4090 (enginrect/llmso, vLLM 0.27.1) shows two pairs: Qwen2.5-0.5B 18.65 GiB cold, 19.06 warm "
+    "('compilation: 0.11 s'; kvplan 18.96, -0.50 % from the warm start); Qwen3-8B-AWQ 1.45 GiB of non-KV memory on "
+    "its first start, 0.45 on a later one. vLLM's environment variables are compile keys too (envs.py "
+    "`compile_factors`: CUDA_HOME, VLLM_USE_FLASHINFER_SAMPLER and every other one it does not list as ignored).",
     "KV dtype int8_per_token_head (vLLM >= 0.22): 1 byte per element plus a 4-byte scale for K and for V per head "
     "and token; kvplan has no int8 KV for vLLM (one row, club3090-446, planned with a 1-byte fp8 stand-in).",
     "The profile run's encoder pass for towers without a fixed image token count (Qwen2.5-VL, Llama 4, Qwen3.5): "
