@@ -264,6 +264,36 @@ def test_equal_shapes_are_one_object_and_results_do_not_change():
     assert plan(a, gpu="H100", max_model_len=8192, pp=8) == plan(b, gpu="H100", max_model_len=8192, pp=8)
 
 
+def test_a_shape_collected_inside_the_intern_lock_does_not_hang():
+    """A weakref callback runs wherever the collector fires, inside `interned`'s locked region too. The callback used
+    to take the same (non-reentrant) lock, and mutmut's stats run of the engine tests hung there for good
+    (interned -> hash -> gc -> _forget). Here a shape dies while its thread holds the lock: the thread must finish,
+    and the next interned call must drop the dead bucket."""
+    import dataclasses
+    import threading
+
+    from kvplan.config.load import load_model
+    from kvplan.model import arch
+
+    base = load_model(DEEP).arch
+    doomed = arch.interned(dataclasses.replace(base, notes=("a note no other shape has",)))
+    key = hash(doomed)
+    assert key in arch._SHAPES
+    holder = [doomed]
+    del doomed
+
+    def die_under_the_lock():
+        with arch._SHAPES_LOCK:
+            holder.clear()       # the last reference: the weakref callback runs here, the lock held
+
+    thread = threading.Thread(target=die_under_the_lock, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    arch.interned(base)          # the next call forgets the bucket whose only shape died
+    assert key not in arch._SHAPES or all(ref() is not None for ref in arch._SHAPES[key])
+
+
 def test_a_pickled_model_keeps_its_shape_and_its_speed():
     """st.cache_data gives the app's every rerun a pickled copy of the model: its shape was an equal but distinct
     object, and every planner cache lookup compared it layer by layer (a Capacity rerun of a 10,000-layer upload:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
@@ -227,6 +228,11 @@ class ArchShape:
 
 _SHAPES: dict[int, list[weakref.ref]] = {}
 _SHAPES_LOCK = threading.Lock()
+# Keys whose shapes died, for the next `interned` to drop. A weakref callback runs wherever the collector fires,
+# inside `interned`'s locked region too (the hash below walks the dataclass fields and may allocate): a callback
+# that took the lock itself hung the process there (mutmut's stats run of the engine tests, 2026-12-02:
+# interned -> hash -> gc -> _forget -> the same Lock). deque.append is atomic and takes no lock.
+_DEAD: deque[int] = deque()
 
 
 def interned(shape: ArchShape) -> ArchShape:
@@ -234,14 +240,16 @@ def interned(shape: ArchShape) -> ArchShape:
     and a lookup compares a key with an equal but distinct shape field by field: a 10,000-layer config read twice
     (Meta-Llama-3-8B and Llama-3.1-8B deepened alike, or two visitors of the app) compared 10,000 layers per lookup,
     37 s of a fewest-GPU search that takes 1 s."""
+    key = hash(shape)
     with _SHAPES_LOCK:
-        bucket = _SHAPES.setdefault(hash(shape), [])
+        _drop_dead()
+        bucket = _SHAPES.setdefault(key, [])
         bucket[:] = [ref for ref in bucket if ref() is not None]
         for ref in bucket:
             live = ref()
             if live is not None and live == shape and live.notes == shape.notes:
                 return live
-        bucket.append(weakref.ref(shape, lambda _, key=hash(shape): _forget(key)))
+        bucket.append(weakref.ref(shape, lambda _, key=key: _DEAD.append(key)))
         return shape
 
 
@@ -251,8 +259,10 @@ def _unpickled(state: dict) -> ArchShape:
     return interned(shape)
 
 
-def _forget(key: int) -> None:
-    with _SHAPES_LOCK:
+def _drop_dead() -> None:
+    """Forget the buckets all of whose shapes died (called with _SHAPES_LOCK held)."""
+    while _DEAD:
+        key = _DEAD.popleft()
         bucket = [ref for ref in _SHAPES.get(key, []) if ref() is not None]
         if bucket:
             _SHAPES[key] = bucket
