@@ -150,3 +150,19 @@ def test_workload_plan_takes_a_model_id():
     by_id = workload_plan("meta-llama/Llama-3.1-8B", p, RequestMix(2000, 500))
     by_spec = workload_plan(kvplan.load_model("meta-llama/Llama-3.1-8B"), p, RequestMix(2000, 500))
     assert by_id == by_spec and by_id.concurrent_requests > 0
+
+
+def test_every_entry_point_takes_a_path_a_name_or_a_config_dict():
+    """`kvplan.plan(Path(...))` failed with "'PosixPath' object has no attribute 'dims'" (config.load.as_model now
+    reads str, os.PathLike and a config's data alike). Llama-3.1-8B on an H100: 452,096 tokens whichever way it is
+    named (the figure test_readme's console block prints for the bundled id)."""
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "model_configs" / "meta-llama__Llama-3.1-8B.json"
+    data = json.loads(path.read_text())
+    tokens = {kvplan.plan(m, gpu="H100").kv_cache_tokens for m in (path, str(path), data, "meta-llama/Llama-3.1-8B")}
+    assert tokens == {452_096}
+    # 1,000 tokens x 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072,000 B
+    assert kvplan.estimate(path, seq_len=1000).kv_cache_bytes == 131_072_000
+    with pytest.raises(kvplan.KVPlanError, match="not int: pass one of those"):
+        kvplan.plan(3, gpu="H100")

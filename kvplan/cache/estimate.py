@@ -97,9 +97,10 @@ def estimate(
     `kv_dtype` defaults to the config's dtype (int4 for `cache="quantized"`); `dtype` is the activation
     dtype (defaults to the config's, or to `kv_dtype` when that is a 16/32-bit float).
     """
-    if isinstance(model, str):
-        from ..config.load import load_model
-        model = load_model(model)
+    if not isinstance(model, ModelSpec):   # a name, a path or a config's data: read it here, once
+        from ..config.load import as_model
+
+        model = as_model(model)
     plan = make_plan(model, seq_len, batch_size, kv_dtype, cache, max_cache_len, prompt_len, dtype,
                      quant_backend, q_group_size, residual_length)
     return build_estimate(model, plan)

@@ -9,6 +9,7 @@ headers), or the reason they cannot. Every later stage takes the finished ModelS
 from __future__ import annotations
 
 import dataclasses
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -101,6 +102,22 @@ def with_checkpoint(model: ModelSpec, source, revision=None, token=None, require
 def load_cached(name: str) -> ModelSpec:
     """A model by name; bundled ones are read once per process (ModelSpec is frozen, safe to share)."""
     return _load_bundled(name) if find_bundled(name) else load_model(name)
+
+
+def as_model(model: Any) -> ModelSpec:
+    """What every public entry point takes as its model: a ModelSpec as it is; a name, Hub id or path (str or
+    `pathlib.Path`) read through load_cached; a config's data read by load_model. `kvplan.plan(Path(...))` used to
+    fail with "'PosixPath' object has no attribute 'dims'"."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    if isinstance(model, str):
+        return load_cached(model)
+    if isinstance(model, Mapping):
+        return load_model(model)
+    raise ModelNotAvailableError(f"a model is a bundled name, a Hub id, a config.json path or a config's data, not "
+                                 f"{type(model).__name__}: pass one of those")
 
 
 @lru_cache(maxsize=256)

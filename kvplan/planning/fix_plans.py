@@ -8,7 +8,7 @@ prints: Mixtral-8x7B on one H100 at 32,768 tokens, `--kv-dtype fp8` -> {"kv_dtyp
 
 from __future__ import annotations
 
-from ..config.load import load_cached
+from ..config.load import as_model
 from ..errors import KVPlanError
 from ..model.spec import ModelSpec
 from .planner import plan
@@ -69,6 +69,5 @@ def _figures(p: Plan) -> dict:
 def plan_fixes(model: ModelSpec | str, current: Plan | None = None, **settings) -> list[FixPlan]:
     """The nearest changes that make a plan fit, each with its flags, settings and resulting plan figures; []
     for a plan that fits. `current`: the plan of these settings, when the caller has it."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     return planned(model, fixes(model, current, **settings), **settings)

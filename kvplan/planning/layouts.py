@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from ..config.load import load_cached
+from ..config.load import as_model
 from ..errors import WorkloadError
 from ..gpus import GPU, resolve_gpu
 from ..model.spec import ModelSpec
@@ -49,8 +49,7 @@ def fewest_gpus(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: in
     Bounded work: a layout whose stages cannot hold the weights is never planned (`_too_few_stages`), so a model
     that fits nowhere costs a plan per TP and the layouts near the weights' bound, not all 120 layouts up to 64 GPUs
     (a 10,000-layer config took 27 s)."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     per_node = positive("gpus_per_node", gpus_per_node)
     last_error, planned_any = None, False
     # vLLM's DP engines multiply the GPUs: search TP x PP per engine, count in all
@@ -220,8 +219,7 @@ def deployable(model: ModelSpec | str, *, max_gpus: int = 64, gpus_per_node: int
     DeepSeek-V3 on H100s at 163,840 tokens: TP 8 x PP 2 on 16 GPUs (two whole nodes), where the fewest in any
     layout is 11 (TP 1 x PP 11). transformers is planned as fewest_gpus plans it (kvplan does not split its
     layers by stage)."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     per_node = node_size(settings.get("gpu", defaults.GPU), gpus_per_node)
     max_gpus = positive("max_gpus", max_gpus)
     memo: dict = {}

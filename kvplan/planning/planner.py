@@ -11,7 +11,7 @@ that does not fit. A new engine is one module in `kvplan/planning/engines/` with
 from __future__ import annotations
 
 from ..config.context import SGLANG_ENV, VLLM_ENV
-from ..config.load import load_cached
+from ..config.load import as_model, load_cached
 from ..dtypes import DType, resolve_dtype
 from ..errors import WorkloadError, shown
 from ..gpus import GPU, resolve_gpu
@@ -51,8 +51,7 @@ def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int])
 def plan(model: ModelSpec | str, **settings) -> Plan:
     """Plan one deployment (settings as `_plan` takes them). A model kvplan has not verified gets its warnings in
     `warnings` and at the head of `notes`."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     result = _plan(model, **settings)
     update = weights_provenance(model, settings.get("quantization"), resolve_dtype(result.dtype))
     past = context_warning(model, result)
@@ -110,8 +109,7 @@ def _plan(model: ModelSpec | str, *, engine: str = defaults.ENGINE, gpu: str | G
     "model": draft}; `lora`: {"max_loras": N, "max_lora_rank": R}; `nvls`: False for NCCL without NVLink SHARP
     (NCCL_NVLS_ENABLE=0, or GPUs without NVSwitch), None by GPU; `enable_prefix_caching`: vLLM's
     --[no-]enable-prefix-caching, None for the version's default (it sets how many Mamba states a request holds)."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     if engine not in ENGINES:
         raise WorkloadError(f"unknown engine {shown(engine)}: use one of {', '.join(ENGINES)}")
     engine_settings(engine, quantization=quantization, engine_version=engine_version, block_size=block_size,

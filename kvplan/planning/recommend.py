@@ -31,7 +31,7 @@ from math import ceil, floor
 
 from pydantic import BaseModel, ConfigDict
 
-from ..config.load import load_cached
+from ..config.load import as_model
 from ..errors import WorkloadError, shown
 from ..gpus import GPU, list_gpus, resolve_gpu
 from ..model.spec import ModelSpec
@@ -132,8 +132,7 @@ def recommend(model: ModelSpec | str, mix: RequestMix, rate_per_s: float, *, ttf
     within `ttft_s`, `tpot_s` (seconds) and `budget_per_hour` (USD), and the Pareto front of cost against
     latency. `prices`: USD per GPU-hour by catalog name, over the catalog's; `max_model_len`: default the mix's
     longest request (p95 prompt + p95 output, else the means) rounded up to 1,024 tokens."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     if engine not in ("vllm", "sglang"):
         raise WorkloadError(f"recommend plans serving engines: use vllm or sglang, not {shown(engine)}")
     targets = _targets(mix, rate_per_s, ttft_s, tpot_s, budget_per_hour)

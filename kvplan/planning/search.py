@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import suppress
 from math import ceil
 
-from ..config.load import load_cached
+from ..config.load import as_model
 from ..errors import WorkloadError
 from ..model.spec import ModelSpec
 from ..units import fmt_bytes
@@ -110,8 +110,7 @@ def fixes(model: ModelSpec | str, current: Plan | None = None, *, fewest: Plan |
     when the caller searched already (the Capacity page shows both: one search, not two). More GPUs are offered in
     a deployable layout (`layouts.deployable`: TP inside a node of `gpus_per_node`, PP over whole nodes), with the
     fewest in any layout beside it."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     p = current or plan(model, **settings)
     if p.fits:
         return []

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from ..cache.estimate import MAX_TOKENS
-from ..config.load import load_cached
+from ..config.load import as_model
 from ..errors import WorkloadError, shown
 from ..gpus import resolve_gpu
 from .engines.vllm import max_concurrency_at
@@ -88,8 +88,7 @@ def workload_plan(model, plan, mix: RequestMix, gpu_price_per_hour: float | None
     """The plan's capacity at `mix`: concurrency from the plan's own KV accounting (vLLM's blocks, SGLang's
     tokens), throughput from kvplan.planning.speed, cost from the price per GPU-hour (the catalog's when None).
     `model`: the planned ModelSpec, or its name as plan() takes it."""
-    if isinstance(model, str):
-        model = load_cached(model)
+    model = as_model(model)
     if plan.engine == "hf":
         raise WorkloadError("a workload plan is for serving engines (vLLM, SGLang): transformers' generate runs one "
                             "batch, see its plan")
