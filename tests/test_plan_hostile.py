@@ -235,7 +235,9 @@ def test_the_search_never_plans_a_layout_whose_stages_cannot_hold_the_weights(de
     assert min(tp * pp for tp, pp in calls[4:]) == 52  # 4,364 GB over 52 stages of 84 GB: the first that might
     p = plan(deep, gpu="H100", max_model_len=8192)
     assert not p.fits and search.fixes(deep, p, gpu="H100", max_model_len=8192) == []
-    assert time.monotonic() - start < 10  # 1-2 s here, where it was 60 s
+    # the work is bounded by the 30 plans counted above (1-2 s here, where 120 plans took 60 s); a wall-clock bound
+    # only fails on a loaded machine (12 s under a mutation run at load 8), so it is a generous hang guard
+    assert time.monotonic() - start < 60
 
 
 def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
@@ -244,8 +246,9 @@ def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
 
     start = time.monotonic()
     p = plan(deep, gpu="H100", max_model_len=8192, pp=10_000)
-    # 10,000 stages: the input
-    assert time.monotonic() - start < 10 and len(p.stages) == 10_000 and p.fits
+    # 10,000 stages: the input. 1-2 s on an idle 2-core machine; the bound is 30 s so that a loaded machine (a
+    # mutation run at load 8 slows this 6-fold) does not fail it, while the old per-stage walk (86 s) still does
+    assert time.monotonic() - start < 30 and len(p.stages) == 10_000 and p.fits
     assert {s.weights_bytes for s in p.stages[1:-1]} == {436_224_000 + 33_554_432}  # a layer and the RoPE table
 
 
@@ -309,4 +312,4 @@ def test_a_pickled_model_keeps_its_shape_and_its_speed():
     start = time.monotonic()
     with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
         search.fewest_gpus(copy, gpu="H100", max_model_len=8192)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 30   # 1-2 s idle; the old layer-by-layer lookups took 35-40 s
