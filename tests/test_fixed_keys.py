@@ -71,6 +71,17 @@ CASES = [
     ("bailing_hybrid", {"linear_head_dim": 64}, 123_312_252_192),
     # BailingHybridConfig(v_head_dim=64): kv_b_proj [32 x (128 + 64), 512] and o_proj [2,560, 2,048] on 7 MLA layers
     ("bailing_hybrid", {"v_head_dim": 64}, 124_370_150_880),
+    # DogeConfig(is_moe=True): DogeCDMoE adds router_gate [2 x floor(sqrt(16,384)) = 256, 1,024] and up_embed /
+    # down_embed [16,384, 1,024] on 32 layers, 32 x (262,144 + 2 x 16,777,216) = 1,082,130,432 over 403,055,872
+    ("doge", {"is_moe": True}, 1_485_186_304),
+    # and at num_experts 4,096: router [2 x 64, 1,024], embeddings [4,096, 1,024]
+    ("doge", {"is_moe": True, "num_experts": 4096}, 675_685_632),
+    # Dots3NoteTextConfig(q_lora_rank=512): q_a_proj, q_a_layernorm, q_b_proj and the indexer's wq_b at rank 512 on
+    # the 13 indexed layers; the 33 sliding layers keep their own rank 1,024 (per_layer_config, swa_q_lora_rank)
+    ("dots3_note_text", {"q_lora_rank": 512}, 279_299_528_832),
+    # Dots3NoteTextConfig(v_head_dim=64): kv_b_proj [128 x (128 + 64), 512] and o_proj [5,120, 8,192] on the
+    # indexed layers only
+    ("dots3_note_text", {"v_head_dim": 64}, 278_951_932_544),
     # facebook/opt-350m's config.json (hidden 1,024, 24 layers, 16 heads, ffn_dim 4,096, word_embed_proj_dim 512,
     # do_layer_norm_before false): embed_tokens [50,272, 512], project_in and project_out [1,024 x 512]; kvplan
     # counted [50,272, 1,024] and no projections, 355,887,104 (+7.5 %, 50,272 x 512 - 2 x 524,288 = 24,690,688 over)

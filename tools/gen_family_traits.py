@@ -386,6 +386,8 @@ def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
             out.append((scaled or fields)[0])
         elif not changes:
             out.append(fields[0] if len(fields) == 1 else ds[0])
+        elif (root := _root_of_field(ds, syms)) is not None:
+            out.append(root)      # Doge's CDMoE router_gate rows: 2 x floor(sqrt(num_experts)) (16,384 -> 256)
         elif (product := _product_of_fields(ds, syms)) is not None:
             out.append(product)   # AXK2's indexer wq_b rows: index_n_heads x index_head_dim (16 x 128)
         else:
@@ -394,6 +396,19 @@ def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
                 return None
             out.append(total)
     return out
+
+
+def _root_of_field(ds: tuple, syms: list[dict]) -> str | None:
+    """k x floor(sqrt(a field)): modeling_doge.py DogeCDMoE `num_keys = math.floor(math.sqrt(num_experts))`, its
+    router_gate nn.Linear(hidden, num_keys * 2)."""
+    from math import isqrt
+
+    fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
+    for k in (1, 2):
+        for a in fields:
+            if all(k * isqrt(sym[a]) == d for sym, d in zip(syms, ds)):
+                return f"{k}*isqrt:{a}" if k > 1 else f"isqrt:{a}"
+    return None
 
 
 def _product_of_fields(ds: tuple, syms: list[dict]) -> str | None:
@@ -449,10 +464,29 @@ def _extras_at(cfg, model, t: dict):
     kinds = [_kind_of(layer) for layer in spec.layers]
     moe = [i for i, layer in enumerate(spec.arch.layers) if type(layer.ffn).__name__ == "MoEDims"]
     out = {("top", name): top[name] for name in top_left}
+    # a config with per-layer fields sizes each layer kind apart (Dots3-Note's sliding layers: their own heads and
+    # ranks), so a tensor equal on all layers at the default is one per kind: q_lora_rank 512 changes the indexed
+    # layers' q_a_proj and not the sliding ones'
+    own_fields = bool(_text_of(cfg).get("per_layer_config"))
     for (name, shape), where in per_layer.items():
-        for part in (_by_mixer(where, kinds) if _group(name) in ("attention", "mixer") else [where]):
+        for part in (_by_kind(where, kinds) if own_fields and _group(name) in ("attention", "mixer", "norms")
+                     else _by_mixer(where, kinds) if _group(name) in ("attention", "mixer") else [where]):
             out[(_scope(part, n, set(moe), kinds), name)] = shape
     return out, spec
+
+
+def _text_of(cfg) -> dict:
+    from kvplan.config.reader import text_config
+
+    return text_config(cfg.to_dict())[0]
+
+
+def _by_kind(where: set[int], kinds: list[str]) -> list[set[int]]:
+    """The layers of one tensor, one set per layer kind."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for i in where:
+        out[kinds[i]].add(i)
+    return [out[k] for k in sorted(out)]
 
 
 def _by_mixer(where: set[int], kinds: list[str]) -> list[set[int]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from math import prod
+from math import isqrt, prod
 from pathlib import Path
 from typing import Any
 
@@ -320,6 +320,8 @@ def _dim(dim, size: dict[str, Any]) -> int:
     if dim.count("field:") == 2:  # a product of two fields
         a, b = dim.split("*", 1)
         return _dim(a, size) * _dim(b, size)
+    if dim.startswith("isqrt:"):   # Doge's CDMoE router: 2 x floor(sqrt(num_experts)) rows
+        return isqrt(_dim(dim[len("isqrt:"):], size))
     head, star, rest = dim.partition("*")
     if star and head.isdigit():  # "2*inter" ("rec0*rec2" is a name of its own)
         return int(head) * _dim(rest, size)
