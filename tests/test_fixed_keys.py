@@ -116,6 +116,19 @@ def test_the_record_lists_the_key_as_followed(model_type, changes):
     assert key not in row.get("fixed", {}) and key in row.get("follows", ())
 
 
+def test_the_dimension_forms_the_new_extras_use():
+    """Doge's router rows 2 x floor(sqrt(num_experts)) and MLA's kv_b rows heads x (nope + v), as
+    kvplan.config.traits sizes them from the config's fields."""
+    from kvplan.config import traits
+    from kvplan.config.reader import ConfigReader
+
+    size = {"_reader": ConfigReader({"num_experts": 16384, "heads": 128, "nope": 128, "v": 64}, "x")}
+    assert traits.numel(["2*isqrt:field:num_experts"], size) == 256   # 2 x 128
+    assert traits.numel(["field:heads*(field:nope+field:v)"], size) == 128 * 192
+    size = {"_reader": ConfigReader({"num_experts": 8192}, "x")}
+    assert traits.numel(["2*isqrt:field:num_experts"], size) == 180   # floor(90.5) = 90
+
+
 def test_a_conditional_extra_counts_only_where_its_key_holds():
     """Helium's q/k/v biases are extras with `when` {"attention_bias": true}: the default (false, unset in the
     config) leaves them out, the set key puts them in, 24 x 3 x 2,560 = 184,320 parameters."""

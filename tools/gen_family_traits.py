@@ -390,6 +390,8 @@ def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
             out.append(root)      # Doge's CDMoE router_gate rows: 2 x floor(sqrt(num_experts)) (16,384 -> 256)
         elif (product := _product_of_fields(ds, syms)) is not None:
             out.append(product)   # AXK2's indexer wq_b rows: index_n_heads x index_head_dim (16 x 128)
+        elif (grouped := _product_of_sum(ds, syms)) is not None:
+            out.append(grouped)   # MLA's kv_b_proj rows: heads x (qk_nope_head_dim + v_head_dim)
         else:
             total = _sum_of_terms(ds, syms)
             if total is None:
@@ -417,6 +419,20 @@ def _product_of_fields(ds: tuple, syms: list[dict]) -> str | None:
         for b in fields[i:]:
             if all(sym[a] * sym[b] == d for sym, d in zip(syms, ds)):
                 return f"{a}*{b}"
+    return None
+
+
+def _product_of_sum(ds: tuple, syms: list[dict]) -> str | None:
+    """A field times two fields added: Dots3-Note's kv_b_proj has num_attention_heads x (qk_nope_head_dim +
+    v_head_dim) rows, 128 x (128 + 128); tried before `_sum_of_terms`, whose heads x heads + v x nope fits the same
+    probes only while heads, nope and v are all 128."""
+    fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
+    # a factor of 1 (n_group, pretraining_tp) multiplies nothing the probes could tell from a field that is 1
+    for a in (k for k in fields if all(sym[k] > 1 for sym in syms)):
+        for i, b in enumerate(fields):
+            for c in fields[i + 1:]:
+                if a not in (b, c) and all(sym[a] * (sym[b] + sym[c]) == d for sym, d in zip(syms, ds)):
+                    return f"{a}*({b}+{c})"
     return None
 
 

@@ -315,6 +315,9 @@ def numel(dims: list, size: dict[str, Any]) -> int:
 def _dim(dim, size: dict[str, Any]) -> int:
     if isinstance(dim, int):
         return dim
+    if dim.endswith(")") and "*(" in dim:   # "field:heads*(field:nope+field:v)"
+        factor, _, inner = dim[:-1].partition("*(")
+        return _dim(factor, size) * _dim(inner, size)
     if "+" in dim:  # "vocab+field:prompt_types*field:prompt_length"
         return sum(_dim(term, size) for term in dim.split("+"))
     if dim.count("field:") == 2:  # a product of two fields
