@@ -82,6 +82,9 @@ CASES = [
     # Dots3NoteTextConfig(v_head_dim=64): kv_b_proj [128 x (128 + 64), 512] and o_proj [5,120, 8,192] on the
     # indexed layers only
     ("dots3_note_text", {"v_head_dim": 64}, 278_951_932_544),
+    # HeliumConfig(num_key_value_heads=10): k/v projections [10 x 128, 2,560], not [q_dim, hidden] as the traits read
+    # them while the default's 20 KV heads equalled its 20 heads (kvplan said 2,172,643,840, +7.8 %)
+    ("helium", {"num_key_value_heads": 10}, 2_015_357_440),
     # facebook/opt-350m's config.json (hidden 1,024, 24 layers, 16 heads, ffn_dim 4,096, word_embed_proj_dim 512,
     # do_layer_norm_before false): embed_tokens [50,272, 512], project_in and project_out [1,024 x 512]; kvplan
     # counted [50,272, 1,024] and no projections, 355,887,104 (+7.5 %, 50,272 x 512 - 2 x 524,288 = 24,690,688 over)
@@ -114,6 +117,15 @@ def test_the_record_lists_the_key_as_followed(model_type, changes):
     (key,) = changes
     row = PROBES["families"][model_type]
     assert key not in row.get("fixed", {}) and key in row.get("follows", ())
+
+
+def test_olmo_hybrid_off_its_default_kv_heads_is_refused_not_guessed():
+    """OLMo-Hybrid's k/v projections are read at hidden, which its default's 30 KV heads of 30 cannot tell from
+    kv_dim: at 15 transformers builds 7,312,890,528 and the rule says 7,430,870,688, so the probe records the key
+    fixed and a config that moves it gets the one-line refusal."""
+    spec = kvplan.parse_config(_config("olmo_hybrid", {"num_key_value_heads": 15}), name="o")
+    assert spec.arch is None and "num_key_value_heads 15 (proven at its class default 30)" in spec.arch_error
+    assert kvplan.parse_config(_config("olmo_hybrid", {}), name="o").arch is not None
 
 
 def test_the_dimension_forms_the_new_extras_use():
