@@ -85,6 +85,9 @@ CASES = [
     # HeliumConfig(num_key_value_heads=10): k/v projections [10 x 128, 2,560], not [q_dim, hidden] as the traits read
     # them while the default's 20 KV heads equalled its 20 heads (kvplan said 2,172,643,840, +7.8 %)
     ("helium", {"num_key_value_heads": 10}, 2_015_357_440),
+    # DogeConfig(num_key_value_heads=4): dt_proj [4, 4 x 128] and A [4] follow the KV heads, not the 8 heads the
+    # traits had read while the default's KV heads equalled them (kvplan said 369,501,440)
+    ("doge", {"num_key_value_heads": 4}, 369_304_704),
     # facebook/opt-350m's config.json (hidden 1,024, 24 layers, 16 heads, ffn_dim 4,096, word_embed_proj_dim 512,
     # do_layer_norm_before false): embed_tokens [50,272, 512], project_in and project_out [1,024 x 512]; kvplan
     # counted [50,272, 1,024] and no projections, 355,887,104 (+7.5 %, 50,272 x 512 - 2 x 524,288 = 24,690,688 over)
