@@ -24,7 +24,7 @@ transformers = pytest.importorskip("transformers")
 import sys  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.gen_field_probes import changed, counts  # noqa: E402
+from tools.gen_field_probes import counts, probe_value  # noqa: E402
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "data" / "field_probes.json").read_text())
 FAMILIES = RECORD["families"]
@@ -46,7 +46,7 @@ def test_the_record_covers_the_families_the_sweep_found_exact():
 
 @pytest.mark.parametrize("model_type,key", _sample("follows", 25))
 def test_a_key_the_rule_follows_is_counted_as_transformers_builds_it(model_type, key):
-    value = changed(transformers.CONFIG_MAPPING[model_type]().to_dict()[key])
+    value = probe_value(key, transformers.CONFIG_MAPPING[model_type]().to_dict())
     truth, ours = counts(model_type, {key: value})
     assert ours == truth, (model_type, key, value)
 
@@ -58,7 +58,7 @@ FIXED = _sample("fixed", 2)
 def test_a_key_the_rule_does_not_follow_refuses_the_weights(model_type, key):
     default = FAMILIES[model_type]["fixed"][key]
     assert transformers.CONFIG_MAPPING[model_type]().to_dict()[key] == default   # a per-layer config refuses getattr
-    value = changed(default)
+    value = probe_value(key, transformers.CONFIG_MAPPING[model_type]().to_dict())
     truth, raw = counts(model_type, {key: value})
     assert raw != truth                   # the record is not stale: the raw rule is off at this value
     config = transformers.CONFIG_MAPPING[model_type](**{key: value}).to_dict()

@@ -138,6 +138,12 @@ def traits_of(cfg, model) -> dict:
         up = [s for n, s in attn_layer if UP_DOWN.search(n) and n.endswith("weight") and s[-1] == hidden]
         if up:
             t["mlp_ratio"] = up[0][0] / hidden
+            # GPT-NeoX-Japanese states it: intermediate_multiple_size (modeling_gpt_neox_japanese.py GPTNeoXJapaneseMLP
+            # `int(config.hidden_size * config.intermediate_multiple_size)`)
+            named = [k for k, v in text.to_dict().items() if "intermediate" in k and not isinstance(v, bool)
+                     and isinstance(v, (int, float)) and v == t["mlp_ratio"]]
+            if len(named) == 1:
+                t["mlp_ratio_field"] = named[0]
     return t
 
 
@@ -380,8 +386,12 @@ def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
             out.append((scaled or fields)[0])
         elif not changes:
             out.append(fields[0] if len(fields) == 1 else ds[0])
+        elif (root := _root_of_field(ds, syms)) is not None:
+            out.append(root)      # Doge's CDMoE router_gate rows: 2 x floor(sqrt(num_experts)) (16,384 -> 256)
         elif (product := _product_of_fields(ds, syms)) is not None:
             out.append(product)   # AXK2's indexer wq_b rows: index_n_heads x index_head_dim (16 x 128)
+        elif (grouped := _product_of_sum(ds, syms)) is not None:
+            out.append(grouped)   # MLA's kv_b_proj rows: heads x (qk_nope_head_dim + v_head_dim)
         else:
             total = _sum_of_terms(ds, syms)
             if total is None:
@@ -390,12 +400,39 @@ def _dims(shapes: list[tuple], syms: list[dict]) -> list | None:
     return out
 
 
+def _root_of_field(ds: tuple, syms: list[dict]) -> str | None:
+    """k x floor(sqrt(a field)): modeling_doge.py DogeCDMoE `num_keys = math.floor(math.sqrt(num_experts))`, its
+    router_gate nn.Linear(hidden, num_keys * 2)."""
+    from math import isqrt
+
+    fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
+    for k in (1, 2):
+        for a in fields:
+            if all(k * isqrt(sym[a]) == d for sym, d in zip(syms, ds)):
+                return f"{k}*isqrt:{a}" if k > 1 else f"isqrt:{a}"
+    return None
+
+
 def _product_of_fields(ds: tuple, syms: list[dict]) -> str | None:
     fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
     for i, a in enumerate(fields):
         for b in fields[i:]:
             if all(sym[a] * sym[b] == d for sym, d in zip(syms, ds)):
                 return f"{a}*{b}"
+    return None
+
+
+def _product_of_sum(ds: tuple, syms: list[dict]) -> str | None:
+    """A field times two fields added: Dots3-Note's kv_b_proj has num_attention_heads x (qk_nope_head_dim +
+    v_head_dim) rows, 128 x (128 + 128); tried before `_sum_of_terms`, whose heads x heads + v x nope fits the same
+    probes only while heads, nope and v are all 128."""
+    fields = [k for k in syms[0] if k.startswith("field:") and all(k in sym for sym in syms)]
+    # a factor of 1 (n_group, pretraining_tp) multiplies nothing the probes could tell from a field that is 1
+    for a in (k for k in fields if all(sym[k] > 1 for sym in syms)):
+        for i, b in enumerate(fields):
+            for c in fields[i + 1:]:
+                if a not in (b, c) and all(sym[a] * (sym[b] + sym[c]) == d for sym, d in zip(syms, ds)):
+                    return f"{a}*({b}+{c})"
     return None
 
 
@@ -443,9 +480,38 @@ def _extras_at(cfg, model, t: dict):
     kinds = [_kind_of(layer) for layer in spec.layers]
     moe = [i for i, layer in enumerate(spec.arch.layers) if type(layer.ffn).__name__ == "MoEDims"]
     out = {("top", name): top[name] for name in top_left}
+    # a config with per-layer fields sizes each layer kind apart (Dots3-Note's sliding layers: their own heads and
+    # ranks), so a tensor equal on all layers at the default is one per kind: q_lora_rank 512 changes the indexed
+    # layers' q_a_proj and not the sliding ones'
+    own_fields = bool(_text_of(cfg).get("per_layer_config"))
     for (name, shape), where in per_layer.items():
-        out[(_scope(where, n, set(moe), kinds), name)] = shape
+        for part in (_by_kind(where, kinds) if own_fields and _group(name) in ("attention", "mixer", "norms")
+                     else _by_mixer(where, kinds) if _group(name) in ("attention", "mixer") else [where]):
+            out[(_scope(part, n, set(moe), kinds), name)] = shape
     return out, spec
+
+
+def _text_of(cfg) -> dict:
+    from kvplan.config.reader import text_config
+
+    return text_config(cfg.to_dict())[0]
+
+
+def _by_kind(where: set[int], kinds: list[str]) -> list[set[int]]:
+    """The layers of one tensor, one set per layer kind."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for i in where:
+        out[kinds[i]].add(i)
+    return [out[k] for k in sorted(out)]
+
+
+def _by_mixer(where: set[int], kinds: list[str]) -> list[set[int]]:
+    """The layers of one attention or mixer tensor, split where they hold attention on some and a recurrent state
+    only on others (an MLP is the same on both and stays whole):
+    Bailing-hybrid's o_proj is [hidden, heads x v_head_dim] on its MLA layers and [hidden, linear_num_heads x
+    linear_head_dim] on its KDA layers, equal at the default (4,096) and not once either changes."""
+    attends = {i for i in where if any(p.startswith("attn") for p in kinds[i].split("+"))}
+    return [part for part in (attends, where - attends) if part] if attends and attends != where else [where]
 
 
 def _kind_of(layer: tuple) -> str:
@@ -525,18 +591,26 @@ class Probes:
         self.cls_cfg, self.base, self.values, self.built = cls_cfg, base, cfg.to_dict(), {}
         keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
             getattr(cfg, "model_type", ""), {}).get("keys", [])
+        # num_key_value_heads is probed here though the field probes leave it to the sweep: at the default it often
+        # equals the head count, and Helium's k/v projections read [q_dim, hidden] there were [kv_dim, hidden]
+        # (HeliumConfig at 10 KV heads of 20: 2,015,357,440 parameters, not 2,172,643,840)
         self.tried = set(SIZES)
         for key in keys:
             self.add(key)
+        kv = self.values.get("num_key_value_heads")
+        if isinstance(kv, int) and not isinstance(kv, bool) and kv > 1 and kv % 2 == 0 and \
+                kv == self.values.get("num_attention_heads"):   # halved: more KV heads than heads cannot build
+            self.add("num_key_value_heads", kv // 2)
 
-    def add(self, key: str) -> bool:
+    def add(self, key: str, value=None) -> bool:
         from tools.gen_field_probes import changed
 
-        if key in self.tried:
+        if key in self.tried and value is None:
             return False
         self.tried.add(key)
-        value = self.values.get(key)
-        value = 2 if value == 1 and not isinstance(value, bool) else changed(value)
+        if value is None:
+            value = self.values.get(key)
+            value = 2 if value == 1 and not isinstance(value, bool) else changed(value)
         if value is None or isinstance(value, bool):
             return False
         try:
@@ -644,7 +718,164 @@ def _base(mt: str) -> dict:
     return {"is_decoder": True} if mt in ENCODER_ONLY else {}
 
 
+# traits a bool key of the class can switch off or on by itself (OPT's do_layer_norm_before false: no final
+# LayerNorm); read off the model built with the key flipped, as traits_of reads the default
+OVERRIDABLE = ("final_norm", "norms", "norm_bias", "lm_head_bias")
+
+
 def family(mt: str) -> dict:
+    """The family's traits (`_family`), then what each bool key of its class switches (`_conditional`)."""
+    import kvplan.config.traits as ct
+
+    captured: dict = {}
+    t = _family(mt, captured)
+    if "unverified" in t or "build" not in captured:
+        return t
+    cls_cfg, base, cfg, model = captured["build"]
+    table = {mt: t, _text_type(cfg): t}
+    original = ct._table
+    ct._table = lambda: table  # type: ignore[assignment]
+    try:
+        _conditional(cls_cfg, base, cfg, model, t, table)
+    finally:
+        ct._table = original
+    return t
+
+
+def _counts_exact(builds) -> bool:
+    from kvplan.weights.rule import param_count
+
+    try:
+        return all(param_count(_spec(c).arch).total == _total(c, m) for c, m in builds)
+    except Exception:  # noqa: BLE001 - kvplan cannot count it: not exact
+        return False
+
+
+def _conditional(cls_cfg, base: dict, cfg, model, t: dict, table: dict) -> None:
+    """Tensors and traits a bool key of the family's class switches, where kvplan's count does not follow it yet
+    (tools/gen_field_probes.py found it `fixed`): the model is built with the key flipped at the default and the
+    resized config; traits_of's OVERRIDABLE traits that change become an override ({"when": {key: value}, "set":
+    {...}}), the tensors left unexplained that the default lacks become extras with `when` {key: flipped}, and the
+    default's extras the flipped model lacks get `when` {key: default}. Kept only where kvplan's count then equals
+    transformers' at both flipped configs and still at the default and resized one. Helium's attention_bias true:
+    q/k/v biases [q_dim] on every layer; Seed-OSS's attention_out_bias: o_proj's [hidden]; OPT's
+    _remove_final_layer_norm: final_norm false. A conditional tensor with a constant dimension (Doge's is_moe router
+    [256, hidden], 2 x sqrt(num_experts)) is sized by nothing kvplan reads, so the key stays fixed."""
+    keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
+        getattr(cfg, "model_type", ""), {}).get("keys", [])
+    plain = traits_of(cfg, model)
+    values = cfg.to_dict()
+    default_builds = [(cfg, model)]
+    try:
+        default_builds.append(_build(cls_cfg, **base, **resized(cls_cfg, cfg)))
+    except Exception:  # noqa: BLE001
+        pass
+    for key in keys:
+        value = values.get(key)
+        if not isinstance(value, bool):
+            continue
+        try:
+            flipped = [_build(cls_cfg, **base, **{key: not value}),
+                       _build(cls_cfg, **base, **resized(cls_cfg, cfg), **{key: not value})]
+        except Exception:  # noqa: BLE001 - the class cannot build it flipped: no checkpoint has it either
+            continue
+        if _counts_exact(flipped):
+            continue
+        trial = json.loads(json.dumps(t))
+        trial.setdefault("flag_defaults", {})[key] = value
+        after = traits_of(*flipped[0])
+        sets = {k: after.get(k) for k in OVERRIDABLE if after.get(k) != plain.get(k)}
+        if sets:
+            trial.setdefault("overrides", []).append({"when": {key: not value}, "set": sets})
+        bare = {**trial, "extras": []}
+        table.update(dict.fromkeys(table, bare))
+        try:
+            seen = []
+            for c, m in flipped:
+                found, spec = _extras_at(c, m, bare)
+                seen.append((found, _symbols(spec, bare, c)))
+        except Exception as exc:  # noqa: BLE001 - kvplan counts a tensor the flipped model lacks
+            if DEBUG:
+                print(f"  {key}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            table.update(dict.fromkeys(table, t))
+            continue
+        had = {(e["scope"], e["name"]) for e in t.get("extras", ())}
+        now = set(seen[0][0])
+        ok = set(seen[1][0]) == now
+        # the flipped model again with each integer key of the class changed, as `_with_extras` sizes the
+        # default's extras: Hunyuan-V4's kv_a_proj_with_mqa.bias [576] is kv_lora_rank + qk_rope_head_dim, not 576
+        probes = Probes(cls_cfg, {**base, key: not value}, flipped[0][0])
+        for c, m in probes.built.values():
+            try:
+                found, spec = _extras_at(c, m, bare)
+            except Exception:  # noqa: BLE001
+                continue
+            if set(found) == now:
+                seen.append((found, _symbols(spec, bare, c)))
+        new = _unswapped(sorted(now - had), seen, _shapes(cfg, model), _shapes(*flipped[0]), t)
+        # an extra another key switches on is absent here for that reason, not this one's; one the flipped model
+        # still has was only paired with a same-size tensor of kvplan's (`_unswapped`)
+        before, after = _shapes(cfg, model), _shapes(*flipped[0])
+        # on as many layers as before: Doge's post_attention_residual; Gemma-4's v_proj leaves the full layers only
+        gone = {n: shapes for n, shapes in after.items() if before.get(n) == shapes}
+        for e in t.get("extras", ()):
+            if (e["scope"], e["name"]) not in now and not e.get("when") and e["name"] in gone:
+                twin = next((k for k in new if k[0] == e["scope"] and seen[0][0][k] in gone[e["name"]]), None)
+                if twin is not None:
+                    new.remove(twin)
+        extras = [({**e, "when": {key: value}} if (e["scope"], e["name"]) not in now and not e.get("when")
+                   and e["name"] not in gone else e) for e in t.get("extras", ())]
+        for scope, name in new:
+            dims = _dims([found[(scope, name)] for found, _ in seen], [sym for _, sym in seen]) if ok else None
+            # a constant no probe moved is one only where there were probes to move it
+            if dims is None or (len(seen) < 3 and any(isinstance(d, int) and d > 1 for d in dims)):
+                ok = False
+                break
+            extras.append({"scope": scope, "name": name, "dims": dims, "group": _group(name), "when": {key: not value}})
+        if extras:
+            trial["extras"] = extras
+        table.update(dict.fromkeys(table, trial))
+        if ok and _counts_exact(flipped) and _counts_exact(default_builds):
+            t.clear()
+            t.update(trial)
+        elif DEBUG:
+            print(f"  {key}: not explained by conditional extras", file=sys.stderr)
+        table.update(dict.fromkeys(table, t))
+
+
+def _shapes(cfg, model) -> dict[str, list]:
+    """{name within its layer (or top-level name): its shapes, one per layer that has it} of a model's parameters."""
+    out: dict[str, list] = defaultdict(list)
+    for name, p in _text_params(cfg, model):
+        m = LAYER.match(name)
+        out[m.group("rest") if m else name].append(tuple(p.shape))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _unswapped(new: list, seen: list, before: dict, after: dict, t: dict) -> list:
+    """The tensors the flipped key adds, by name: the size matcher may leave a tensor both models have (Doge's
+    post_attention_residual [hidden]) unexplained and pair kvplan's new o-bias with it, leaving the new
+    self_attn.o_proj.bias [hidden] explained. A name the default already has is swapped for a new name of the
+    same shape that kvplan's own tensors took, or dropped with the default extra it stands for."""
+    out, taken = [], set()
+    for scope, name in new:
+        if name not in before:
+            out.append((scope, name))
+            continue
+        shape = seen[0][0][(scope, name)]
+        other = next((n for n, shapes in sorted(after.items()) if n not in before and shape in shapes
+                      and n not in taken and all(x[1] != n for x in new)), None)
+        if other is not None:
+            taken.add(other)
+            for found, _ in seen:   # the same tensor under its own name
+                found[(scope, other)] = found.pop((scope, name))
+            out.append((scope, other))
+        elif not any(e["name"] == name and e["scope"] == scope for e in t.get("extras", ())):
+            out.append((scope, name))
+    return out
+
+
+def _family(mt: str, captured: dict) -> dict:
     from transformers import CONFIG_MAPPING
 
     import kvplan.config.traits as ct
@@ -667,6 +898,7 @@ def family(mt: str) -> dict:
             raise
     t = traits_of(cfg, model)
     _flag_driven(cls_cfg, cfg, t)
+    captured["build"] = (cls_cfg, base, cfg, model)
     table = {mt: t, _text_type(cfg): t}  # kvplan looks a wrapper's traits up by its language model's type
     original = ct._table
     ct._table = lambda: table  # type: ignore[assignment]

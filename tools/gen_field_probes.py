@@ -52,6 +52,15 @@ def changed(value):
     return None
 
 
+def probe_value(key: str, base: dict):
+    """The value a key is probed at: `changed` of its class default; num_key_value_heads halved (probed only where
+    it equals the head count: doubled it could not build)."""
+    if key == "num_key_value_heads":
+        kv = base.get(key)
+        return kv // 2 if isinstance(kv, int) and not isinstance(kv, bool) and kv > 1 and kv % 2 == 0 else None
+    return changed(base.get(key))
+
+
 def counts(mt: str, changes: dict) -> tuple[int, int | None]:
     """(transformers' parameters on meta, kvplan's count or None) for the class default with `changes`."""
     import torch
@@ -85,10 +94,14 @@ def probe(mt: str, keys: list[str]) -> dict:
         return {"not_probed": "kvplan's plain count of the causal LM is not transformers' at the default (the "
                               "sweep compares this family its own way)"}
     out: dict = {"follows": [], "fixed": {}, "not_probed": {}}
-    for key in keys:
+    kv = base.get("num_key_value_heads")
+    # KV heads equal to the heads at the default hide a k/v projection read at q_dim (Helium's, before its traits
+    # probed it: 2,172,643,840 for transformers' 2,015,357,440 at 10 KV heads of 20): halved, the one size probed
+    # here (more KV heads than heads cannot build)
+    extra = ["num_key_value_heads"] if isinstance(kv, int) and kv == base.get("num_attention_heads") else []
+    for key, value in [(k, probe_value(k, base)) for k in [k for k in keys if k not in SIZES] + extra]:
         default = base.get(key)
-        value = changed(default)
-        if key in SIZES or value is None:
+        if value is None:
             continue
         signal.alarm(TIMEOUT_S)
         try:

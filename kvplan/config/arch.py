@@ -28,7 +28,7 @@ from .state import nas_attention
 from .towers import Towers, read_towers, vit_size
 from .traits import body as traited_body
 from .traits import layers as traited_layers
-from .traits import traits_for, unexplained
+from .traits import effective, holds, traits_for, unexplained
 
 
 def _int(key: str, value: Any, minimum: int = 1) -> int:
@@ -99,7 +99,16 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
+        embed_dim=_embed_dim(f, hidden),
     ))
+
+
+def _embed_dim(f: ConfigReader, hidden: int) -> int:
+    """OPT's word_embed_proj_dim (OPTConfig; defaults to hidden): facebook/opt-350m's 512 of hidden 1,024 makes
+    embed_tokens [50,272, 512] and adds project_in / project_out [1,024 x 512] each, 331,196,416 parameters in
+    transformers 5.24 (355,887,104 if the table were [vocab, hidden]); 0 where it is hidden or absent."""
+    value = f.opt_int("word_embed_proj_dim") if f.family == "opt" else None
+    return value if value is not None and value != hidden else 0
 
 
 def _quant_config(f: ConfigReader, qc: Any) -> Any:
@@ -176,14 +185,14 @@ class _Body:
 def _traited(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """A family without a hand-written rule, counted from its fields and the traits transformers' modules show
     (kvplan.config.traits, data from tools/gen_family_traits.py)."""
-    t = traits_for(f.family)
+    t = effective(f, traits_for(f.family))
     positions = 0
     top = t.get("top", "dims") == "dims"
     if t.get("positions_offset") is not None and top:  # BioGPT: max_position_embeddings + 2 learned rows
         positions = f.need_int(("max_position_embeddings", "n_positions"), "max_position_embeddings") \
             + t["positions_offset"]
     heads = _heads(c)
-    extras = t.get("extras", ())
+    extras = [e for e in t.get("extras", ()) if holds(f, e.get("when"), t)]
     if extras:
         shown = ", ".join(f"{e['name']} [{' x '.join(map(str, e['dims']))}] ({e['scope']})" for e in extras[:3])
         more = f" and {len(extras) - 3} more" if len(extras) > 3 else ""
@@ -366,12 +375,20 @@ def _phi3(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
 def _gpt2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     """GPT-2 and GPT-BigCode: fused biased c_attn, learned positions (wpe), LayerNorms, n_inner or 4 x hidden."""
     kv = 1 if f.family == "gpt_bigcode" and f.flag("multi_query", True) else None
-    if f.flag("add_cross_attention"):
+    cross: tuple = ()
+    if f.family == "gpt2" and f.flag("add_cross_attention"):
+        # GPT2Block with add_cross_attention (modeling_gpt2.py): crossattention's c_attn Conv1D [H, 2H] and q_attn
+        # [H, H], c_proj [H, H], each biased, and ln_cross_attn (weight, bias): 4H^2 + 6H a block (GPT-2 small:
+        # 12 x 2,363,904 = 28,366,848). GPTBigCode refuses it (NotImplementedError in transformers 5.24)
+        h = c.hidden
+        cross = (("attention", 2 * h * h, (h, 2 * h)), ("attention", 2 * h, None), ("attention", h * h, (h, h)),
+                 ("attention", h, None), ("attention", h * h, (h, h)), ("attention", h, None), ("norms", 2 * h, None))
+    elif f.flag("add_cross_attention"):
         notes.append("add_cross_attention: the cross-attention blocks of an encoder-decoder setup are not counted")
     attn = _attention(f, c, bias=True, fused_qkv=True, head_dim=c.hidden // _heads(c), kv_heads=kv)
     mlp = MLPDims(f.opt_int("n_inner", minimum=1) or 4 * c.hidden, gated=False, bias=True)
     positions = f.req_int("n_positions") if f.get("n_positions") is not None else f.req_int("max_position_embeddings")
-    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2)), norm_bias=True, positions=positions)
+    return _Body(_uniform(c.layers, LayerDims(attn, mlp, 2, cross)), norm_bias=True, positions=positions)
 
 
 def _gptj(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
@@ -615,11 +632,19 @@ def _zamba2(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
                           "config.json", field="layers_block_type")
     h, bias = c.hidden, f.flag("add_bias_linear")
     (conv_dim, kernel), (heads_m, head_dim_m, _) = f.state_shape
-    mamba = Mamba2Dims(heads_m * head_dim_m, heads_m, conv_dim, kernel, conv_bias=True, proj_bias=bias)
+    # Zamba2MambaMixer sizes its weights by int(mamba_expand x hidden), not n_mamba_heads x mamba_headdim (a
+    # mamba_headdim 320 in place of 640 leaves transformers' 2,481,848,336 parameters as they are)
+    inner = int(check_float("mamba_expand", f.get("mamba_expand", 2), minimum=1e-3, maximum=64) * h)
+    conv_dim += inner - heads_m * head_dim_m
+    mamba = Mamba2Dims(inner, heads_m, conv_dim, kernel, conv_bias=True, proj_bias=bias)
     heads = _heads(c)
-    kv, wide = _kv_heads(f, heads), 2 * h
+    # attention_hidden_size and attention_head_dim as the config states them (Zamba2Config.__post_init__ derives
+    # 2 x hidden and 2 x hidden // heads, a config.json's own values win): q/k/v [heads x head_dim,
+    # attention_hidden_size], the input norm [attention_hidden_size]
+    kv, wide = _kv_heads(f, heads), f.opt_int("attention_hidden_size") or 2 * h
     # Zamba2Config.__post_init__: intermediate_size or 4 x hidden
-    head_dim, inter, rank = wide // heads, f.opt_int("intermediate_size") or 4 * h, f.req_int("adapter_rank")
+    head_dim = f.opt_int("attention_head_dim") or 2 * h // heads
+    inter, rank = f.opt_int("intermediate_size") or 4 * h, f.req_int("adapter_rank")
     hybrid = sum(1 for t in types if t == "hybrid")
     blocks = min(f.req_int("num_mem_blocks"), hybrid)
     lin = lambda rows, cols, b=False: [("other", rows * cols, (rows, cols))] + ([("other", rows, None)] if b else [])  # noqa: E731
@@ -660,9 +685,11 @@ def _zamba(f: ConfigReader, c: _Core, notes: list[str]) -> _Body:
     mamba = MambaDims(f.req_int("mamba_expand") * h, f.req_int("mamba_d_state"), f.req_int("mamba_d_conv"),
                       _dt_rank(f, "mamba_dt_rank", c), conv_bias=f.flag("mamba_conv_bias", True),
                       proj_bias=f.flag("mamba_proj_bias"), a_log_fp32=True)
-    heads, wide, inter = _heads(c), 2 * h, f.req_int("intermediate_size")
+    # ZambaConfig.__post_init__: attention_hidden_size or 2 x hidden (q/k/v's input and the input norm), head_dim
+    # attention_head_dim or 2 x hidden // heads
+    heads, wide, inter = _heads(c), f.opt_int("attention_hidden_size") or 2 * h, f.req_int("intermediate_size")
     kv = _kv_heads(f, heads)
-    head_dim = f.opt_int("attention_head_dim") or wide // heads
+    head_dim = f.opt_int("attention_head_dim") or 2 * h // heads
     block = ((("attention", heads * head_dim * wide, (heads * head_dim, wide)),)
              + (("attention", kv * head_dim * wide, (kv * head_dim, wide)),) * 2
              + (("attention", h * heads * head_dim, (h, heads * head_dim)), ("norms", wide + h, None))

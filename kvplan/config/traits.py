@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from math import prod
+from math import isqrt, prod
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,29 @@ def switch(r: ConfigReader, value: Any, t: dict | None = None) -> bool:
         default = bool((t or {}).get("flag_defaults", {}).get(value, r.defaults.get(value, False)))
         return r.flag(value, default)
     return bool(value)
+
+
+def holds(r: ConfigReader, when: dict | None, t: dict | None = None) -> bool:
+    """Whether the config keys an extra or an override is conditioned on have the values it names (unset: the
+    class default the traits recorded). tools/gen_family_traits.py `_conditional` finds them by flipping each bool
+    key of the family's class: Helium's attention_bias true adds q/k/v biases [q_dim] on every layer (24 x 3 x 2,560
+    = 184,320 parameters its default leaves out); OPT's do_layer_norm_before false drops the final LayerNorm."""
+    for key, value in (when or {}).items():
+        default = (t or {}).get("flag_defaults", {}).get(key, r.defaults.get(key))
+        got = r.flag(key, bool(default)) if isinstance(value, bool) else r.get(key, default)
+        if got != value:
+            return False
+    return True
+
+
+def effective(r: ConfigReader, t: dict) -> dict:
+    """The traits with every override whose condition holds applied (OPT's layer_norm_elementwise_affine false:
+    no norm weights, so norms 0 and no final norm)."""
+    out = t
+    for o in t.get("overrides", ()):
+        if holds(r, o["when"], t):
+            out = {**out, **o["set"]}
+    return out
 
 
 def attention(r: ConfigReader, t: dict, hidden: int, heads: int) -> AttentionDims:
@@ -103,6 +126,9 @@ def dense_mlp(r: ConfigReader, t: dict, hidden: int) -> MLPDims:
     found = r.first(INTERMEDIATE_KEYS)
     if found is not None and not isinstance(found[1], list):
         size = r.int_(*found)
+    elif t.get("mlp_ratio_field"):   # GPT-NeoX-Japanese: hidden x intermediate_multiple_size
+        size = int(hidden * check_float(t["mlp_ratio_field"], r.get(t["mlp_ratio_field"], t.get("mlp_ratio")),
+                                        minimum=1e-3, maximum=64))
     elif t.get("mlp_ratio"):   # CodeGen, GPT-Neo: n_inner null means 4 x hidden
         size = int(t["mlp_ratio"] * hidden)
     else:
@@ -209,12 +235,14 @@ def body(r: ConfigReader, t: dict, hidden: int, heads: int, n: int) -> tuple[lis
         mixer = attn if t.get("attention", "all") == "all" or attends else None
         scopes = {"all", "moe" if routed else "dense", "kind:" + kind, "first" if i == 0 else "not_first"} | (
             {"last"} if i == n - 1 else set()) | ({"attention"} if attends else set())
-        extra = tuple(_extra(e, size) for e in t.get("extras", ()) if e["scope"] in scopes)
+        extra = tuple(_extra(e, size) for e in t.get("extras", ())
+                      if e["scope"] in scopes and holds(r, e.get("when"), t))
         # Nemotron-H: the MLP and MoE are blocks of their own, so the mixer blocks have no feed-forward
         ffn = None if t.get("ffn_on") == "blocks" and not kind.startswith("none") else (experts if routed else dense)
         out.append(LayerDims(mixer, ffn, norms, extra,
                              mixer_weights=t.get("mixer_weights", True), ffn_weights=t.get("ffn_weights", True)))
-    return out, tuple(_extra(e, size) for e in t.get("extras", ()) if e["scope"] == "top")
+    return out, tuple(_extra(e, size) for e in t.get("extras", ())
+                      if e["scope"] == "top" and holds(r, e.get("when"), t))
 
 
 def _extra(e: dict, size: dict[str, Any]) -> tuple[str, int, tuple[int, int] | None]:
@@ -261,6 +289,8 @@ def _adjusted_ffn(r: ConfigReader, hidden: int) -> int | None:
     block_auto_adjust_ff_dim takes int(2 x intermediate / 3), times block_ffn_dim_multiplier, rounded up to
     block_multiple_of (12,288 -> 8,192); xLSTM (xLSTMFeedForward) hidden x ffn_proj_factor rounded up to
     ffn_round_up_to_multiple_of (4,096 x 2.667 -> 10,944)."""
+    if r.get("block_auto_adjust_ff_dim") is False and r.get("intermediate_size") is not None:
+        return r.req_int("intermediate_size")   # Lfm2MLP: intermediate_size as stated
     if r.get("block_auto_adjust_ff_dim") is True and r.get("intermediate_size") is not None:
         size = int(2 * r.req_int("intermediate_size") / 3)
         multiplier = r.get("block_ffn_dim_multiplier")
@@ -285,11 +315,16 @@ def numel(dims: list, size: dict[str, Any]) -> int:
 def _dim(dim, size: dict[str, Any]) -> int:
     if isinstance(dim, int):
         return dim
+    if dim.endswith(")") and "*(" in dim:   # "field:heads*(field:nope+field:v)"
+        factor, _, inner = dim[:-1].partition("*(")
+        return _dim(factor, size) * _dim(inner, size)
     if "+" in dim:  # "vocab+field:prompt_types*field:prompt_length"
         return sum(_dim(term, size) for term in dim.split("+"))
     if dim.count("field:") == 2:  # a product of two fields
         a, b = dim.split("*", 1)
         return _dim(a, size) * _dim(b, size)
+    if dim.startswith("isqrt:"):   # Doge's CDMoE router: 2 x floor(sqrt(num_experts)) rows
+        return isqrt(_dim(dim[len("isqrt:"):], size))
     head, star, rest = dim.partition("*")
     if star and head.isdigit():  # "2*inter" ("rec0*rec2" is a name of its own)
         return int(head) * _dim(rest, size)

@@ -195,6 +195,9 @@ class ArchShape:
     vit: tuple[str, int, int] | None = None  # (architecture, tower layers, tower hidden) as SGLang reads them
     quant: QuantDims | None = None
     draft_vocab: int = 0  # an EAGLE-3 head's draft_vocab_size (its lm_head rows); 0 for other models
+    # OPT's word_embed_proj_dim where it is not hidden (opt-350m: 512 of 1,024): embed_tokens and lm_head
+    # [vocab, embed_dim], with project_in [hidden, embed_dim] and project_out [embed_dim, hidden]; 0: hidden
+    embed_dim: int = 0
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:

@@ -123,8 +123,14 @@ def inventory(shape: ArchShape) -> list[Tensor]:
 def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     """The tensors outside the blocks: (before them, after them)."""
     h = shape.hidden
+    e = shape.embed_dim or h   # OPT's word_embed_proj_dim: the token table and head are [vocab, e]
     vocab = ("vocab", shape.vocab)   # VocabParallelEmbedding / ParallelLMHead rows, padded (kvplan.model.ranks)
-    before = [Tensor("embeddings", shape.vocab * h, split=vocab)] if shape.top_dims else []
+    before = [Tensor("embeddings", shape.vocab * e, split=vocab)] if shape.top_dims else []
+    if e != h:
+        # modeling_opt.py OPTDecoder: project_in nn.Linear(word_embed_proj_dim, hidden) and project_out
+        # nn.Linear(hidden, word_embed_proj_dim), no biases; vLLM 0.33 opt.py builds both as ReplicatedLinear
+        before += [Tensor("embeddings", h * e, matrix=(h, e), replicated=True),
+                   Tensor("embeddings", e * h, matrix=(e, h), replicated=True)]
     if shape.learned_positions:
         # GPT-2 wpe [n_positions, hidden]: a plain nn.Embedding, whole on every rank (vLLM 0.33 gpt2.py:210
         # `self.wpe = nn.Embedding(...)`, opt.py OPTLearnedPositionalEmbedding(nn.Embedding); SGLang 0.5.23 gpt2.py:195)
@@ -133,7 +139,7 @@ def _outer(shape: ArchShape) -> tuple[list[Tensor], list[Tensor]]:
     if shape.final_norm and shape.top_dims:
         after.append(Tensor("norms", h * (2 if shape.norm_bias else 1)))
     if not shape.tied_embeddings and shape.top_dims:
-        after.append(Tensor("lm_head", shape.vocab * h, matrix=(shape.vocab, h), split=vocab))
+        after.append(Tensor("lm_head", shape.vocab * e, matrix=(shape.vocab, e), split=vocab))
     if shape.lm_head_bias:  # GPT-J, Phi-2: a bias even when the weight is tied
         after.append(Tensor("lm_head", shape.vocab, bias=True, split=vocab))
     return before, after
