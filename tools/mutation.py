@@ -148,7 +148,11 @@ def collect(work: Path, module: str, tests: list[str], seconds: float | None) ->
 def _diff(work: Path, env: dict, name: str) -> list[str]:
     shown = subprocess.run(["mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True,
                            check=True).stdout
-    return [line for line in shown.splitlines() if line[:2] in ("- ", "+ ")]
+    # a removed or added line of the function, past the diff's ---/+++ header; one at the left margin (its `def`
+    # line, a default argument's mutant) is written "- def ..." like the indented ones ("-    body = ..."), which
+    # `line[:2] in ("- ", "+ ")` dropped: spec_decode.py's three default mutants came out with no diff at all
+    return [line if line[1:2] == " " else f"{line[0]} {line[1:]}" for line in shown.splitlines()
+            if line[:1] in "-+" and not line.startswith(("--- ", "+++ ")) and len(line) > 1]
 
 
 def counts(shard: dict) -> dict[str, int]:
