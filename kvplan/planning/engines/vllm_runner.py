@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from math import ceil
 
-from ...units import MiB
 
 # config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, by the release that set it. 0.22-0.24: the architectures that
 # run on V2 (0.22-0.23 only when dense and unquantized, `_is_default_v2_model_runner_model`); 0.25-0.28: MoE
@@ -123,11 +122,6 @@ def persistent_bytes(version: tuple[int, int, int], v2: bool, max_num_seqs: int,
     words = ceil(vocab / 32)
     per_request = 4 * (vocab + words + words * (1 + spec_tokens) + 3 * 1024 + 128 + 1024 + 129 + 128)
     return max_num_seqs * per_request
-
-
-def persistent_formula(max_num_seqs: int, vocab: int, total: int) -> str:
-    return (f"V2 sampler buffers = {max_num_seqs:,} requests x (int32 bin counts [{vocab:,}] + bit masks + "
-            f"logit-bias / bad-words / logprob tables) = {total / MiB:,.1f} MiB")
 
 
 # What a non-first pipeline stage receives the previous stage's output into: the model's
