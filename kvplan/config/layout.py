@@ -101,10 +101,16 @@ def _kv_heads(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
 # Families whose attention computes hidden // heads and never reads a head_dim key (transformers 5.24
 # modeling_gpt2.py: `self.head_dim = self.embed_dim // self.num_heads`); a stray head_dim must not count.
 HEAD_DIM_FROM_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "gptj", "gpt_neox", "falcon"})
+# Families whose attention reads its head width from a key of their own (transformers 5.24 modeling_cpmant.py,
+# CpmAntAttention: `self.dim_head = config.dim_head`, the K and V views `(batch, len, num_heads, dim_head)`), whatever
+# hidden_size / heads gives: at dim_head 64 transformers caches 405,798,912 B after 1,000 tokens where reading
+# hidden / heads (128) gave 811,597,824 B.
+HEAD_DIM_KEY = {"cpmant": "dim_head"}
 
 
 def _head_dim(r: ConfigReader, num_heads: int, notes: list[str]) -> int:
-    found = None if r.model_type in HEAD_DIM_FROM_HIDDEN else r.first(HEAD_DIM_KEYS)
+    own = HEAD_DIM_KEY.get(r.model_type)
+    found = None if r.model_type in HEAD_DIM_FROM_HIDDEN else r.first((own,) if own else HEAD_DIM_KEYS)
     if found is not None and not (isinstance(found[1], int) and not isinstance(found[1], bool) and found[1] <= 0):
         head_dim = r.int_(found[0], found[1])
         hidden = r.first(HIDDEN_KEYS)

@@ -22,8 +22,8 @@ from .context import linear_rope_factor, sglang_limit, vllm_limit
 from .layout import build_layers, layer_kind
 from .reader import (DTYPE_KEYS, HEAD_KEYS, HIDDEN_KEYS, ConfigReader, Overrides, check_float, check_int, config_dtype,
                      text_config)
-from .verified import (family_status, fixed_field_refusal, kv_refusal, params_refusal, unread_fields,
-                       unverified_warnings)
+from .verified import (family_status, fixed_field_refusal, kv_fixed_refusal, kv_refusal, params_refusal,
+                       unread_fields, unverified_warnings)
 
 # BERT-style families: their config classes default is_decoder to false, and only with is_decoder true is the
 # causal-LM head (BertLMHeadModel, ...) a decoder that caches; the others here are encoders whatever they say.
@@ -56,7 +56,7 @@ def parse_config(
         reader.layer_kinds = tuple(layer_kind(layer) for layer in layers)
     state = next((spec for layer in layers for spec in layer if isinstance(spec, StateSpec)), None)
     reader.state_shape = (state.conv_shape, state.recurrent_shape) if state else None
-    refusal = kv_refusal(status, name) if verified.ENFORCE else None
+    refusal = (kv_refusal(status, name) or kv_fixed_refusal(status, text, name)) if verified.ENFORCE else None
     if refusal is not None:
         raise refusal
     arch, arch_error = _arch(reader, data, text)

@@ -120,6 +120,32 @@ def fixed_field_refusal(status: FamilyStatus, text: dict, name: str) -> str | No
             "made: open an issue with the model id")
 
 
+@lru_cache(maxsize=1)
+def _kv_probes() -> dict:
+    """model_type -> {"kv_fixed": {key: {"default": class default, ...}}, ...}: the int / bool keys kvplan's KV
+    figure was found not to follow when each was changed alone (tools/gen_kv_field_probes.py)."""
+    path = _DATA.parent / "kv_field_probes.json"
+    return json.loads(path.read_text())["families"] if path.exists() else {}
+
+
+def kv_fixed_refusal(status: FamilyStatus, text: dict, name: str) -> UnsupportedArchitectureError | None:
+    """The error for a config that sets a key the family's cache rule does not follow (kv_field_probes.json
+    `kv_fixed`) to a value other than the class default the rule was proven at, or None: a KV figure known to be
+    off is not printed."""
+    if status.kv != "exact":
+        return None
+    row = _kv_probes().get(SAME_ARCHITECTURE.get(status.model_type, status.model_type), {})
+    fixed = row.get("kv_fixed", {}) if isinstance(row, dict) else {}
+    moved = [(k, text[k], v["default"]) for k, v in fixed.items()
+             if k in text and text[k] is not None and text[k] != v["default"]]
+    if not moved:
+        return None
+    shown = ", ".join(f"{k} {value!r} (proven at its class default {default!r})" for k, value, default in moved[:4])
+    return UnsupportedArchitectureError(
+        f"{name}: kvplan's cache rule for model_type {status.model_type!r} does not follow this config's {shown} as "
+        f"transformers {status.transformers} builds it, so it gives no KV figure: open an issue with the model id")
+
+
 def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
     """What to say beside a number kvplan has not proven for this family."""
     if status.measured and status.kv == "exact":
