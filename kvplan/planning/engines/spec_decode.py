@@ -104,18 +104,31 @@ EAGLE_NO_INPUT_NORM_FROM = (0, 8, 4)
 
 
 def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int, vocab_rule: str = "pad64",
-                       expert_parallel: bool = False, version: tuple = (0, 33, 0)) -> tuple[int, str]:
-    """(bytes one rank holds of the drafter, how they add up). `vocab_rule`: the engine's vocabulary padding
-    (kvplan.model.ranks.vocab_rule); `expert_parallel`: whole experts over the MoE ranks; `version`: vLLM's."""
+                       expert_parallel: bool = False, version: tuple = (0, 33, 0),
+                       layout_tp: int | None = None) -> tuple[int, str]:
+    """(bytes one rank holds of the drafter, how they add up). `moe_ranks`: the ranks a MoE drafter's routed experts
+    spread over, as the target's: vLLM 0.33 TP x DP (fused_moe/config.py FusedMoEParallelConfig.make,
+    `flatten_tp_across_dp_and_pcp`: "shard across all devices"), SGLang 0.5.23 its whole TP group under DP attention
+    (moe_tp x moe_ep = TP, distributed/parallel_state.py; a draft model builds in the target's layout,
+    speculative/draft_parallel.py TARGET_LAYOUT), while `tp` is SGLang's attention TP. A Qwen1.5-MoE draft on vLLM
+    TP 2 x DP 2 holds 60 / 4 experts' worth a layer, 259,522,560 B, not 60 / 2. `vocab_rule`: the engine's
+    vocabulary padding (kvplan.model.ranks.vocab_rule); `expert_parallel`: whole experts over the MoE ranks;
+    `version`: vLLM's. `layout_tp`: the TP a whole draft model splits its other weights over where `tp` is only its
+    attention's (SGLang under DP attention: its TARGET_LAYOUT draft is priced as the target is, attention over
+    TP / DP, the rest over TP, experts over `moe_ranks`); None: `tp`. EAGLE-3 heads run in one group of `tp`
+    ranks (SINGLE_GROUP, 0.5.23 llama_eagle3.py draft_parallel_spec)."""
     if spec.method == "mtp":
         return _mtp_bytes(model.require_arch(), act, tp, moe_ranks, expert_parallel)
     shape = spec.draft.require_arch()
     layers = range(len(shape.layers))
     if spec.method == "draft_model":
-        total = stage_weight_bytes(shape, act, tp, layers, True, True, vocab_rule=vocab_rule,
-                                   expert_parallel=expert_parallel)
-        return total, f"{spec.draft.name}: every weight, split over TP {tp}"
-    body = stage_weight_bytes(shape, act, tp, layers, False, False, vocab_rule=vocab_rule,
+        dense = layout_tp or tp
+        total = stage_weight_bytes(shape, act, dense, layers, True, True, moe_ranks=moe_ranks, attn_ranks=tp,
+                                   vocab_rule=vocab_rule, expert_parallel=expert_parallel)
+        attention = f", its attention over {tp}" if dense != tp else ""
+        experts = f", its routed experts over {moe_ranks} ranks" if shape.has_experts and moe_ranks != dense else ""
+        return total, f"{spec.draft.name}: every weight, split over TP {dense}{attention}{experts}"
+    body = stage_weight_bytes(shape, act, tp, layers, False, False, moe_ranks=moe_ranks, vocab_rule=vocab_rule,
                               expert_parallel=expert_parallel)
     h, b = shape.hidden, act.bytes
     fused = (3 if spec.method == "eagle3" else 2) * h * h * b          # fc [H, 3H] (EAGLE-1: [H, 2H]), replicated
