@@ -499,3 +499,17 @@ def test_a_moe_eagle_heads_experts_spread_over_tp_times_dp(tmp_path):
     over_tp, _ = draft_weight_bytes(target, spec, BF16, 2, 2)
     over_tp_dp, _ = draft_weight_bytes(target, spec, BF16, 2, 4)
     assert over_tp - over_tp_dp == 60 * QWEN_MOE_EXPERT // 4 == 259_522_560   # 60 x 17,301,504 B / 4
+
+
+def test_the_mtp_note_names_each_familys_fused_projection():
+    # DeepSeek's eh_proj is a plain nn.Linear, whole (deepseek_mtp.py:87: MTP_NOTE above); Qwen3.5's fc [H, 2H] is a
+    # ColumnParallelLinear (vLLM 0.33 qwen3_5_mtp.py:98, gather_output=True): Qwen3.5-27B's 5,120 x 10,240 x 2 B =
+    # 104,857,600 B are 52,428,800 B a rank on TP 2, and the note says it splits
+    shape = load_model("Qwen/Qwen3.5-27B").require_arch()
+    one, two = _mtp_bytes(shape, BF16, 1, 1), _mtp_bytes(shape, BF16, 2, 2)
+    assert two[1] == ("1 MTP layer(s): one decoder layer like the last, fc [H, 2H] split over TP 2 (a "
+                      "ColumnParallelLinear), norms whole on every rank; embed_tokens and the head shared with the "
+                      "target")
+    # what TP 2 saves is half of all but the whole part (52,224 B: tests/test_ranks.py), the fc's half among it
+    assert one[0] - two[0] == (one[0] - 52_224) // 2 == 424_673_280      # (849,398,784 - 52,224) / 2
+    assert _mtp_bytes(load_model(DSV3).require_arch(), BF16, 8, 8)[1] == MTP_NOTE.format(1)

@@ -6,8 +6,9 @@ Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llam
 - `mtp` (DeepSeek-V3 / R1: num_nextn_predict_layers = 1; Qwen3.5 / 3.6: mtp_num_hidden_layers = 1, a full-attention
   layer): the checkpoint's MTP block, one decoder layer like the
   last (MLA + MoE) with enorm, hnorm and eh_proj [H, 2H]; vLLM shares embed_tokens and shared_head with the target
-  (deepseek_mtp.py), so they cost nothing more. eh_proj is a ReplicatedLinear, whole on every rank (2 x 7,168 x
-  7,168 x 2 B = 196 MiB in bf16). Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
+  (deepseek_mtp.py), so they cost nothing more. DeepSeek's eh_proj is a plain nn.Linear, whole on every rank (2 x
+  7,168 x 7,168 x 2 B = 196 MiB in bf16); Qwen3.5's and Qwen3-Next's fc [H, 2H] is a ColumnParallelLinear
+  (qwen3_5_mtp.py:98, qwen3_next_mtp.py:79, gather_output=True), split over TP. Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
   k speculative tokens reuse the n MTP layers (spec_step_idx % n), so k must be a multiple of n.
 - `eagle3` (a head such as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B): its one layer TP-sharded like a target layer,
   except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, 3H] replicated; its own
@@ -165,8 +166,8 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int, expert_parallel: bool = Fals
     total = 0
     for t in mtp_module(shape):
         size = tensor_bytes(t, act, mtp_quant(shape))
-        # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
-        # (qwen3_next_mtp.py); norms are whole
+        # DeepSeek's eh_proj is a plain nn.Linear (deepseek_mtp.py:87), whole; Qwen3.5's fc a ColumnParallelLinear
+        # (qwen3_5_mtp.py:98, qwen3_next_mtp.py:79), split; norms are whole
         # the layer's own q_a / kv_a, their norms and router are whole too (deepseek_mtp.py's mtp_block is a
         # DeepseekV2DecoderLayer); KV heads and experts split as the target's layer (weights.split.rank_share)
         replicated = (t.group in ("norms", "router") or t.replicated
@@ -174,8 +175,10 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int, expert_parallel: bool = Fals
         split = t.split or (("experts", t.copies) if t.group == "experts" else ())
         total += rank_share(t.group, size, replicated, split, tp, moe_ranks, tp, "", expert_parallel)
     total *= shape.mtp_layers
-    return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "
-                   "whole on every rank; embed_tokens and the head shared with the target")
+    fused = ("eh_proj [H, 2H] and norms whole on every rank" if shape.model_type in DEEPSEEK_MTP
+             else f"fc [H, 2H] split over TP {tp} (a ColumnParallelLinear), norms whole on every rank")
+    return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, {fused}; embed_tokens and "
+                   "the head shared with the target")
 
 
 def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int,
