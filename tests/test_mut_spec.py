@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan import load_model
+from kvplan import load_model, plan
 from kvplan.dtypes import resolve_dtype
 from kvplan.errors import WorkloadError
 from kvplan.planning.engines.spec_decode import (
@@ -433,3 +433,83 @@ def test_an_eagle_one_head_with_layernorm_bias_drops_weight_and_bias(tmp_path):
     dropped, how = draft_weight_bytes(target, spec, BF16, 2, 2, version=(0, 8, 4))
     assert kept - dropped == 2 * 4608 * 2 == 18_432       # weight and bias of hidden 4,608 (config.json), 2 B
     assert " - layer 0's input_layernorm 18,432 B (an nn.Identity in vLLM's EAGLE-1)" in how
+
+
+# Qwen1.5-MoE-A2.7B drafting for itself on DP 2 (model_configs/Qwen__Qwen1.5-MoE-A2.7B-Chat.json, bf16): per layer
+# q, k, v [2,048, 2,048] with biases and o [2,048, 2,048] (16 KV heads, so split like q), 60 routed experts of
+# 17,301,504 B, a shared expert of 5,632 (3 x 5,632 x 2,048 x 2 B = 69,206,016 B), the router [60, 2,048] and the
+# shared-expert gate [1, 2,048] (whole), 2 norms of 2,048 (whole); outside, embed_tokens and lm_head of 151,936 x
+# 2,048 x 2 B = 622,329,856 B each (151,936 = 2,374 x 64: no padding at TP 2 or 4) and the final norm
+QKV = (3 * 2048 * 2048 + 3 * 2048) * 2            # 25,178,112 B
+O_PROJ = 2048 * 2048 * 2                          # 8,388,608 B
+SHARED = 3 * 5632 * 2048 * 2                      # 69,206,016 B
+ROUTER = (60 * 2048 + 2048) * 2                   # 249,856 B, whole
+LAYER_NORMS = 2 * 2048 * 2                        # 8,192 B, whole
+VOCAB = 151936 * 2048 * 2                         # 622,329,856 B (embed_tokens; lm_head the same, untied)
+
+
+def _qwen_moe_draft(attn: int, dense: int, moe: int) -> int:
+    layer = (QKV + O_PROJ) // attn + 60 * QWEN_MOE_EXPERT // moe + SHARED // dense + ROUTER + LAYER_NORMS
+    return 24 * layer + 2 * VOCAB // dense + 2048 * 2
+
+
+def test_a_moe_draft_models_experts_spread_over_tp_times_dp_on_vllm():
+    # vLLM 0.33 fused_moe/config.py FusedMoEParallelConfig.make -> flatten_tp_across_dp_and_pcp: `flatten_tp_size =
+    # dp_size * pcp_size * tp_size` ("shard across all devices"); the drafter builds with the target's parallel
+    # config, so on TP 2 x DP 2 its experts split 4 ways, the rest 2
+    draft = load_model("Qwen/Qwen1.5-MoE-A2.7B-Chat")
+    spec = Speculative("draft_model", 2, draft)
+    total, how = draft_weight_bytes(draft, spec, BF16, 2, 4)
+    assert total == _qwen_moe_draft(2, 2, 4) == 8_090_341_376   # 24 x 311,166,976 + 2 x 311,164,928 + 4,096
+    assert how == "Qwen/Qwen1.5-MoE-A2.7B-Chat: every weight, split over TP 2, its routed experts over 4 ranks"
+    # over TP alone it held 24 x 60 x 17,301,504 / 4 = 6,228,541,440 B more
+    assert draft_weight_bytes(draft, spec, BF16, 2, 2)[0] - total == 6_228_541_440
+    planned = plan("Qwen/Qwen1.5-MoE-A2.7B-Chat", engine="vllm", gpu="H100", tp=2, dp=2, max_model_len=4096,
+                   speculative={"method": "draft_model", "num_speculative_tokens": 2,
+                                "model": "Qwen/Qwen1.5-MoE-A2.7B-Chat"})
+    assert planned.extra["draft model weights"] == 8_090_341_376    # _qwen_moe_draft(2, 2, 4), as above
+    # the same model as target: its weights are the draft's and the rotary table, 32,768 x 128 x 2 B = 8,388,608 B
+    assert planned.weights_bytes - 8_090_341_376 == 32768 * 128 * 2
+
+
+def test_a_moe_draft_model_on_sglang_dp_attention_is_priced_as_its_target():
+    # SGLang 0.5.23, TP 4 with --attn-dp-size 2: a STANDALONE draft builds in the target's layout
+    # (speculative/draft_parallel.py legacy_draft_parallel_spec: TARGET_LAYOUT; resolve_draft_parallel_layout gives
+    # it the target's groups), so attention splits over TP / DP = 2 (qwen2_moe.py attn_tp_size) and the experts over
+    # moe_tp x moe_ep = TP 4 (distributed/parallel_state.py); kvplan prices the rest over TP 4 as for the target
+    planned = plan("Qwen/Qwen1.5-MoE-A2.7B-Chat", engine="sglang", gpu="H100", tp=4, dp=2, max_model_len=4096,
+                   speculative={"method": "draft_model", "num_speculative_tokens": 2,
+                                "model": "Qwen/Qwen1.5-MoE-A2.7B-Chat"})
+    drafted = planned.extra["draft model weights"]
+    assert drafted == _qwen_moe_draft(2, 4, 4) == 7_363_940_352    # 24 x 293,865,472 + 2 x 155,582,464 + 4,096
+    assert planned.weights_bytes - drafted == 32768 * 128 * 2       # the target's: the draft's + its rotary table
+    # kvplan split the draft's experts, shared expert, embed_tokens and lm_head over the attention TP 2:
+    # 24 x (60 x 17,301,504 + 69,206,016) / 4 + 2 x 622,329,856 / 4 = 6,954,942,464 B more
+    draft = load_model("Qwen/Qwen1.5-MoE-A2.7B-Chat")
+    old, _ = draft_weight_bytes(draft, Speculative("draft_model", 2, draft), BF16, 2, 2, "pad64_tp")
+    assert old - drafted == 6_954_942_464
+
+
+def test_a_moe_eagle_heads_experts_spread_over_tp_times_dp(tmp_path):
+    # the one-layer EAGLE-1 head of Qwen1.5-MoE's kind on vLLM TP 2 x DP 2: its 60 experts over 4 ranks, not 2:
+    # 60 x 17,301,504 / 4 = 259,522,560 B less (FusedMoEParallelConfig, as for a draft model)
+    head = _config(tmp_path, "Qwen1.5-MoE-eagle", "Qwen__Qwen1.5-MoE-A2.7B-Chat.json", num_hidden_layers=1)
+    spec = Speculative("eagle", 1, head)
+    target = load_model("Qwen/Qwen1.5-MoE-A2.7B-Chat")
+    over_tp, _ = draft_weight_bytes(target, spec, BF16, 2, 2)
+    over_tp_dp, _ = draft_weight_bytes(target, spec, BF16, 2, 4)
+    assert over_tp - over_tp_dp == 60 * QWEN_MOE_EXPERT // 4 == 259_522_560   # 60 x 17,301,504 B / 4
+
+
+def test_the_mtp_note_names_each_familys_fused_projection():
+    # DeepSeek's eh_proj is a plain nn.Linear, whole (deepseek_mtp.py:87: MTP_NOTE above); Qwen3.5's fc [H, 2H] is a
+    # ColumnParallelLinear (vLLM 0.33 qwen3_5_mtp.py:98, gather_output=True): Qwen3.5-27B's 5,120 x 10,240 x 2 B =
+    # 104,857,600 B are 52,428,800 B a rank on TP 2, and the note says it splits
+    shape = load_model("Qwen/Qwen3.5-27B").require_arch()
+    one, two = _mtp_bytes(shape, BF16, 1, 1), _mtp_bytes(shape, BF16, 2, 2)
+    assert two[1] == ("1 MTP layer(s): one decoder layer like the last, fc [H, 2H] split over TP 2 (a "
+                      "ColumnParallelLinear), norms whole on every rank; embed_tokens and the head shared with the "
+                      "target")
+    # what TP 2 saves is half of all but the whole part (52,224 B: tests/test_ranks.py), the fc's half among it
+    assert one[0] - two[0] == (one[0] - 52_224) // 2 == 424_673_280      # (849,398,784 - 52,224) / 2
+    assert _mtp_bytes(load_model(DSV3).require_arch(), BF16, 8, 8)[1] == MTP_NOTE.format(1)

@@ -16,7 +16,7 @@ from kvplan.errors import WorkloadError
 from kvplan.model.checkpoint import CheckpointWeights, RankRules
 from kvplan.model.ranks import (experts_per_rank, heads_share, kv_heads_per_rank, padded_vocab, vocab_refusal,
                                 vocab_rows_per_rank, vocab_rule)
-from kvplan.planning.engines.spec_decode import _mtp_bytes
+from kvplan.planning.engines.spec_decode import Speculative, _mtp_bytes, draft_weight_bytes
 from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
 from kvplan.gpus import resolve_gpu
 from kvplan.sources.safetensors import summarise
@@ -192,6 +192,44 @@ def test_mxfp4_padding_follows_the_moe_layout(tmp_path):
 
     assert sharded == 24 * (layout(32, 768, 3072) - layout(32, 720, 2880))
     assert whole == 24 * (layout(8, 2944, 3072) - layout(8, 2880, 2880))
+
+
+# ----------------------------------------------------------------------------- a norm over one head, whole
+
+# Qwen3-8B (model_configs/Qwen__Qwen3-8B.json, bf16): 36 layers of hidden 4,096, 32 query heads and 8 KV heads of
+# 128, intermediate 12,288, vocabulary 151,936 (2,374 x 64: no padding), untied, no biases; each layer's q_norm and
+# k_norm are RMSNorm(head_dim), 128 weights each (vLLM 0.33 qwen3.py Qwen3Attention.__init__:153-154, SGLang 0.5.23
+# qwen3.py:193-194), whole on every rank like the input / post-attention norms
+Q3_ATTN = (4096 * 4096 + 2 * 1024 * 4096 + 4096 * 4096) * 2     # q, k, v, o: 83,886,080 B, split over TP
+Q3_MLP = 3 * 12288 * 4096 * 2                                   # gate, up, down: 301,989,888 B, split
+Q3_NORMS = 2 * 4096 * 2                                         # input / post-attention: 16,384 B, whole
+Q3_QK_NORMS = 2 * 128 * 2                                       # q_norm + k_norm: 512 B, whole
+Q3_VOCAB = 151936 * 4096 * 2                                    # embed_tokens, lm_head: 1,244,659,712 B each
+
+
+def test_qwen3_q_norm_and_k_norm_are_whole_on_every_rank():
+    shape = load_model("Qwen/Qwen3-8B").require_arch()
+    tp2 = 36 * (Q3_ATTN // 2 + Q3_MLP // 2 + Q3_NORMS + Q3_QK_NORMS) + 2 * Q3_VOCAB // 2 + 4096 * 2
+    # 36 x 192,954,880 + 1,244,667,904 (embed_tokens and lm_head halved, the final norm whole)
+    assert stage_weight_bytes(shape, BF16, 2, range(36), True, True) == tp2 == 8_191_043_584
+    # split over TP 2 they were 36 x 256 B = 9,216 B short a rank; the whole model does not move
+    whole = 36 * (Q3_ATTN + Q3_MLP + Q3_NORMS + Q3_QK_NORMS) + 2 * Q3_VOCAB + 4096 * 2
+    # 36 x 385,892,864 + 2,489,327,616
+    assert stage_weight_bytes(shape, BF16, 1, range(36), True, True) == whole == 16_381_470_720
+    # drafting with it (a whole draft model, TP 2) it holds them whole too
+    draft = load_model("Qwen/Qwen3-8B")
+    assert draft_weight_bytes(draft, Speculative("draft_model", 2, draft), BF16, 2, 2)[0] == tp2
+
+
+def test_qwen35_mtp_layers_q_norm_and_k_norm_are_whole():
+    # Qwen3.5-27B (model_configs/Qwen__Qwen3.5-27B.json, bf16, hidden 5,120): its MTP layer is a full-attention
+    # layer whose q_norm / k_norm are RMSNorm(head_dim 256) (vLLM 0.33 qwen3_next.py:370-371), whole like its two
+    # layer norms and the MTP block's pre_fc_norm_hidden, pre_fc_norm_embedding and final norm (qwen3_5_mtp.py:136);
+    # the rest splits evenly over TP 2 (24 heads, 4 KV heads, fc a ColumnParallelLinear), so twice a TP 2 rank less
+    # one GPU's is the whole part: (2 + 3) x 5,120 x 2 B + 2 x 256 x 2 B = 52,224 B (51,200 while they split)
+    shape = load_model("Qwen/Qwen3.5-27B").require_arch()
+    one, two = _mtp_bytes(shape, BF16, 1, 1)[0], _mtp_bytes(shape, BF16, 2, 2)[0]
+    assert 2 * two - one == 5 * 5120 * 2 + 2 * 256 * 2 == 52_224      # the sum above
 
 
 # ----------------------------------------------------------------------------- a checkpoint's headers

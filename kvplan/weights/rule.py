@@ -260,7 +260,15 @@ def _attention(a: AttentionDims, h: int, i: int) -> list[Tensor]:
         out += _linear("attention", v, h, a.v_bias, i, part="v_proj", split=("kv", 0, v, a.kv_heads))
     out += _linear("attention", h, a.heads * a.v_head_dim, a.o_bias, i, part="o_proj")
     norm = {"none": 0, "head": 2 * a.head_dim, "head_ln": 4 * a.head_dim, "proj": q + k}[a.qk_norm]
-    extra = norm + (a.heads if a.sinks else 0)
+    # a norm over one head is whole on every rank: vLLM 0.33 qwen3.py Qwen3Attention.__init__:153 `self.q_norm =
+    # RMSNorm(self.head_dim, ...)`, k_norm alike (gemma3.py:149, glm4_moe.py:297 the same; SGLang 0.5.23 qwen3.py:193;
+    # Persimmon's "head_ln" nn.LayerNorm(self.head_dim), vLLM 0.14.1 persimmon.py:132, SGLang 0.5.23 persimmon.py:89);
+    # Qwen3-8B's 2 x 128 bf16 weights are 512 B a layer at any TP, not 256 B at TP 2 (checkpoint rows: the same,
+    # kvplan.sources.safetensors `_replicated`). A norm over all heads ("proj") stays split with them, as MiniMax-M2's
+    # (vLLM minimax_m2.py MiniMaxText01RMSNormTP); OLMoE's vLLM holds whole after an all-gather (olmoe.py:164)
+    head_norm = a.qk_norm in ("head", "head_ln")
+    out += [Tensor("attention", norm, layer=i, replicated=True)] if norm and head_norm else []
+    extra = (0 if head_norm else norm) + (a.heads if a.sinks else 0)   # gpt-oss's sinks: heads / TP a rank
     return out + ([Tensor("attention", extra, layer=i)] if extra else [])
 
 

@@ -267,7 +267,10 @@ def _extra_lines(model, shape, act: DType, kv: DType, tp: int, attn_tp: int, spe
     out = {}
     if speculative is not None and version >= (0, 5, 14):   # before 0.5.14 the draft loads into the reserve
         rule = vocab_rule("sglang", version)
-        drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp, rule, expert_parallel)
+        # a draft model builds in the target's layout (0.5.23 speculative/draft_parallel.py TARGET_LAYOUT: attention
+        # over the attention TP, experts over moe_tp x moe_ep = TP), an EAGLE-3 head in one attention-TP group
+        drafted, _ = spec_decode.draft_weight_bytes(model, speculative, act, attn_tp, tp, rule, expert_parallel,
+                                                    layout_tp=tp)
         if speculative.method == "mtp":   # the duplicate embed_tokens and shared_head, freed after the budget
             drafted += 2 * vocab_share(shape.vocab * shape.hidden * int(act.bytes), shape.vocab, tp, rule)
         out["draft model weights"] = drafted

@@ -6,8 +6,9 @@ Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llam
 - `mtp` (DeepSeek-V3 / R1: num_nextn_predict_layers = 1; Qwen3.5 / 3.6: mtp_num_hidden_layers = 1, a full-attention
   layer): the checkpoint's MTP block, one decoder layer like the
   last (MLA + MoE) with enorm, hnorm and eh_proj [H, 2H]; vLLM shares embed_tokens and shared_head with the target
-  (deepseek_mtp.py), so they cost nothing more. eh_proj is a ReplicatedLinear, whole on every rank (2 x 7,168 x
-  7,168 x 2 B = 196 MiB in bf16). Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
+  (deepseek_mtp.py), so they cost nothing more. DeepSeek's eh_proj is a plain nn.Linear, whole on every rank (2 x
+  7,168 x 7,168 x 2 B = 196 MiB in bf16); Qwen3.5's and Qwen3-Next's fc [H, 2H] is a ColumnParallelLinear
+  (qwen3_5_mtp.py:98, qwen3_next_mtp.py:79, gather_output=True), split over TP. Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
   k speculative tokens reuse the n MTP layers (spec_step_idx % n), so k must be a multiple of n.
 - `eagle3` (a head such as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B): its one layer TP-sharded like a target layer,
   except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, 3H] replicated; its own
@@ -104,18 +105,31 @@ EAGLE_NO_INPUT_NORM_FROM = (0, 8, 4)
 
 
 def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int, vocab_rule: str = "pad64",
-                       expert_parallel: bool = False, version: tuple = (0, 33, 0)) -> tuple[int, str]:
-    """(bytes one rank holds of the drafter, how they add up). `vocab_rule`: the engine's vocabulary padding
-    (kvplan.model.ranks.vocab_rule); `expert_parallel`: whole experts over the MoE ranks; `version`: vLLM's."""
+                       expert_parallel: bool = False, version: tuple = (0, 33, 0),
+                       layout_tp: int | None = None) -> tuple[int, str]:
+    """(bytes one rank holds of the drafter, how they add up). `moe_ranks`: the ranks a MoE drafter's routed experts
+    spread over, as the target's: vLLM 0.33 TP x DP (fused_moe/config.py FusedMoEParallelConfig.make,
+    `flatten_tp_across_dp_and_pcp`: "shard across all devices"), SGLang 0.5.23 its whole TP group under DP attention
+    (moe_tp x moe_ep = TP, distributed/parallel_state.py; a draft model builds in the target's layout,
+    speculative/draft_parallel.py TARGET_LAYOUT), while `tp` is SGLang's attention TP. A Qwen1.5-MoE draft on vLLM
+    TP 2 x DP 2 holds 60 / 4 experts' worth a layer, 259,522,560 B, not 60 / 2. `vocab_rule`: the engine's
+    vocabulary padding (kvplan.model.ranks.vocab_rule); `expert_parallel`: whole experts over the MoE ranks;
+    `version`: vLLM's. `layout_tp`: the TP a whole draft model splits its other weights over where `tp` is only its
+    attention's (SGLang under DP attention: its TARGET_LAYOUT draft is priced as the target is, attention over
+    TP / DP, the rest over TP, experts over `moe_ranks`); None: `tp`. EAGLE-3 heads run in one group of `tp`
+    ranks (SINGLE_GROUP, 0.5.23 llama_eagle3.py draft_parallel_spec)."""
     if spec.method == "mtp":
         return _mtp_bytes(model.require_arch(), act, tp, moe_ranks, expert_parallel)
     shape = spec.draft.require_arch()
     layers = range(len(shape.layers))
     if spec.method == "draft_model":
-        total = stage_weight_bytes(shape, act, tp, layers, True, True, vocab_rule=vocab_rule,
-                                   expert_parallel=expert_parallel)
-        return total, f"{spec.draft.name}: every weight, split over TP {tp}"
-    body = stage_weight_bytes(shape, act, tp, layers, False, False, vocab_rule=vocab_rule,
+        dense = layout_tp or tp
+        total = stage_weight_bytes(shape, act, dense, layers, True, True, moe_ranks=moe_ranks, attn_ranks=tp,
+                                   vocab_rule=vocab_rule, expert_parallel=expert_parallel)
+        attention = f", its attention over {tp}" if dense != tp else ""
+        experts = f", its routed experts over {moe_ranks} ranks" if shape.has_experts and moe_ranks != dense else ""
+        return total, f"{spec.draft.name}: every weight, split over TP {dense}{attention}{experts}"
+    body = stage_weight_bytes(shape, act, tp, layers, False, False, moe_ranks=moe_ranks, vocab_rule=vocab_rule,
                               expert_parallel=expert_parallel)
     h, b = shape.hidden, act.bytes
     fused = (3 if spec.method == "eagle3" else 2) * h * h * b          # fc [H, 3H] (EAGLE-1: [H, 2H]), replicated
@@ -152,8 +166,8 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int, expert_parallel: bool = Fals
     total = 0
     for t in mtp_module(shape):
         size = tensor_bytes(t, act, mtp_quant(shape))
-        # DeepSeek's eh_proj is a ReplicatedLinear (deepseek_mtp.py); Qwen3.5's fc a ColumnParallelLinear
-        # (qwen3_next_mtp.py); norms are whole
+        # DeepSeek's eh_proj is a plain nn.Linear (deepseek_mtp.py:87), whole; Qwen3.5's fc a ColumnParallelLinear
+        # (qwen3_5_mtp.py:98, qwen3_next_mtp.py:79), split; norms are whole
         # the layer's own q_a / kv_a, their norms and router are whole too (deepseek_mtp.py's mtp_block is a
         # DeepseekV2DecoderLayer); KV heads and experts split as the target's layer (weights.split.rank_share)
         replicated = (t.group in ("norms", "router") or t.replicated
@@ -161,8 +175,10 @@ def _mtp_bytes(shape, act, tp: int, moe_ranks: int, expert_parallel: bool = Fals
         split = t.split or (("experts", t.copies) if t.group == "experts" else ())
         total += rank_share(t.group, size, replicated, split, tp, moe_ranks, tp, "", expert_parallel)
     total *= shape.mtp_layers
-    return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, eh_proj [H, 2H] and norms "
-                   "whole on every rank; embed_tokens and the head shared with the target")
+    fused = ("eh_proj [H, 2H] and norms whole on every rank" if shape.model_type in DEEPSEEK_MTP
+             else f"fc [H, 2H] split over TP {tp} (a ColumnParallelLinear), norms whole on every rank")
+    return total, (f"{shape.mtp_layers} MTP layer(s): one decoder layer like the last, {fused}; embed_tokens and "
+                   "the head shared with the target")
 
 
 def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int,
