@@ -94,7 +94,7 @@ SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/vllm_dsv4.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_dsv4_peak.py": ENGINE_TESTS,
     "kvplan/planning/engines/unread.py": ENGINE_TESTS,
-    "kvplan/planning/engines/vllm_profile.py": ENGINE_TESTS,
+    "kvplan/planning/engines/vllm_profile.py": [*ENGINE_TESTS, "tests/test_mut_profile.py"],
     "kvplan/planning/engines/vllm_runner.py": ENGINE_TESTS,
     "kvplan/planning/planner.py": ["tests/test_planner.py", "tests/test_plan_hostile.py", "tests/test_mut_engines.py"],
     "kvplan/planning/inputs.py": ENGINE_TESTS,
