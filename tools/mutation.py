@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             c = counts(shard)
             print(f"{module}: {c['killed']}/{c['killed'] + c['survived']} killed ({score(c):.1f} %), "
                   f"{shard['seconds']} s", file=sys.stderr)
+            # read the file again: a shard runs for minutes to an hour, and the record may have been edited (another
+            # shard's run, a merge) meanwhile; only this shard's entry is replaced
+            results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
             results[module] = shard
             RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")   # each shard kept as it ends
     reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
