@@ -114,6 +114,11 @@ def traits_of(cfg, model) -> dict:
         t["router_bias"] = any(re.search(r"(gate|router)\.bias$", n) for n in every)
         t["expert_bias"] = any(re.search(r"experts\..*bias", n) for n in every)
         t["expert_gated"] = any(re.search(r"experts\.(gate_up_proj|gate_proj|w1|w3)", n) for n in every)
+        if not any((GATE.search(n) or UP_DOWN.search(n)) and "expert" not in n for n in every):
+            # no dense MLP on any layer of the default to read: it is the experts' kind (Qwen2MoeMLP is gated, as
+            # its experts are: at decoder_sparse_step 2 transformers builds 8,085,743,616 parameters, and an
+            # ungated reading 7,947,331,584); gen_field_probes checks it at the keys that make dense layers
+            t["gated"] = t["expert_gated"]
         t["score_param"] = any("e_score_correction_bias" in n for n in every)
         import torch
 
@@ -442,9 +447,17 @@ def _sum_of_terms(ds: tuple, syms: list[dict]) -> str | None:
     terms = {k: tuple(sym[k] for sym in syms) for k in syms[0] if all(k in sym for sym in syms) and "*" not in k}
     fields = [k for k in terms if k.startswith("field:")]
     for i, a in enumerate(fields):
-        for b in fields[i:]:
-            terms[f"{a}*{b}"] = tuple(x * y for x, y in zip(terms[a], terms[b]))
+        for b in fields[i:]:   # no factor 1: bos_token_id x kv_lora_rank is kv_lora_rank, a term already
+            if min(terms[a] + terms[b]) > 1:
+                terms[f"{a}*{b}"] = tuple(x * y for x, y in zip(terms[a], terms[b]))
     names = list(terms)
+    # one factor times a sum first: MLA's kv_b_proj is heads x (qk_nope + v) rows, and at Dots3-Note's default
+    # (128 heads, 128, 128) heads x heads + v x qk_nope is as many, at every probe too (no probe moves the heads)
+    products = [k for k in names if "*" in k]
+    for i, a in enumerate(products):
+        for b in products[i:]:
+            if set(a.split("*")) & set(b.split("*")) and all(x + y == d for x, y, d in zip(terms[a], terms[b], ds)):
+                return f"{a}+{b}"
     for i, a in enumerate(names):
         for b in names[i:]:
             if all(x + y == d for x, y, d in zip(terms[a], terms[b], ds)):
@@ -525,14 +538,16 @@ def _scope(where: set[int], n: int, moe: set[int], kinds: list[str]) -> str:
         return "all"
     if where == {n - 1}:
         return "last"   # GPT-NeoX-Japanese: the last layer's dense_bias
-    if where == {0}:
-        return "first"
-    if where == set(range(1, n)):
-        return "not_first"
+    # the MoE layers before the first / the rest: at AFMoE's default num_dense_layers 1 they are the same layers,
+    # and at 2 transformers builds 18,699,267,968 parameters where expert_bias read on not_first gives 64 more
     if moe and where == moe:
         return "moe"
     if moe and where == set(range(n)) - moe:
         return "dense"
+    if where == {0}:
+        return "first"
+    if where == set(range(1, n)):
+        return "not_first"
     for kind in set(kinds):
         if where == {i for i, k in enumerate(kinds) if k == kind}:
             return "kind:" + kind
@@ -559,10 +574,12 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     first of VARIANTS that explains every tensor at both sizes."""
     changes = resized(cls_cfg, cfg)
     cfg1, model1 = resized_build or _build(cls_cfg, **base, **changes)
-    probes = Probes(cls_cfg, base, cfg)
     first_error = None
     plain_norms = t.get("norms", 2)
-    for variant in VARIANTS:
+    # every int field probed first (Zaya's router is [router_hidden_size, ...], 256 as kv_dim is at the default);
+    # where some probe cannot be explained, the sweep's keys only, and gen_field_probes records the key fixed
+    for every, variant in ((every, variant) for every in (True, False) for variant in VARIANTS):
+        probes = _probes_for(cls_cfg, base, cfg, every)
         trial = {k: v for k, v in t.items() if k not in ("extras", "attention", "top", "mixer_weights",
                                                           "ffn_weights", "ffn_on")}
         trial["norms"] = plain_norms
@@ -578,6 +595,19 @@ def _with_extras(cls_cfg, base: dict, cfg, model, t: dict, resized_build=None) -
     raise first_error
 
 
+_PROBES: dict = {}
+
+
+def _probes_for(cls_cfg, base: dict, cfg, every: bool) -> "Probes":
+    """One Probes per family and reach, built once and shared by the variants."""
+    if _PROBES.get("cls") is not cls_cfg:
+        _PROBES.clear()
+        _PROBES["cls"] = cls_cfg
+    if every not in _PROBES:
+        _PROBES[every] = Probes(cls_cfg, base, cfg, every)
+    return _PROBES[every]
+
+
 class Probes:
     """Builds of the default with one integer key changed (tools/gen_field_probes.py `changed`), made once each
     and kept: the family's structural keys (the conformance sweep's `keys`) up front, and, on demand, any other
@@ -585,12 +615,14 @@ class Probes:
     CPM-Ant's prompt table is prompt_types x prompt_length). A value the class cannot build is no probe: no
     checkpoint has it either."""
 
-    def __init__(self, cls_cfg, base: dict, cfg):
-        from tools.gen_field_probes import SIZES
+    def __init__(self, cls_cfg, base: dict, cfg, every: bool = False):
+        from tools.gen_field_probes import SIZES, probed_keys
 
         self.cls_cfg, self.base, self.values, self.built = cls_cfg, base, cfg.to_dict(), {}
         keys = json.loads((ROOT / "kvplan" / "data" / "conformance.json").read_text())["families"].get(
             getattr(cfg, "model_type", ""), {}).get("keys", [])
+        if every:   # the keys gen_field_probes changes: the sweep's and every int of the default's to_dict()
+            keys = probed_keys(keys, self.values)
         # num_key_value_heads is probed here though the field probes leave it to the sweep: at the default it often
         # equals the head count, and Helium's k/v projections read [q_dim, hidden] there were [kv_dim, hidden]
         # (HeliumConfig at 10 KV heads of 20: 2,015,357,440 parameters, not 2,172,643,840)
@@ -609,10 +641,9 @@ class Probes:
             return False
         self.tried.add(key)
         if value is None:
-            value = self.values.get(key)
-            value = 2 if value == 1 and not isinstance(value, bool) else changed(value)
-        if value is None or isinstance(value, bool):
-            return False
+            value = changed(self.values.get(key))   # a 1 doubled too (changed)
+        if not isinstance(value, int) or isinstance(value, bool):   # sizes only: a flag or a layer list switches
+            return False                                              # tensors, it sizes none
         try:
             self.built[key] = _build(self.cls_cfg, **self.base, **{key: value})
         except Exception:  # noqa: BLE001
@@ -664,9 +695,27 @@ def _probed(probes, t: dict, names: set) -> list[tuple]:
             extras_p, spec_p = _extras_at(cfg_p, model_p, t)
         except Exception:  # noqa: BLE001
             continue
-        if set(extras_p) == names:
+        extras_p = _rekeyed(extras_p, names)
+        if extras_p is not None:
             out.append((extras_p, _symbols(spec_p, t, cfg_p)))
     return out
+
+
+def _rekeyed(extras_p: dict, names: set) -> dict | None:
+    """A probe's unexplained tensors keyed as the default's, or None where they are other tensors. Two scopes of
+    the default can meet at a probe: Kimi-Linear's MLA q_proj (heads x (qk_nope + qk_rope) rows) and its KDA
+    q_proj (linear_num_heads x linear_head_dim) are one [4096, hidden] on every layer at qk_nope_head_dim 64,
+    which still sizes each of them."""
+    if set(extras_p) == names:
+        return extras_p
+    out = {}
+    for scope, name in names:
+        found = extras_p.get((scope, name), extras_p.get(("all", name)))
+        if found is None:
+            return None
+        out[(scope, name)] = found
+    used = {k for k in extras_p if k in names} | {("all", n) for _, n in names if ("all", n) in extras_p}
+    return out if used == set(extras_p) else None
 
 
 def _text_type(cfg) -> str:
@@ -770,7 +819,10 @@ def _conditional(cls_cfg, base: dict, cfg, model, t: dict, table: dict) -> None:
         default_builds.append(_build(cls_cfg, **base, **resized(cls_cfg, cfg)))
     except Exception:  # noqa: BLE001
         pass
-    for key in keys:
+    from tools.gen_field_probes import probed_keys
+
+    # every bool gen_field_probes flips, not the sweep's keys only: a flag outside them switches tensors too
+    for key in probed_keys(keys, values):
         value = values.get(key)
         if not isinstance(value, bool):
             continue

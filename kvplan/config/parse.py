@@ -60,8 +60,8 @@ def parse_config(
     if refusal is not None:
         raise refusal
     arch, arch_error = _arch(reader, data, text)
-    params_error = (params_refusal(status, name) or fixed_field_refusal(status, text, name)) if verified.ENFORCE \
-        else None
+    params_error = (params_refusal(status, name) or fixed_field_refusal(status, text, name, data, top)) \
+        if verified.ENFORCE else None
     if params_error is not None:
         arch, arch_error = None, params_error
     warnings = (unverified_warnings(status) + unread_fields(text, reader, status)

@@ -104,17 +104,23 @@ def _probes() -> dict:
     return json.loads(path.read_text())["families"] if path.exists() else {}
 
 
-def fixed_field_refusal(status: FamilyStatus, text: dict, name: str) -> str | None:
+def fixed_field_refusal(status: FamilyStatus, text: dict, name: str, top: dict | None = None,
+                        top_type: str | None = None) -> str | None:
     """Why the weights are not counted when the config sets a key the family's rule does not follow to a value
     other than the one it was proven at, or None. AXK2's rule reads its MLA ranks as constants: at
-    kv_lora_rank 64 transformers builds 20,295,617,536 parameters and the rule would say 20,314,494,976."""
+    kv_lora_rank 64 transformers builds 20,295,617,536 parameters and the rule would say 20,314,494,976. A
+    multimodal wrapper's keys were probed at its top level (Emu3's tie_word_embeddings), so they are read there."""
     if status.params != "exact":
         return None
-    fixed = _probes().get(SAME_ARCHITECTURE.get(status.model_type, status.model_type), {}).get("fixed", {})
+    probes = _probes()
+    fixed = probes.get(SAME_ARCHITECTURE.get(status.model_type, status.model_type), {}).get("fixed", {})
     moved = [(k, text[k], v) for k, v in fixed.items() if k in text and text[k] is not None and text[k] != v]
+    if top is not None and top_type and top_type != status.model_type:
+        outer = probes.get(top_type, {}).get("fixed", {})
+        moved += [(k, top[k], v) for k, v in outer.items() if k in top and top[k] is not None and top[k] != v]
     if not moved:
         return None
-    shown = ", ".join(f"{k} {value!r} (proven at its class default {default!r})" for k, value, default in moved[:4])
+    shown = ", ".join(_moved(k, value, default) for k, value, default in moved[:4])
     return (f"{name}: kvplan's parameter rule for model_type {status.model_type!r} does not follow this config's "
             f"{shown} as transformers {status.transformers} builds it, so its weights are not counted and no plan is "
             "made: open an issue with the model id")
@@ -144,6 +150,15 @@ def kv_fixed_refusal(status: FamilyStatus, text: dict, name: str) -> Unsupported
     return UnsupportedArchitectureError(
         f"{name}: kvplan's cache rule for model_type {status.model_type!r} does not follow this config's {shown} as "
         f"transformers {status.transformers} builds it, so it gives no KV figure: open an issue with the model id")
+
+
+def _moved(key: str, value, default) -> str:
+    """One moved key for the refusal: a layer list by the layers that differ (MiniMax-M3's 60 MLP types)."""
+    if isinstance(value, list) and isinstance(default, list) and len(value) == len(default):
+        layers = [i for i, (a, b) in enumerate(zip(value, default)) if a != b]
+        return f"{key} (layers {', '.join(map(str, layers[:6]))}{' ...' if len(layers) > 6 else ''} unlike its " \
+               "class default, where it was proven)"
+    return f"{key} {value!r} (proven at its class default {default!r})"
 
 
 def unverified_warnings(status: FamilyStatus) -> tuple[str, ...]:
