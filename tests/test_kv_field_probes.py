@@ -107,3 +107,21 @@ def test_cpmant_reads_its_own_dim_head():
     probed = FAMILIES["cpmant"]["follows"]["dim_head"]   # the probe's own run: 5,000 tokens on meta
     assert (probed["value"], probed["prompt"]) == (64, 5000)
     assert probed["storage"] == 48 * 2 * 32 * 64 * 5032 * 2   # hand: as above, 5,000 + 32 tokens
+
+
+def test_readme_quotes_the_kv_probe_record():
+    """README's KV-probe sentence is the record's own count: keys that follow, families probed and not."""
+    import re
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).resolve().parents[1] / "kvplan" / "data" / "kv_field_probes.json").read_text())
+    fams = record["families"]
+    probed = [f for f, v in fams.items() if "variant" in v]
+    follows = sum(len(v.get("follows", {})) for v in fams.values())
+    fixed = sum(len(v.get("kv_fixed", {})) for v in fams.values())
+    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    m = re.search(r"([\d,]+) keys of (\d+) families follow the cache transformers builds and (none|\d+) is refused; "
+                  r"the other (\d+) KV-exact families", text)
+    assert m, "README's KV-probe sentence is missing"
+    assert (int(m[1].replace(",", "")), int(m[2]), 0 if m[3] == "none" else int(m[3]), int(m[4])) == (
+        follows, len(probed), fixed, len(fams) - len(probed))
