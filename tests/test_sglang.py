@@ -696,6 +696,37 @@ def test_the_published_qwen35_split_shape():
     assert pool.tokens == (rest - (slots + 1) * per_req) // (16 * 4 * 512 * 2)   # 16 full layers, 4 KV heads
 
 
+def test_nemotron3_nano_published_state_pool():
+    """The published hybrid start-up in validation/sglang_calibration.csv: Nemotron-3-Nano-30B-A3B at TP4 on Intel XPU
+    (a checkout between 0.5.10 and 0.5.11; --disable-radix-cache --max-running-requests 8 --mem-fraction-static 0.85
+    --page-size 64) printed "Load weight end. ... avail mem=7.95 GB, mem usage=14.76 GB", "Mamba Cache is allocated.
+    max_mamba_cache_size: 8, conv_state size: 0.00 GB, ssm_state size: 0.10 GB" and "KV Cache is allocated. #tokens:
+    1557504, K size: 2.23 GB, V size: 2.23 GB". kvplan's state per request holds: 23 Mamba-2 layers x (64 / 4 heads
+    x 64 x 128 x 4 B fp32 SSM + (4,096 + 2 x 8 x 128) / 4 channels x 3 x 2 B conv); the pool allocates the 8 slots
+    + 1 padding slot (0.5.10 memory_pool.py:255/269 size + 1): 0.1011 GiB of SSM prints 0.10, where 8 slots would
+    print 0.09 and a bf16 SSM 0.05. The budget takes 8 slots (0.5.10 model_runner_kv_cache_mixin.py:233, K x per
+    request; K + 1 from 0.5.17): the KV pool from the printed free memory is 1,556,096 tokens, -0.09 % (0.5.17's
+    K + 1 would give 1,552,064, -0.35 %). The 8 slots come from SGLang's radix-off branch (max_running_requests, not
+    the ratio split), which kvplan cannot be asked for: it takes no max_num_seqs for SGLang."""
+    model = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    ssm, conv = 16 * 64 * 128 * 4, 1536 * 3 * 2   # B a layer a request at TP4
+    per_req = state_bytes_per_request(model, range(model.num_layers), 4, (0, 5, 10))
+    assert per_req == 23 * (ssm + conv) == 12_270_592   # 23 x (524,288 + 9,216) B
+    assert [round(slots * 23 * ssm / GiB, 2) for slots in (9, 8)] == [0.10, 0.09]
+    assert round(9 * 23 * ssm // 2 / GiB, 2) == 0.05 and round(9 * 23 * conv / GiB, 2) == 0.00
+    rest = (7.95 - (7.95 + 14.76) * (1 - 0.85)) * GiB   # the printed free memory after loading, usage, fraction
+    tokens = [int((rest - k * per_req) // 3072) // 64 * 64 for k in (8, 9)]   # 6 layers x 1 KV head x 128 x 2 x 2 B
+    assert tokens == [1_556_096, 1_552_064]   # 8 slots (0.5.10's budget), 9 slots (0.5.17's)
+    assert abs(tokens[0] / 1_557_504 - 1) < 0.001 < abs(tokens[1] / 1_557_504 - 1)   # the printed #tokens
+    with sglang_calibration.DEFAULT_CSV.open() as f:
+        row = next(r for r in csv.DictReader(f) if r["run_id"] == "sgl_nemotron3_nano_30b_xpu_tp4_radix_off")
+    result = sglang_calibration.check_row(row)
+    assert result["state"] == (0.10, 9 * per_req / GiB) and result["printed"] == (1_557_504, 1_556_096)  # as above
+    assert result["cell"][1] == 1_557_504 * 3072 / GiB   # the printed #tokens x kvplan's cell
+    with pytest.raises(WorkloadError, match="max_num_seqs"):
+        plan(model, engine="sglang", gpu="H100", tp=4, max_num_seqs=8)
+
+
 @pytest.mark.parametrize("version, rule", [
     # 0.5.3 model_runner.py: radix cache off, 512 slots, max_running <= 512
     ("0.5.3", "fixed"),
@@ -888,6 +919,10 @@ PINNED = {
     ("sgl_gemma4_e4b_gb10_dev_dgxspark", "weights"): -3.57,
     ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "cell"): 0.01,
     ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "weights"): 2.36,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "cell"): -0.09,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "weights"): 1.27,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "printed"): -0.09,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "state"): 2.85,   # 0.1029 GiB printed as 0.10
 }
 
 
@@ -901,7 +936,7 @@ def test_published_sglang_start_ups(tmp_path):
     assert module.main(["--out", str(tmp_path)]) == 0
     with module.DEFAULT_CSV.open() as f:
         results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}
-    assert len(results) == 18
+    assert len(results) == 19
     for run_id, r in results.items():
         if r.get("cell") and run_id != "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226":
             assert r["cell"][1] == pytest.approx(r["cell"][0], abs=0.011), run_id   # two printed decimals per K, V
@@ -934,4 +969,4 @@ def test_sglang_holdout_from_the_card():
     errors = sorted(abs(predicted / printed - 1) * 100 for printed, predicted in held.values())
     assert statistics.median(errors) <= 2.0 and errors[-1] <= 5.0, errors
     printed = [r["printed"] for r in results.values() if r.get("printed")]
-    assert len(printed) == 6 and all(abs(pred / meas - 1) < 0.0035 for meas, pred in printed)
+    assert len(printed) == 7 and all(abs(pred / meas - 1) < 0.0035 for meas, pred in printed)
