@@ -14,8 +14,10 @@ allows:
    (1 - fraction), divided by kvplan's cell and page: arithmetic from the printed figure, no constant involved
    (a hybrid's Mamba state pool for the printed slots taken out of the rest first);
 6. state: a hybrid's "Mamba Cache is allocated. max_mamba_cache_size: K, conv_state size: X GB, ssm_state size: Y GB"
-   against (K + 1) x kvplan's state bytes per request (the pool's padding slot from 0.5.17: 0.5.23
-   mem_cache/memory_pool.py MambaPool allocates size + 1; kv_cache_configurator.py _handle_max_mamba_cache).
+   against (K + 1) x kvplan's state bytes per request (the pool's padding slot: 0.5.10 and 0.5.23
+   mem_cache/memory_pool.py MambaPool allocates size + 1);
+7. split: a hybrid's state slots from the printed pools alone: kvplan's ratio split (`mamba_split`) of rest = conv +
+   ssm + K + V against the printed max_mamba_cache_size (rows whose state pool SGLang sized otherwise excepted).
 
 Each row is planned with the SGLang release it printed (0.5.19, "0.5.8.post1" as 0.5.8); a row that printed none is
 planned with kvplan's default, 0.5.23 (its mem_fraction_static is given, so the release's reserve does not enter;
@@ -46,7 +48,9 @@ sys.path.insert(0, str(HERE.parent))
 from kvplan.config.load import load_model  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
 from kvplan.planning.engines.sglang_layers import state_bytes_per_request  # noqa: E402
-from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523  # noqa: E402
+from kvplan.planning.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523,  # noqa: E402
+                                                 SglangSettings, mamba_split)
+from kvplan.planning.engines.sglang_rules import MAMBA_POOL_ARCHS  # noqa: E402
 from kvplan.planning.planner import plan  # noqa: E402
 from kvplan.sources.library import library_dir  # noqa: E402
 from validation.vllm_calibration import _err, _num  # noqa: E402
@@ -77,6 +81,10 @@ MODELS = {
     "google/gemma-4-E4B-it": ("google/gemma-4-E4B-it", None, ""),
     "google/gemma-4-26B-A4B-it": ("google/gemma-4-26B-A4B", None, "base config, same architecture"),
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None, ""),
+    "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None,
+                                                            "the Omni's NemotronH language model has the Nano's "
+                                                            "layers; its NVFP4 weights and towers are not bundled: "
+                                                            "cell, state and split checks only"),
 }
 # Models kvplan does not bundle, built from a bundled config of the same architecture with the sizes changed. Qwen3-4B:
 # hidden 2,560, 9,728 MLP, 36 layers, 32 heads, 8 KV heads of 128, vocabulary 151,936, tied embeddings, 40,960
@@ -216,6 +224,12 @@ def check_row(row: dict) -> dict:
         slots = int(mamba.group(1))
         state_bytes = (slots + (version >= (0, 5, 17))) * per_req
         out["state"] = (float(mamba.group(2)) + float(mamba.group(3)), (slots + 1) * per_req / GiB)
+        if printed_kv and row["run_id"] not in STATE_BRANCH:
+            # the ratio split from the printed pools' sum alone: rest = conv + ssm + K + V, K slots from it
+            rest_printed = int((float(mamba.group(2)) + float(mamba.group(3)) + printed_kv) * GiB)
+            mixer = MAMBA_POOL_ARCHS.get(model.architecture, "mamba2")
+            split = mamba_split(rest_printed, per_req, int(row["dp_size"] or 1), mixer, SglangSettings(version=version))
+            out["split"] = (float(slots), float(split[0]))
     usage, after = _num(row["weights_mem_usage_gb"]), _num(row["avail_mem_after_weights_gb"])
     if usage and "ktransformers" not in row["run_id"]:
         out["weights"] = (usage, (p.weights_bytes + LOAD_EXTRA_BYTES) / GiB)
@@ -275,7 +289,8 @@ def main(argv=None) -> int:
     checks = (("cell", "K + V GiB for the printed tokens"), ("weights", "weights GiB (mem usage)"),
               ("preload", "GiB held before loading"), ("tokens", "max_total_num_tokens from the card"),
               ("printed", "max_total_num_tokens from the printed free memory"),
-              ("state", "Mamba state GiB for the printed slots"))
+              ("state", "Mamba state GiB for the printed slots"),
+              ("split", "Mamba slots from the printed state + KV"))
     rows = ["| run | model | GPU | TP | " + " | ".join(f"{label}: meas / pred / err" for _, label in checks)
             + " | note |", "|" + "---|" * (5 + len(checks))]
     stats: dict[str, list[float]] = {k: [] for k, _ in checks}
@@ -292,7 +307,7 @@ def main(argv=None) -> int:
                 continue
             err = _err(pair[1], pair[0])
             stats[key].append(abs(err))
-            fmt = (lambda v: f"{v:,.0f}") if key in ("tokens", "printed") else (lambda v: f"{v:.2f}")
+            fmt = (lambda v: f"{v:,.0f}") if key in ("tokens", "printed", "split") else (lambda v: f"{v:.2f}")
             cells.append(f"{fmt(pair[0])} / {fmt(pair[1])} / {err:+.2f} %")
         rows.append(f"| {r['run_id']} | {r['model'][:40]} | {r['gpu'][:24]} | {r.get('tp', '')} | "
                     + " | ".join(cells) + f" | {r['reason']} |")
