@@ -23,8 +23,8 @@ from kvplan.errors import KVPlanError, WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planning.engines.sglang_layers import state_bytes_per_request
 from kvplan.planning.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523, SglangSettings,
-                                                 batch_defaults, cell_size, default_mem_fraction, prefill_graph_sizes,
-                                                 sglang_pool, stage_pool, swa_floor_full_tokens)
+                                                 batch_defaults, cell_size, default_mem_fraction, mamba_split,
+                                                 prefill_graph_sizes, sglang_pool, stage_pool, swa_floor_full_tokens)
 from kvplan.planning.engines.sglang_rules import pp_layer_split
 from kvplan.planning.engines.vllm_kv import rank_layer_specs
 from kvplan.planning.planner import plan
@@ -696,6 +696,62 @@ def test_the_published_qwen35_split_shape():
     assert pool.tokens == (rest - (slots + 1) * per_req) // (16 * 4 * 512 * 2)   # 16 full layers, 4 KV heads
 
 
+def test_nemotron3_nano_published_state_pool():
+    """The published hybrid start-up in validation/sglang_calibration.csv: Nemotron-3-Nano-30B-A3B at TP4 on Intel XPU
+    (a checkout between 0.5.10 and 0.5.11; --disable-radix-cache --max-running-requests 8 --mem-fraction-static 0.85
+    --page-size 64) printed "Load weight end. ... avail mem=7.95 GB, mem usage=14.76 GB", "Mamba Cache is allocated.
+    max_mamba_cache_size: 8, conv_state size: 0.00 GB, ssm_state size: 0.10 GB" and "KV Cache is allocated. #tokens:
+    1557504, K size: 2.23 GB, V size: 2.23 GB". kvplan's state per request holds: 23 Mamba-2 layers x (64 / 4 heads
+    x 64 x 128 x 4 B fp32 SSM + (4,096 + 2 x 8 x 128) / 4 channels x 3 x 2 B conv); the pool allocates the 8 slots
+    + 1 padding slot (0.5.10 memory_pool.py:255/269 size + 1): 0.1011 GiB of SSM prints 0.10, where 8 slots would
+    print 0.09 and a bf16 SSM 0.05. The budget takes 8 slots (0.5.10 model_runner_kv_cache_mixin.py:233, K x per
+    request; K + 1 from 0.5.17): the KV pool from the printed free memory is 1,556,096 tokens, -0.09 % (0.5.17's
+    K + 1 would give 1,552,064, -0.35 %). The 8 slots come from SGLang's radix-off branch (max_running_requests, not
+    the ratio split), which kvplan cannot be asked for: it takes no max_num_seqs for SGLang."""
+    model = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    ssm, conv = 16 * 64 * 128 * 4, 1536 * 3 * 2   # B a layer a request at TP4
+    per_req = state_bytes_per_request(model, range(model.num_layers), 4, (0, 5, 10))
+    assert per_req == 23 * (ssm + conv) == 12_270_592   # 23 x (524,288 + 9,216) B
+    assert [round(slots * 23 * ssm / GiB, 2) for slots in (9, 8)] == [0.10, 0.09]
+    assert round(9 * 23 * ssm // 2 / GiB, 2) == 0.05 and round(9 * 23 * conv / GiB, 2) == 0.00
+    rest = (7.95 - (7.95 + 14.76) * (1 - 0.85)) * GiB   # the printed free memory after loading, usage, fraction
+    tokens = [int((rest - k * per_req) // 3072) // 64 * 64 for k in (8, 9)]   # 6 layers x 1 KV head x 128 x 2 x 2 B
+    assert tokens == [1_556_096, 1_552_064]   # 8 slots (0.5.10's budget), 9 slots (0.5.17's)
+    assert abs(tokens[0] / 1_557_504 - 1) < 0.001 < abs(tokens[1] / 1_557_504 - 1)   # the printed #tokens
+    with sglang_calibration.DEFAULT_CSV.open() as f:
+        row = next(r for r in csv.DictReader(f) if r["run_id"] == "sgl_nemotron3_nano_30b_xpu_tp4_radix_off")
+    result = sglang_calibration.check_row(row)
+    assert result["state"] == (0.10, 9 * per_req / GiB) and result["printed"] == (1_557_504, 1_556_096)  # as above
+    assert result["cell"][1] == 1_557_504 * 3072 / GiB   # the printed #tokens x kvplan's cell
+    with pytest.raises(WorkloadError, match="max_num_seqs"):
+        plan(model, engine="sglang", gpu="H100", tp=4, max_num_seqs=8)
+
+
+def test_nemotron3_nano_omni_published_ratio_split():
+    """SGLang 0.5.21 on 4 GB10s at TP4 (validation/sglang_calibration.csv), radix cache on, mamba_full_memory_ratio 0.9,
+    fp32 SSM, fp8 KV: "Mamba Cache is allocated. max_mamba_cache_size: 2211, conv_state size: 0.44GB, ssm_state size:
+    24.84GB" and "KV Cache is allocated. dtype: float8_e4m3fn, #tokens: 19644177, K size: 14.05 GB, V size:
+    14.05 GB". The ratio split from the printed sum alone: rest = 0.44 + 24.84 + 2 x 14.05 GiB, budget = rest x 0.9 /
+    1.9, K = (budget - per request) // per request (0.5.17+) = 2,211 slots, the pool K + 1 = 25.28 GiB; the KV
+    pool the rest less that, 19,644,393 tokens of 1,536 B (+0.001 %). Case 04 of the same log, a bf16 SSM: "2211 to
+    4348, ssm_state 24.42 GB" = 4,349 x 23 x 262,144 B."""
+    model = load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    per_req = state_bytes_per_request(model, range(model.num_layers), 4, (0, 5, 21))
+    assert per_req == 23 * (524_288 + 9_216)   # 16 heads x 64 x 128 x 4 B SSM + 1,536 channels x 3 x 2 B conv a layer
+    assert (round(2212 * 23 * 9216 / GiB, 2), round(2212 * 23 * 524_288 / GiB, 2)) == (0.44, 24.84)  # 2,211 + 1 slots
+    assert round(4349 * 23 * 262_144 / GiB, 2) == 24.42   # 4,348 + 1 slots of a bf16 SSM
+    rest = int((0.44 + 24.84 + 2 * 14.05) * GiB)
+    slots, state = mamba_split(rest, per_req, 1, "mamba2", SglangSettings(version=(0, 5, 21)))
+    assert slots == int((rest * 0.9 / 1.9 - per_req) // per_req) == 2211 and state == 2212 * per_req  # printed K
+    assert (rest - state) // 1536 == 19_644_393   # 6 layers x 1 KV head x 128 x 2 x 1 B; printed 19,644,177
+    with sglang_calibration.DEFAULT_CSV.open() as f:
+        row = next(r for r in csv.DictReader(f) if r["run_id"] == "sgl_nemotron3_nano_omni_nvfp4_4xgb10_tp4_v0521")
+    result = sglang_calibration.check_row(row)
+    # the printed max_mamba_cache_size 2,211 + the padding slot; conv + ssm GB as printed
+    assert result["split"] == (2211, 2211) and result["state"] == (0.44 + 24.84, 2212 * per_req / GiB)
+    assert result["cell"][1] == 19_644_177 * 1536 / GiB   # the printed #tokens x kvplan's fp8 cell
+
+
 @pytest.mark.parametrize("version, rule", [
     # 0.5.3 model_runner.py: radix cache off, 512 slots, max_running <= 512
     ("0.5.3", "fixed"),
@@ -888,6 +944,13 @@ PINNED = {
     ("sgl_gemma4_e4b_gb10_dev_dgxspark", "weights"): -3.57,
     ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "cell"): 0.01,
     ("sgl_gemma4_26b_a4b_gb10_dev_dgxspark", "weights"): 2.36,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "cell"): -0.09,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "weights"): 1.27,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "printed"): -0.09,
+    ("sgl_nemotron3_nano_30b_xpu_tp4_radix_off", "state"): 2.85,   # 0.1029 GiB printed as 0.10
+    ("sgl_nemotron3_nano_omni_nvfp4_4xgb10_tp4_v0521", "cell"): 0.00,
+    ("sgl_nemotron3_nano_omni_nvfp4_4xgb10_tp4_v0521", "state"): -0.01,
+    ("sgl_nemotron3_nano_omni_nvfp4_4xgb10_tp4_v0521", "split"): 0.00,
 }
 
 
@@ -901,7 +964,7 @@ def test_published_sglang_start_ups(tmp_path):
     assert module.main(["--out", str(tmp_path)]) == 0
     with module.DEFAULT_CSV.open() as f:
         results = {row["run_id"]: module.check_row(row) for row in csv.DictReader(f)}
-    assert len(results) == 18
+    assert len(results) == 20
     for run_id, r in results.items():
         if r.get("cell") and run_id != "sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226":
             assert r["cell"][1] == pytest.approx(r["cell"][0], abs=0.011), run_id   # two printed decimals per K, V
@@ -934,4 +997,4 @@ def test_sglang_holdout_from_the_card():
     errors = sorted(abs(predicted / printed - 1) * 100 for printed, predicted in held.values())
     assert statistics.median(errors) <= 2.0 and errors[-1] <= 5.0, errors
     printed = [r["printed"] for r in results.values() if r.get("printed")]
-    assert len(printed) == 6 and all(abs(pred / meas - 1) < 0.0035 for meas, pred in printed)
+    assert len(printed) == 7 and all(abs(pred / meas - 1) < 0.0035 for meas, pred in printed)

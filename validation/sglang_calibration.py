@@ -11,7 +11,13 @@ allows:
 4. tokens: "max_total_num_tokens" against kvplan's plan, where the GPU and mem_fraction_static are known (or the
    row ran SGLang's default fraction): predicted from the card;
 5. printed: the same tokens from the free memory the log printed after loading, rest = after - (after + usage) x
-   (1 - fraction), divided by kvplan's cell and page: arithmetic from the printed figure, no constant involved.
+   (1 - fraction), divided by kvplan's cell and page: arithmetic from the printed figure, no constant involved
+   (a hybrid's Mamba state pool for the printed slots taken out of the rest first);
+6. state: a hybrid's "Mamba Cache is allocated. max_mamba_cache_size: K, conv_state size: X GB, ssm_state size: Y GB"
+   against (K + 1) x kvplan's state bytes per request (the pool's padding slot: 0.5.10 and 0.5.23
+   mem_cache/memory_pool.py MambaPool allocates size + 1);
+7. split: a hybrid's state slots from the printed pools alone: kvplan's ratio split (`mamba_split`) of rest = conv +
+   ssm + K + V against the printed max_mamba_cache_size (rows whose state pool SGLang sized otherwise excepted).
 
 Each row is planned with the SGLang release it printed (0.5.19, "0.5.8.post1" as 0.5.8); a row that printed none is
 planned with kvplan's default, 0.5.23 (its mem_fraction_static is given, so the release's reserve does not enter;
@@ -41,7 +47,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from kvplan.config.load import load_model  # noqa: E402
 from kvplan.gpus import resolve_gpu  # noqa: E402
-from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES  # noqa: E402
+from kvplan.planning.engines.sglang_layers import state_bytes_per_request  # noqa: E402
+from kvplan.planning.engines.sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, V0523,  # noqa: E402
+                                                 SglangSettings, mamba_split)
+from kvplan.planning.engines.sglang_rules import MAMBA_POOL_ARCHS  # noqa: E402
 from kvplan.planning.planner import plan  # noqa: E402
 from kvplan.sources.library import library_dir  # noqa: E402
 from validation.vllm_calibration import _err, _num  # noqa: E402
@@ -71,6 +80,11 @@ MODELS = {
     "Qwen/Qwen3-4B": ("Qwen/Qwen3-8B", None, "Qwen3-8B's config with Qwen3-4B's sizes (OVERRIDES)"),
     "google/gemma-4-E4B-it": ("google/gemma-4-E4B-it", None, ""),
     "google/gemma-4-26B-A4B-it": ("google/gemma-4-26B-A4B", None, "base config, same architecture"),
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None, ""),
+    "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None,
+                                                            "the Omni's NemotronH language model has the Nano's "
+                                                            "layers; its NVFP4 weights and towers are not bundled: "
+                                                            "cell, state and split checks only"),
 }
 # Models kvplan does not bundle, built from a bundled config of the same architecture with the sizes changed. Qwen3-4B:
 # hidden 2,560, 9,728 MLP, 36 layers, 32 heads, 8 KV heads of 128, vocabulary 151,936, tied embeddings, 40,960
@@ -121,7 +135,22 @@ MISSES = {
 # Rows whose build is not the release it names: the GLM-5 run's ROCm image "v0.5.8.post1" has GlmMoeDsaForCausalLM,
 # which the 0.5.8 wheel lacks and 0.5.9 ships (models/glm4_moe.py), so it is planned with 0.5.9's rules (the same
 # DSA cell as 0.5.8's: the raw latent counted through 0.5.16).
-RELEASE_FOR = {"sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226": ("0.5.9", "a 0.5.8.post1 image with 0.5.9's GLM-5")}
+# Rows whose state pool SGLang sized by a branch kvplan does not plan. With --disable-radix-cache and
+# --max-running-requests N, `handle_max_mamba_cache` (0.5.10 model_runner_kv_cache_mixin.py:206-213; 0.5.23
+# kv_cache_configurator.py `_handle_max_mamba_cache`, "mamba_pool.from_max_running_requests") gives the pool N // attn_dp
+# slots instead of the ratio split (explicit --max-mamba-cache-size is a third branch); kvplan
+# takes no max_num_seqs for SGLang (it refuses it: planning/inputs.py), so it plans only the default ratio branch.
+# Checks 5 and 6 take the printed slot count, which is what the log's branch gave.
+STATE_BRANCH = {"sgl_nemotron3_nano_30b_xpu_tp4_radix_off": "radix cache off with --max-running-requests 8: "
+                "SGLang's from_max_running_requests branch (8 state slots), not the ratio split kvplan plans"}
+
+
+# The Nemotron-3-Nano XPU run printed no release; its traceback lines are 0.5.10's (mem_cache/mamba_radix_cache.py:438
+# the page-size assertion, layers/attention/mamba/mamba.py:507 causal_conv1d_fn_triton, where 0.5.9 has 386 / 507 and
+# 0.5.11 433 / 523) and its server_args.py:2531 XPU page line is past 0.5.10's 2443: a checkout between 0.5.10 and
+# 0.5.11, planned with 0.5.10's rules (the budget takes K state slots, the pool allocates K + 1).
+RELEASE_FOR = {"sgl_glm5_fp8_8xmi355x_v058post1_rocm_20260226": ("0.5.9", "a 0.5.8.post1 image with 0.5.9's GLM-5"),
+               "sgl_nemotron3_nano_30b_xpu_tp4_radix_off": ("0.5.10", "a source checkout between 0.5.10 and 0.5.11")}
 
 
 def _release(row: dict) -> str | None:
@@ -184,6 +213,23 @@ def check_row(row: dict) -> dict:
         out["cell"] = (printed_kv, (full * (p.kv_bytes_per_token - swa_cell) + swa * swa_cell) / GiB)
     elif tokens and printed_kv:
         out["cell"] = (printed_kv, tokens * p.kv_bytes_per_token / GiB)
+    mamba = re.search(r"max_mamba_cache_size: (\d+),\s*conv_state size: ([\d.]+) ?GB,\s*ssm_state size: ([\d.]+) ?GB",
+                      row["notes"])
+    state_bytes = 0
+    if mamba:   # each slot kvplan's bytes per request; the pool holds the printed K + 1 (its padding slot: 0.5.10
+        # and 0.5.23 mem_cache/memory_pool.py MambaPool, size + 1), the budget takes K + 1 only from 0.5.17
+        # (0.5.23 kv_cache_configurator.py _handle_max_mamba_cache; K in 0.5.10-0.5.16 handle_max_mamba_cache)
+        version = tuple(map(int, release.split("."))) if release else V0523
+        per_req = state_bytes_per_request(model, range(model.num_layers), tp // int(row["dp_size"] or 1), version)
+        slots = int(mamba.group(1))
+        state_bytes = (slots + (version >= (0, 5, 17))) * per_req
+        out["state"] = (float(mamba.group(2)) + float(mamba.group(3)), (slots + 1) * per_req / GiB)
+        if printed_kv and row["run_id"] not in STATE_BRANCH:
+            # the ratio split from the printed pools' sum alone: rest = conv + ssm + K + V, K slots from it
+            rest_printed = int((float(mamba.group(2)) + float(mamba.group(3)) + printed_kv) * GiB)
+            mixer = MAMBA_POOL_ARCHS.get(model.architecture, "mamba2")
+            split = mamba_split(rest_printed, per_req, int(row["dp_size"] or 1), mixer, SglangSettings(version=version))
+            out["split"] = (float(slots), float(split[0]))
     usage, after = _num(row["weights_mem_usage_gb"]), _num(row["avail_mem_after_weights_gb"])
     if usage and "ktransformers" not in row["run_id"]:
         out["weights"] = (usage, (p.weights_bytes + LOAD_EXTRA_BYTES) / GiB)
@@ -197,8 +243,11 @@ def check_row(row: dict) -> dict:
     if printed_tokens and after is not None and usage and fraction and not capped:
         # the same division from the free memory the log printed: rest = after - (after + usage) x (1 - fraction),
         # where the row printed its fraction (a default one would be kvplan's rule, not the log's figure)
-        rest = (after - (after + usage) * (1 - p.gpu_memory_utilization)) * GiB
-        out["printed"] = (printed_tokens, float(int(rest // p.kv_bytes_per_token) // p.block_size * p.block_size))
+        rest = (after - (after + usage) * (1 - p.gpu_memory_utilization)) * GiB - state_bytes
+        page = int(row["page_size"] or p.block_size)   # the page the log ran (Intel XPU's backend forces 64)
+        out["printed"] = (printed_tokens, float(int(rest // p.kv_bytes_per_token) // page * page))
+    if row["run_id"] in STATE_BRANCH:
+        out["reason"] = "; ".join(filter(None, [out["reason"], STATE_BRANCH[row["run_id"]]]))
     if assumed:
         out["reason"] = f"GPU not printed: {gpu_name} assumed ({assumed[1]})"
     if release is None or row["run_id"] in RELEASE_FOR:
@@ -239,7 +288,9 @@ def main(argv=None) -> int:
     results = [check_row(row) for row in table]
     checks = (("cell", "K + V GiB for the printed tokens"), ("weights", "weights GiB (mem usage)"),
               ("preload", "GiB held before loading"), ("tokens", "max_total_num_tokens from the card"),
-              ("printed", "max_total_num_tokens from the printed free memory"))
+              ("printed", "max_total_num_tokens from the printed free memory"),
+              ("state", "Mamba state GiB for the printed slots"),
+              ("split", "Mamba slots from the printed state + KV"))
     rows = ["| run | model | GPU | TP | " + " | ".join(f"{label}: meas / pred / err" for _, label in checks)
             + " | note |", "|" + "---|" * (5 + len(checks))]
     stats: dict[str, list[float]] = {k: [] for k, _ in checks}
@@ -256,7 +307,7 @@ def main(argv=None) -> int:
                 continue
             err = _err(pair[1], pair[0])
             stats[key].append(abs(err))
-            fmt = (lambda v: f"{v:,.0f}") if key in ("tokens", "printed") else (lambda v: f"{v:.2f}")
+            fmt = (lambda v: f"{v:,.0f}") if key in ("tokens", "printed", "split") else (lambda v: f"{v:.2f}")
             cells.append(f"{fmt(pair[0])} / {fmt(pair[1])} / {err:+.2f} %")
         rows.append(f"| {r['run_id']} | {r['model'][:40]} | {r['gpu'][:24]} | {r.get('tp', '')} | "
                     + " | ".join(cells) + f" | {r['reason']} |")
