@@ -108,3 +108,16 @@ def test_batch_defaults_from_0_8_to_0_9(memory, name, usage, version, expected):
 def test_0_8_5_post1_is_planned_as_0_8_5():
     # the .post1 wheel's `_set_default_args_v1` (:1565-1625) is 0.8.5's line for line: memory only
     assert batch_defaults(A100, A100_NAME, "api_server", parse_version("0.8.5.post1")) == (8192, 1024)
+
+
+def test_an_l4_at_0_8_0_profiles_1024_sampler_rows():
+    """The plan moves with the rule: Qwen2.5-7B on an L4 at 0.8.0 profiles the sampler over 1,024 rows (0.8.0
+    :1715), not 0.9's 256. By hand: 1,024 x 152,064 vocab x 14 B (bf16 logits + three float32 [rows, V]
+    tensors, vllm_profile.activation_peak) + 3 [2,048, 3,584] bf16 hidden states = 2,179,989,504 + 44,040,192 B."""
+    from kvplan.planning.planner import plan
+
+    at_080 = plan("Qwen/Qwen2.5-7B", gpu="L4", max_model_len=4096, engine_version="0.8.0")
+    at_090 = plan("Qwen/Qwen2.5-7B", gpu="L4", max_model_len=4096, engine_version="0.9.0")
+    assert at_080.activation_bytes == 1024 * 152064 * 14 + 3 * 2048 * 3584 * 2    # 2,224,029,696 B
+    assert at_090.activation_bytes == 256 * 152064 * 14 + 3 * 2048 * 3584 * 2     # 589,031,424 B
+    assert at_080.kv_pool_bytes == at_090.kv_pool_bytes - (1024 - 256) * 152064 * 14
