@@ -102,9 +102,10 @@ def test_v0_batches_at_least_2048_tokens():
 
 
 def test_0_8_takes_the_v1_defaults():
-    """0.8 is V1: a 24 GiB L4 serving a 4,096-token model batches 2,048 tokens and 256 sequences (V1 API-server
-    defaults for a small card), where the V0 rule would batch the whole 4,096-token prompt."""
-    assert batch_defaults(24 * GiB, "L4", "api_server", (0, 8, 0), max_model_len=4096) == (2048, 256)
+    """0.8 is V1: a 24 GiB L4 serving a 4,096-token model batches 2,048 tokens and 1,024 sequences (0.8.0
+    arg_utils.py `_set_default_args_v1` :1693 2048 for a name without h100/h200, :1715 1024 sequences for every
+    GPU), where the V0 rule would batch the whole 4,096-token prompt with 256."""
+    assert batch_defaults(24 * GiB, "L4", "api_server", (0, 8, 0), max_model_len=4096) == (2048, 1024)
     assert batch_defaults(24 * GiB, "L4", "api_server", (0, 7, 3), max_model_len=4096) == (4096, 256)
 
 

@@ -135,7 +135,19 @@ V1_ENGINE = (0, 8)  # vLLM's V1 engine became the default in 0.8; the V0 engine 
 def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version=LATEST,
                    max_model_len: int = 0) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks (`EngineArgs.get_batch_defaults`, 0.19
-    engine/arg_utils.py:2026-2105, 0.33 :2939-3039).
+    engine/arg_utils.py:2026-2105, 0.33 :2939-3039; before 0.12 `_set_default_args[_v1]`).
+
+    The V1 engine's rule moved three times in 0.8-0.9 (each wheel's vllm/engine/arg_utils.py, read by hand):
+      0.8.0-0.8.3 `_set_default_args_v1` (0.8.0 :1662-1720, rule :1693, 0.8.3 :1647): tokens by device NAME,
+          "h100" or "h200" in it (so a GH200 too): 8192 / 16384 (LLM class), else 2048 / 8192; max_num_seqs
+          1024 for every GPU (0.8.0 :1715, `default_max_num_seqs = 1024` outside the if).
+      0.8.4 (:1669-1682): the same name test picks max_num_seqs too: 1024 on H100/H200, 256 elsewhere.
+      0.8.5 and 0.8.5.post1 (:1590-1609): by memory, `device_memory >= 70 * GiB_bytes` (no name test: an A100
+          80GB and an MI300X are in the big tier, 8192 / 16384 and 1024), else 2048 / 8192 and 256.
+      0.9.0 (:1492-1508, PR #17885) to 0.27: `>= 70 GiB and "a100" not in device_name`, the rule below; the same
+          values in 0.9.2 :1629, 0.10.0 :1584, 0.10.1 :1638, 0.11.0 :1605, 0.12.0 :1827 and 0.19.0 :2053.
+    V0 in those releases (`_set_default_args_v0`: VLLM_USE_V1=0, or a feature V1 lacked) kept 256 sequences
+    (0.8.5 :1561-1563); kvplan plans every release >= 0.8 with V1, their default engine.
 
     GPUs with >= 70 GiB that are not A100s (H100, H200, MI300X): 8192 / 1024 for the API server,
     16384 / 1024 for the LLM class; from 0.28, cards of >= 160 GiB (B200, B300, MI325X) 16384 / 1024 for both;
@@ -150,13 +162,22 @@ def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version
             return ENGINE_CONSTANTS["v0_chunked_prefill_tokens"], 256
         return max(max_model_len, 2048), 256
     name = gpu_name.lower()
-    big = memory_bytes >= 70 * GiB and "a100" not in name and not (version[:2] >= (0, 33) and "gb10" in name)
-    if version[:2] >= (0, 28) and memory_bytes >= 160 * GiB:
-        tokens, seqs = 16384, 1024
-    elif big:
-        tokens, seqs = (16384 if usage_context == "llm_class" else 8192), 1024
+    llm = usage_context == "llm_class"
+    if version < (0, 8, 5):
+        # 0.8.0-0.8.4: the name test (0.8.0 arg_utils.py:1693); max_num_seqs 1024 for all until 0.8.4 (:1675/:1682)
+        big = "h100" in name or "h200" in name
+        tokens = (16384 if llm else 8192) if big else (8192 if llm else 2048)
+        seqs = 1024 if big or version < (0, 8, 4) else 256
     else:
-        tokens, seqs = (8192 if usage_context == "llm_class" else 2048), 256
+        # 0.8.5: memory only (arg_utils.py:1596); 0.9.0 on: not an A100 either (:1495, PR #17885)
+        big = memory_bytes >= 70 * GiB and (version[:2] < (0, 9) or "a100" not in name) \
+            and not (version[:2] >= (0, 33) and "gb10" in name)
+        if version[:2] >= (0, 28) and memory_bytes >= 160 * GiB:
+            tokens, seqs = 16384, 1024
+        elif big:
+            tokens, seqs = (16384 if llm else 8192), 1024
+        else:
+            tokens, seqs = (8192 if llm else 2048), 256
     if max_model_len:
         tokens = min(seqs * max_model_len, tokens)
         seqs = min(seqs, tokens)
