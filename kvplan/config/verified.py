@@ -146,7 +146,7 @@ def kv_fixed_refusal(status: FamilyStatus, text: dict, name: str) -> Unsupported
              if k in text and text[k] is not None and text[k] != v["default"]]
     if not moved:
         return None
-    shown = ", ".join(f"{k} {value!r} (proven at its class default {default!r})" for k, value, default in moved[:4])
+    shown = ", ".join(_moved(k, value, default) for k, value, default in moved[:4])
     return UnsupportedArchitectureError(
         f"{name}: kvplan's cache rule for model_type {status.model_type!r} does not follow this config's {shown} as "
         f"transformers {status.transformers} builds it, so it gives no KV figure: open an issue with the model id")

@@ -166,18 +166,15 @@ def batch_defaults(memory_bytes: int, gpu_name: str, usage_context: str, version
     if version < (0, 8, 5):
         # 0.8.0-0.8.4: the name test (0.8.0 arg_utils.py:1693); max_num_seqs 1024 for all until 0.8.4 (:1675/:1682)
         big = "h100" in name or "h200" in name
-        tokens = (16384 if llm else 8192) if big else (8192 if llm else 2048)
         seqs = 1024 if big or version < (0, 8, 4) else 256
     else:
         # 0.8.5: memory only (arg_utils.py:1596); 0.9.0 on: not an A100 either (:1495, PR #17885)
         big = memory_bytes >= 70 * GiB and (version[:2] < (0, 9) or "a100" not in name) \
             and not (version[:2] >= (0, 33) and "gb10" in name)
-        if version[:2] >= (0, 28) and memory_bytes >= 160 * GiB:
-            tokens, seqs = 16384, 1024
-        elif big:
-            tokens, seqs = (16384 if llm else 8192), 1024
-        else:
-            tokens, seqs = (8192 if llm else 2048), 256
+        seqs = 1024 if big else 256
+    tokens = (16384 if llm else 8192) if big else (8192 if llm else 2048)
+    if version[:2] >= (0, 28) and memory_bytes >= 160 * GiB:   # 0.28+: cards of >= 160 GiB, both contexts
+        tokens, seqs = 16384, 1024
     if max_model_len:
         tokens = min(seqs * max_model_len, tokens)
         seqs = min(seqs, tokens)
