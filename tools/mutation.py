@@ -177,6 +177,23 @@ def reason_key(module: str, diff: list[str]) -> str:
     return module + " | " + " / ".join(" ".join(line.split()) for line in diff)
 
 
+def prune_reasons(module: str, shard: dict) -> list[str]:
+    """Drop `module`'s reasons that no survivor of its finished run uses: a mutant a new test killed ("killed since
+    this shard ran") or a line since rewritten, and any "killed since" claim the run just contradicted. Returns the keys
+    dropped; a run stopped midway drops none."""
+    if not REASONS.exists() or shard["seconds"] is None:
+        return []
+    reasons = json.loads(REASONS.read_text())
+    used = {reason_key(module, diff) for diff in shard["survivors"].values()}
+    # a "killed since this shard ran" reason on a mutant that survived this run was wrong: dropped, it shows as missing
+    stale = [k for k in reasons if k.startswith(module + " | ")
+             and (k not in used or reasons[k].startswith("killed since this shard ran"))]
+    if stale:
+        REASONS.write_text(json.dumps({k: v for k, v in reasons.items() if k not in stale}, indent=1,
+                                      sort_keys=True, ensure_ascii=False) + "\n")
+    return stale
+
+
 def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
     intro = ("Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
              "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed (a "
@@ -253,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
             results[module] = shard
             RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")   # each shard kept as it ends
+            prune_reasons(module, shard)
     reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
     REPORT.write_text(write_report(results, reasons))
     return 0
