@@ -25,8 +25,8 @@ from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
 from kvplan.planning.engines.vllm_dsv4 import dsv4_layer_specs
 from kvplan.planning.engines.vllm_kv import (
-    SLOTS, TUPLES, VllmLayerSpec, approximate_gcd, kv_groups, packed_groups, packed_need_bytes, rank_layer_specs,
-    tuple_block_bytes, tuple_groups, unify_page_sizes, with_ds_mla_layout)
+    SLOTS, TUPLES, VllmLayerSpec, approximate_gcd, kv_groups, packed_groups, packed_need_bytes, pool_capacity,
+    rank_layer_specs, tuple_block_bytes, tuple_groups, unify_page_sizes, with_ds_mla_layout)
 
 
 def _exact(message: str) -> str:
@@ -86,12 +86,18 @@ def test_packed_groups_split_balanced_buckets_round_robin_after_the_ones_before(
 
 
 def test_packed_groups_without_a_floor_keep_each_bucket_whole():
-    """Two compressed caches of one page (1,600 B): one bucket, balanced but of one page size, so no floor, no
-    repeats (vLLM: min_repeats_per_group 0, repeats_per_group None) and no sliding bucket to refuse: one group."""
-    groups = packed_groups([_mla(100, 0), _mla(100, 1)], 16)
-    assert _layers(groups) == [[0, 1]]
-    assert groups.bytes_per_block == 3_200
+    """Compressed caches of 100 B a token: two in the model's 16-token block (1,600 B pages), two in blocks of their
+    own 32 tokens (3,200 B): two buckets (one block size a bucket), each balanced but of one page size, so no floor
+    and no repeats (vLLM: min_repeats_per_group 0, repeats_per_group None; two page sizes, so the packed grouping
+    does run) and no sliding bucket to refuse: each bucket one group, the widest 2 x 3,200 = 6,400 B. Two of 1,600 B
+    and one of 800 B in one bucket: unbalanced (2 : 1), no floor, one group of 1,600 + 1,600 + 800 = 4,000 B."""
+    own = [VllmLayerSpec("mla", 100, own_block=32, packed=True, layer=n) for n in (2, 3)]
+    groups = packed_groups([_mla(100, 0), _mla(100, 1), *own], 16)
+    assert _layers(groups) == [[0, 1], [2, 3]]
+    assert groups.bytes_per_block == 6_400
     assert (groups.uniform, groups.padding_layers) == (False, 0)
+    unbalanced = packed_groups([_mla(100, 0), _mla(100, 1), _mla(50, 2)], 16)
+    assert _layers(unbalanced) == [[0, 1, 2]] and unbalanced.bytes_per_block == 4_000
 
 
 def test_packed_groups_refuse_windows_without_a_repeating_pattern():
@@ -137,6 +143,20 @@ def test_tuple_groups_pad_windows_of_the_models_block_to_a_compressed_page():
     assert tuple_block_bytes(groups) == 4_800
     assert tuple_block_bytes(tuple_groups(specs, 16, SLOTS)) == 4_800
     assert (groups.packed, groups.uniform, groups.padding_layers, groups.layout) == (True, False, 0, TUPLES)
+
+
+def test_a_tuple_layout_request_by_hand():
+    """The groups of the test above for a 1,000-token request, 64 batched tokens, 2 batches in flight: the compressed
+    group cdiv(1,000, 16) = 63 blocks, the windows min(7 + 128, 1,000) = 135 tokens, cdiv(135, 16) + 1 = 10.
+    0.22.0 `_max_memory_usage_bytes_from_groups` (kv_cache_utils.py :1768-1788): 2 tuples x (63 + 10) x (800 +
+    1,600) = 350,400 B, no null block. `get_max_concurrency_for_kv_cache_config` (:877-895, a group's page the sum of
+    its layers'): cdiv(63 x 4,800 + 10 x (1,600 + 1,600), 4,800) = cdiv(334,400, 4,800) = 70 blocks a request (69.67);
+    a pool of 700 blocks of 4,800 B holds 10.0 requests."""
+    specs = [_mla(100, 0), _mla(50, 1), _mla(100, 2), _mla(50, 3), _window(60, 8, 4), _window(60, 8, 5)]
+    groups = tuple_groups(specs, 16, TUPLES)
+    assert packed_need_bytes(groups, 1000, 64, 2) == 2 * 73 * 2_400 == 350_400
+    cap = pool_capacity(groups, 4_800 * 700, 1000, 64, inflight=2)
+    assert (cap.num_blocks, cap.blocks_per_request, cap.max_concurrency, cap.kv_cache_tokens) == (700, 70, 10.0, 11_200)
 
 
 def test_tuple_groups_of_deepseek_v4_flash_by_hand():
