@@ -88,7 +88,7 @@ SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/spec_decode.py": [*ENGINE_TESTS, "tests/test_mut_spec.py"],
     "kvplan/planning/engines/vllm.py": ENGINE_TESTS,
     "kvplan/planning/engines/vllm_cudagraph.py": ENGINE_TESTS,
-    "kvplan/planning/engines/vllm_extras.py": ENGINE_TESTS,
+    "kvplan/planning/engines/vllm_extras.py": [*ENGINE_TESTS, "tests/test_mut_extras.py"],
     "kvplan/planning/engines/vllm_kv.py": [*ENGINE_TESTS, "tests/test_mut_kv.py"],
     "kvplan/planning/engines/vllm_mm.py": MM_TESTS,
     "kvplan/planning/engines/vllm_dsv4.py": ENGINE_TESTS,
