@@ -341,6 +341,7 @@ def _notes(model_name=LLAMA, s=None, graph=None, extras=X.Extras(), extra=None):
 
 def test_the_v2_note_where_no_estimate_is_made():
     assert _notes() == [V2_NOTE]                                 # graph None at 0.33: the V2 runner before 0.29
+    assert _notes(s=_s("0.20.0")) == [V2_NOTE]                   # the note's first release
     assert _notes(s=_s(enforce_eager=True)) == []                # no graphs at all
     assert _notes(s=_s("0.19.0")) == []                          # before 0.20 no V2 runner
     assert _notes(s=_s(kv_cache_memory_bytes=GiB)) == [V2_NOTE, POOL_GIVEN]
@@ -360,6 +361,7 @@ def test_an_estimate_not_subtracted_says_so():
     after = ("vLLM estimates 860.00 MiB of CUDA graphs but does not subtract it (VLLM_MEMORY_PROFILER_ESTIMATE_"
              "CUDAGRAPHS=0): the graphs come out of the (1 - utilization) headroom")
     assert _notes(s=_s(cudagraph_estimate=False), graph=GRAPH)[0] == after
+    assert _notes(s=_s("0.20.0", cudagraph_estimate=False), graph=GRAPH)[0] == after     # the default is 1 from 0.20
 
 
 def test_speculative_and_lora_notes():
@@ -370,8 +372,15 @@ def test_speculative_and_lora_notes():
                                "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: 1 layer(s) 218,120,192 B + fc 67,108,864 B")
     assert notes[1].endswith("; its 1 KV layer(s) share the pool, so every token costs the target's bytes and the "
                              "draft's; vLLM counts the draft in 'Model loading took'")
-    assert notes[2].startswith("the drafter's own CUDA graphs are not in kvplan's estimate")
+    assert notes[2] == ("the drafter's own CUDA graphs are not in kvplan's estimate, where vLLM's holds them (V1 "
+                        "captures the drafter inside the target's PIECEWISE graphs, gpu_model_runner.py _dummy_run; "
+                        "V2 from 0.29 measures `speculator.capture()`): the pool may be smaller by their size")
     assert len(_notes(s=_s(spec_tokens=3), extras=spec)) == 2           # no graph: no drafter-graph note
+    # at 0.8.3 the head keeps layer 0's input_layernorm: the note sizes it at the settings' version
+    old = _notes(s=_s("0.8.3", spec_tokens=3, tensor_parallel_size=2), extras=spec)
+    assert old[0].startswith("speculative decoding (eagle, 3 drafted per step): draft weights "
+                             "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: 1 layer(s) 218,120,192 B + fc 67,108,864 B (whole "
+                             "on every rank); ") and "input_layernorm" not in old[0]
     # LoRA on Llama-3.1-8B, 1 adapter of rank 16 with embedding slots, the whole model on TP 1: per layer attention
     # 16 x (4 x 4,096 + 2 x 4,096 + 2 x 1,024) = 16 x 26,624, MLP 16 x (3 x 4,096 + 3 x 14,336) = 16 x 55,296;
     # embed / lm_head 2 x 16 x (128,256 + 4,096)
@@ -383,8 +392,60 @@ def test_speculative_and_lora_notes():
 
 
 def test_deepseek_v3_without_drafting_names_its_idle_mtp_layer():
-    notes = _notes(DSV3, _s(tensor_parallel_size=8), GRAPH, extra={X.GRAPHS: 1})
-    assert len(notes) == 2 and notes[1].startswith("MTP: the checkpoint's 1 MTP layer(s) are not loaded")
+    # TP 8 x DP 2: the MTP layer's experts over the 16 MoE ranks (tests/test_mut_spec.py derives 959,901,856 B =
+    # 228,079,328 whole + 216,059,392 / 8 + 11,277,041,664 / 16 = 915.43 MiB); its KV one more MLA layer,
+    # (512 + 64) x 2 B = 1,152 B a token
+    notes = _notes(DSV3, _s(tensor_parallel_size=8, data_parallel_size=2), GRAPH, extra={X.GRAPHS: 1})
+    assert len(notes) == 2
+    assert notes[1] == ("MTP: the checkpoint's 1 MTP layer(s) are not loaded without speculative decoding (vLLM "
+                        "deepseek_v2.py / qwen3_next.py / qwen3_5.py skip them), so this plan holds none; drafting "
+                        "with them adds 915.43 MiB of weights per GPU and 1,152 B of KV per token: plan with "
+                        "--speculative mtp")
+    assert 959_901_856 / MiB == pytest.approx(915.43, abs=0.005)
+    # TP 8 x DP 3 with expert parallelism: 11 whole experts on the heaviest of 24 ranks (tests/test_mut_spec.py:
+    # 228,079,328 + 27,007,424 + 11 x 44,050,944 = 739,647,136 B = 705.38 MiB)
+    ep = _notes(DSV3, _s(tensor_parallel_size=8, data_parallel_size=3, enable_expert_parallel=True), GRAPH,
+                extra={X.GRAPHS: 1})
+    assert "drafting with them adds 705.38 MiB of weights per GPU" in ep[1]
+    assert 739_647_136 / MiB == pytest.approx(705.38, abs=0.005)
+    # an fp8 cache: 576 x 1 B a token
+    assert "and 576 B of KV per token" in _notes(DSV3, _s(tensor_parallel_size=8, kv_cache_dtype="fp8"), GRAPH,
+                                                 extra={X.GRAPHS: 1})[1]
+
+
+def test_the_mtp_drafting_note_names_the_targets_layers():
+    # --speculative mtp on DeepSeek-V3: the drafter is the checkpoint's one MTP layer (num_nextn_predict_layers 1),
+    # a decoder layer like the last; its KV one more MLA layer
+    notes = _notes(DSV3, _s(tensor_parallel_size=8, spec_tokens=1), extras=X.Extras(Speculative("mtp", 1)))
+    assert notes[1] == ("speculative decoding (mtp, 1 drafted per step): draft weights 1 MTP layer(s): one decoder "
+                        "layer like the last, eh_proj [H, 2H] and norms whole on every rank; embed_tokens and the "
+                        "head shared with the target; its 1 KV layer(s) share the pool, so every token costs the "
+                        "target's bytes and the draft's; vLLM counts the draft in 'Model loading took'")
+
+
+def test_notes_size_experts_over_tp_times_dp():
+    # Mixtral-8x7B LoRA on TP 1 x DP 2, no EP: every expert, its 14,336 rows over the 2 MoE ranks; per layer
+    # 16 x (4 x 4,096 + 2 x 4,096 + 2 x 1,024) + 8 x 16 x (3 x 4,096 + 3 x 7,168) = 296,960 x 16, x 32 layers
+    per_slot = 32 * 16 * (26624 + 8 * (3 * 4096 + 3 * 7168))
+    assert per_slot == 152_043_520
+    notes = _notes("mistralai/Mixtral-8x7B-v0.1", _s(data_parallel_size=2),
+                   extras=X.Extras(lora=LoraSettings(1, 16, embeddings=False)))
+    assert notes[1] == (f"LoRA slots = 1 adapters x (152,043,520 layer + 0 embed/lm_head elements at rank 16) x 2 B = "
+                        f"{per_slot * 2:,} B for the whole model (vLLM lora/layers; counted in 'Model loading took')")
+    # with expert parallelism 4 whole experts of the 8 on each rank: 8 x 16 x ... becomes 4 x 16 x (3 x 4,096 +
+    # 3 x 14,336)
+    whole = 32 * 16 * (26624 + 4 * (3 * 4096 + 3 * 14336))
+    notes = _notes("mistralai/Mixtral-8x7B-v0.1", _s(data_parallel_size=2, enable_expert_parallel=True),
+                   extras=X.Extras(lora=LoraSettings(1, 16, embeddings=False)))
+    assert whole == 126_877_696 and notes[1].startswith("LoRA slots = 1 adapters x (126,877,696 layer + 0 ")
+    # a MoE draft model on TP 2 x DP 2: its routed experts over 4 ranks (fused_moe/config.py, 0.33)
+    qwen = "Qwen/Qwen1.5-MoE-A2.7B-Chat"
+    notes = _notes(qwen, _s(tensor_parallel_size=2, data_parallel_size=2, spec_tokens=2),
+                   extras=X.Extras(Speculative("draft_model", 2, _m(qwen))))
+    assert notes[1] == ("speculative decoding (draft_model, 2 drafted per step): draft weights "
+                        "Qwen/Qwen1.5-MoE-A2.7B-Chat: every weight, split over TP 2, its routed experts over 4 "
+                        "ranks; its 24 KV layer(s) share the pool, so every token costs the target's bytes and the "
+                        "draft's; vLLM counts the draft in 'Model loading took'")
 
 
 # ----------------------------------------------------------------------------- suggested_pool
@@ -483,9 +544,15 @@ def test_stage_specs_widen_mamba_states_with_drafting():
     qwen = _m(QWEN35)
     specs = X.stage_specs(qwen, range(64), 1, BF16, BF16, (0, 33, 0), Speculative("mtp", 1), None, H100)
     assert len(specs) == 65 and specs[-1].kind == "full"
+    # its full-attention layers and the MTP layer: 4 KV heads x 256 x (K, V) x 2 B = 4,096 B a token
+    assert {y.bytes_per_token for y in specs if y.kind == "full"} == {4 * 256 * 2 * 2}
     x = _mamba(specs)
     assert (x.states, x.states_per_block, x.state_bytes) == (4, False, QWEN_STATE + QWEN_COLUMN)
     assert sum(1 for y in specs if y.kind == "mamba") == 48                  # 3 of every 4 layers, each widened
+    assert {(y.states, y.state_bytes) for y in specs if y.kind == "full"} == {(1, 0)}    # attention untouched
+    # prefix caching off: 'none', 1 + 1 pages, the conv state still one column wider
+    off = _mamba(X.stage_specs(qwen, range(64), 1, BF16, BF16, (0, 33, 0), Speculative("mtp", 1), False, H100))
+    assert (off.states, off.states_per_block, off.state_bytes) == (2, False, QWEN_STATE + QWEN_COLUMN)
 
 
 def test_stage_specs_leave_one_state_page_alone():
@@ -507,8 +574,19 @@ def test_stage_specs_of_sparse_mla_on_hopper():
     assert sorted({x.bytes_per_token for x in hopper}) == [132, 656]
     assert sorted({x.bytes_per_token for x in X.stage_specs(v32, range(61), 1, FP8, BF16, (0, 33, 0),
                                                            device=B200)}) == [132, 576]
+    assert sorted({x.bytes_per_token for x in X.stage_specs(v32, range(61), 1, FP8, BF16, (0, 33, 0))}) == \
+        [132, 576]                                                          # no card given: the standard layout
     drafted = X.stage_specs(v32, range(61), 1, FP8, BF16, (0, 33, 0), Speculative("mtp", 1), device=H100)
     assert len(drafted) == len(hopper) + 2 and {x.bytes_per_token for x in drafted[-2:]} == {132, 656}
+
+
+def test_deepseek_v4_keeps_its_own_caches():
+    # DeepSeek-V4's caches are its own (vllm_dsv4, checked by check_dsv4, which refuses a drafter): stage_specs adds
+    # no drafter layer and no Mamba widening to them
+    from kvplan.planning.engines.vllm_dsv4 import dsv4_layer_specs
+    v4 = _m("deepseek-ai/DeepSeek-V4-Flash")
+    assert X.stage_specs(v4, range(3), 1, FP8, BF16, (0, 33, 0), Speculative("mtp", 1)) == \
+        dsv4_layer_specs(v4, range(3))
 
 
 def test_gdn_checkpoint():
