@@ -64,9 +64,9 @@ def _dsv3_shape(**quant):
 
 
 def test_mla_copies_of_deepseek_v3_fp8_at_tp1_and_tp8():
-    assert (MLA_LAYER_TP1, MLA_LAYER_TP8) == (33_554_432, 4_194_304)  # by hand: the arithmetic written above
+    assert (MLA_LAYER_TP1, MLA_LAYER_TP8) == (33_554_432, 4_194_304)  # 512 x 128 (or 16) heads x 256 x 2 B
     shape = _dsv3_shape()
-    assert X.mla_copies_bytes(shape, 1, range(61), 2) == 61 * MLA_LAYER_TP1 == 2_046_820_352  # by hand: the arithmetic written above
+    assert X.mla_copies_bytes(shape, 1, range(61), 2) == 61 * MLA_LAYER_TP1 == 2_046_820_352  # 61 layers x 33,554,432 B
     at_tp8 = X.mla_copies_bytes(shape, 8, range(61), 2)
     assert at_tp8 == 61 * MLA_LAYER_TP8 == 255_852_544        # 244 MiB, the docstring's figure
     assert type(at_tp8) is int                                 # *_bytes are ints (a / would give 255852544.0)
@@ -241,7 +241,7 @@ def _lines(model_name, settings, extras=X.Extras(), layers=None, moe_ranks=1, gr
 
 
 def test_v2_sampler_buffers_on_the_last_stage_only():
-    assert (SAMPLER_K0, SAMPLER_K2) == (576_524_288, 609_357_824)  # by hand: the arithmetic written above
+    assert (SAMPLER_K0, SAMPLER_K2) == (576_524_288, 609_357_824)  # 4,096 B x (140,753 or 148,769) int32 rows
     assert _lines(LLAMA, _s(), v2=True) == {X.SAMPLER_BUFFERS: SAMPLER_K0}   # last stage, nothing received
     assert _lines(LLAMA, _s(), v2=True, last=False) == {}
     assert _lines(LLAMA, _s()) == {}                                          # V1 by default: no such buffers
@@ -282,7 +282,7 @@ def test_a_moe_draft_follows_expert_parallelism():
         {"draft model weights": whole}
 
 
-EAGLE_LAYER_TP2 = (2 * 4096 * 4096 + 2 * 4096 * 1024) * 2 // 2 + 3 * 4096 * 14336 * 2 // 2 + 2 * 4096 * 2  # by hand: the arithmetic written above
+EAGLE_LAYER_TP2 = (2 * 4096 * 4096 + 2 * 4096 * 1024) * 2 // 2 + 3 * 4096 * 14336 * 2 // 2 + 2 * 4096 * 2  # = 218,120,192 B: attention, MLP, norms
 
 
 def test_an_eagle_head_is_sized_at_the_settings_version():
@@ -295,7 +295,7 @@ def test_an_eagle_head_is_sized_at_the_settings_version():
     assert _lines(LLAMA, _s("0.8.3", tensor_parallel_size=2), spec, moe_ranks=2) == \
         {"draft model weights": 218_120_192 + 67_108_864}
     assert _lines(LLAMA, _s("0.8.4", tensor_parallel_size=2), spec, moe_ranks=2) == \
-        {"draft model weights": 218_120_192 + 67_108_864 - 8_192}  # by hand: the arithmetic written above
+        {"draft model weights": 218_120_192 + 67_108_864 - 8_192}  # less 4,096 x 2 B layer-0 norm
 
 
 def test_lora_slots_of_a_stage_under_expert_parallelism():
@@ -305,8 +305,8 @@ def test_lora_slots_of_a_stage_under_expert_parallelism():
     per_layer = 16 * 21504 + 4 * 16 * (3 * 4096 + 3 * 14336)
     lora = X.Extras(lora=LoraSettings(1, 16, embeddings=False))
     s = _s(tensor_parallel_size=2, enable_expert_parallel=True, max_num_seqs=256)
-    assert 16 * per_layer * 2 == 124_256_256  # by hand: the arithmetic written above
-    assert _lines("mistralai/Mixtral-8x7B-v0.1", s, lora, range(16), 2) == {"LoRA adapter slots": 124_256_256}  # by hand: the arithmetic written above
+    assert 16 * per_layer * 2 == 124_256_256  # 16 layers x 3,883,008 x 2 B
+    assert _lines("mistralai/Mixtral-8x7B-v0.1", s, lora, range(16), 2) == {"LoRA adapter slots": 124_256_256}  # as the line above
     # without EP every expert, its 14,336 rows split over the 2 MoE ranks: 8 x 16 x (3 x 4,096 + 3 x 7,168)
     s = _s(tensor_parallel_size=2, max_num_seqs=256)
     assert _lines("mistralai/Mixtral-8x7B-v0.1", s, lora, range(16), 2) == \
@@ -401,13 +401,13 @@ def test_deepseek_v3_without_drafting_names_its_idle_mtp_layer():
                         "deepseek_v2.py / qwen3_next.py / qwen3_5.py skip them), so this plan holds none; drafting "
                         "with them adds 915.43 MiB of weights per GPU and 1,152 B of KV per token: plan with "
                         "--speculative mtp")
-    assert 959_901_856 / MiB == pytest.approx(915.43, abs=0.005)  # by hand: the arithmetic written above
+    assert 959_901_856 / MiB == pytest.approx(915.43, abs=0.005)  # 959,901,856 / 1,048,576
     # TP 8 x DP 3 with expert parallelism: 11 whole experts on the heaviest of 24 ranks (tests/test_mut_spec.py:
     # 228,079,328 + 27,007,424 + 11 x 44,050,944 = 739,647,136 B = 705.38 MiB)
     ep = _notes(DSV3, _s(tensor_parallel_size=8, data_parallel_size=3, enable_expert_parallel=True), GRAPH,
                 extra={X.GRAPHS: 1})
     assert "drafting with them adds 705.38 MiB of weights per GPU" in ep[1]
-    assert 739_647_136 / MiB == pytest.approx(705.38, abs=0.005)  # by hand: the arithmetic written above
+    assert 739_647_136 / MiB == pytest.approx(705.38, abs=0.005)  # 739,647,136 / 1,048,576
     # an fp8 cache: 576 x 1 B a token
     assert "and 576 B of KV per token" in _notes(DSV3, _s(tensor_parallel_size=8, kv_cache_dtype="fp8"), GRAPH,
                                                  extra={X.GRAPHS: 1})[1]
@@ -437,7 +437,7 @@ def test_notes_size_experts_over_tp_times_dp():
     whole = 32 * 16 * (26624 + 4 * (3 * 4096 + 3 * 14336))
     notes = _notes("mistralai/Mixtral-8x7B-v0.1", _s(data_parallel_size=2, enable_expert_parallel=True),
                    extras=X.Extras(lora=LoraSettings(1, 16, embeddings=False)))
-    assert whole == 126_877_696 and notes[1].startswith("LoRA slots = 1 adapters x (126,877,696 layer + 0 ")  # by hand: the arithmetic written above
+    assert whole == 126_877_696 and notes[1].startswith("LoRA slots = 1 adapters x (126,877,696 layer + 0 ")  # 32 x 16 x 247,808
     # a MoE draft model on TP 2 x DP 2: its routed experts over 4 ranks (fused_moe/config.py, 0.33)
     qwen = "Qwen/Qwen1.5-MoE-A2.7B-Chat"
     notes = _notes(qwen, _s(tensor_parallel_size=2, data_parallel_size=2, spec_tokens=2),
@@ -459,12 +459,12 @@ def test_suggested_pool_counts_an_applied_estimate_twice_from_0_27():
     # MiB too
     extra = {X.SAMPLER_BUFFERS: 500 * MiB, X.GRAPHS: 860 * MiB}
     graph = SimpleNamespace(total_bytes=860 * MiB)
-    assert X.suggested_pool(_s("0.26.0"), 80 * GiB, HEAD, extra, graph) == (62464 - 500 - 860 - 150) * MiB  # by hand: the arithmetic written above
-    assert X.suggested_pool(_s("0.27.0"), 80 * GiB, HEAD, extra, graph) == (62464 - 500 - 860 - 860 - 150) * MiB  # by hand: the arithmetic written above
+    assert X.suggested_pool(_s("0.26.0"), 80 * GiB, HEAD, extra, graph) == (62464 - 500 - 860 - 150) * MiB  # 80 GiB - 19 GiB = 62,464 MiB
+    assert X.suggested_pool(_s("0.27.0"), 80 * GiB, HEAD, extra, graph) == (62464 - 500 - 860 - 860 - 150) * MiB  # applied 860 MiB twice
     # a captured-after line is not counted again beside the graph itself
     captured = {X.GRAPHS_CAPTURED: 860 * MiB}
-    assert X.suggested_pool(_s("0.27.0"), 80 * GiB, HEAD, captured, graph) == (62464 - 860 - 150) * MiB  # by hand: the arithmetic written above
-    assert X.suggested_pool(_s("0.19.0"), 80 * GiB, HEAD, {}, None) == (62464 - 150) * MiB  # by hand: the arithmetic written above
+    assert X.suggested_pool(_s("0.27.0"), 80 * GiB, HEAD, captured, graph) == (62464 - 860 - 150) * MiB  # captured once
+    assert X.suggested_pool(_s("0.19.0"), 80 * GiB, HEAD, {}, None) == (62464 - 150) * MiB  # 0.19: the 150 MiB only
 
 
 def test_suggested_pool_none_before_0_19_or_with_a_given_pool_and_never_negative():
@@ -533,7 +533,7 @@ def _mamba(specs):
 
 
 def test_stage_specs_widen_mamba_states_with_drafting():
-    assert (JAMBA_STATE, QWEN_STATE) == (311_296, 3_207_168)  # by hand: the arithmetic written above
+    assert (JAMBA_STATE, QWEN_STATE) == (311_296, 3_207_168)  # 3 x 16,384 + 262,144; 3 x 20,480 + 3,145,728
     jamba = _m(JAMBA)
     x = _mamba(X.stage_specs(jamba, range(32), 1, BF16, BF16, (0, 33, 0)))
     assert (x.states, x.states_per_block, x.state_bytes) == (2, False, JAMBA_STATE)     # 'align', k = 0

@@ -154,9 +154,9 @@ def test_a_tuple_layout_request_by_hand():
     a pool of 700 blocks of 4,800 B holds 10.0 requests."""
     specs = [_mla(100, 0), _mla(50, 1), _mla(100, 2), _mla(50, 3), _window(60, 8, 4), _window(60, 8, 5)]
     groups = tuple_groups(specs, 16, TUPLES)
-    assert packed_need_bytes(groups, 1000, 64, 2) == 2 * 73 * 2_400 == 350_400  # by hand: the arithmetic written above
+    assert packed_need_bytes(groups, 1000, 64, 2) == 2 * 73 * 2_400 == 350_400  # the docstring's (63 + 10) blocks
     cap = pool_capacity(groups, 4_800 * 700, 1000, 64, inflight=2)
-    assert (cap.num_blocks, cap.blocks_per_request, cap.max_concurrency, cap.kv_cache_tokens) == (700, 70, 10.0, 11_200)  # by hand: the arithmetic written above
+    assert (cap.num_blocks, cap.blocks_per_request, cap.max_concurrency, cap.kv_cache_tokens) == (700, 70, 10.0, 11_200)  # 700 / 70; 700 x 16 tokens
 
 
 def test_tuple_groups_of_deepseek_v4_flash_by_hand():
