@@ -66,3 +66,33 @@ def test_the_report_scores_a_shard_and_marks_a_survivor_without_a_reason():
     # 2 killed (one a timeout) of 3 decided = 66.7 %; 1 of 3 without the timeout = 33.3 %; the segfault apart
     assert f"| `{MOD}` | 4 | 2 (1) | 1 | 1 | 66.7 | 5 | 33.3 | 12.5 |" in report
     assert "- `x_f__mutmut_1` (kvplan/planning/engines/lora.py): `-    x = 1` `+    x = 2` — **no reason" in report
+
+
+def test_a_rerun_names_what_was_not_killed_and_keeps_the_kills():
+    old = {"module": MOD, "tests": ["a"], "seconds": None, "timeout_multiplier": 15, "blob": "b1",
+           "statuses": {"x_f__mutmut_1": "killed", "x_f__mutmut_2": "survived", "x_f__mutmut_3": "not checked",
+                        "x_f__mutmut_4": "timeout", "x_g__mutmut_1": "no tests"},
+           "survivors": {"x_f__mutmut_2": ["- a", "+ b"], "x_g__mutmut_1": ["- c", "+ d"]}}
+    names = mutation.rerun_names(old)
+    # killed and timeout stand; a mutant with no tests is a pattern (mutmut's exact lookup raises KeyError on it)
+    assert names == ["x_f__mutmut_2", "x_f__mutmut_3", "x_g__mutmut_1*"]
+    # the fresh copy lists every mutant, those it did not run "not checked"; it killed _2, _3 survived, _g1 killed
+    new = {**old, "seconds": 40.0, "statuses": {"x_f__mutmut_1": "not checked", "x_f__mutmut_2": "killed",
+                                                "x_f__mutmut_3": "survived", "x_f__mutmut_4": "not checked",
+                                                "x_g__mutmut_1": "killed"},
+           "survivors": {"x_f__mutmut_3": ["- e", "+ f"]}}
+    merged = mutation.merge_again(old, new, names)
+    assert merged["statuses"] == {"x_f__mutmut_1": "killed", "x_f__mutmut_2": "killed", "x_f__mutmut_3": "survived",
+                                  "x_f__mutmut_4": "timeout", "x_g__mutmut_1": "killed"}
+    assert merged["survivors"] == {"x_f__mutmut_3": ["- e", "+ f"]}
+    assert merged["again"] == {"seconds": None, "tests": ["a"], "rerun": 3, "kills_kept": 2}
+    assert mutation.counts(merged) == {"mutants": 5, "killed": 4, "survived": 1, "other": 0, "timeouts": 1}
+    assert "40.0: a rerun of the 3 mutants a run stopped midway did not kill (2 kills kept from it)" \
+        in mutation.write_report({MOD: merged}, {})
+
+
+def test_a_rerun_is_refused_once_the_module_changed(monkeypatch, capsys):
+    monkeypatch.setattr(mutation, "blob", lambda module, tree=None: "new")
+    monkeypatch.setattr(mutation, "run_shard", lambda *a: pytest.fail("ran a changed module"))
+    assert mutation.again({MOD: {"blob": "old"}}, ["lora.py"], 2) == 2
+    assert "changed since its recorded run" in capsys.readouterr().err

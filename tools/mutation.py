@@ -6,6 +6,7 @@ Opt-in (never in CI): `pip install mutmut==3.8.1`, then
     python tools/mutation.py --only lora.py       # shards whose module path ends with a name
     python tools/mutation.py --report-only        # rewrite docs/mutation.md from docs/mutation.json
     python tools/mutation.py --collect /tmp/kvplan-mutation-XXXX kvplan/config/parse.py   # a shard stopped midway
+    python tools/mutation.py --again vllm.py      # rerun only the mutants the recorded run did not kill
 
 Each shard mutates one module against the test files that exercise it (mutmut's own run over the whole suite
 takes hours on 2 cores; a shard takes seconds to minutes). It runs in a temporary copy of the committed tree
@@ -14,6 +15,13 @@ docs/mutation.json; docs/mutation.md is written from it with, for every survivin
 may stand (docs/mutation_reasons.json, keyed by the module and the mutated line): an equivalent mutant, or a
 behaviour no test can observe. A survivor without a reason is a missing test.
 
+`--again` reruns, in a fresh copy, only the recorded shard's survivors and unchecked mutants, and keeps the recorded
+kills: mutmut numbers a module's mutants the same way while its source is the same, so it is refused unless the
+module's git blob at HEAD is the one the record was measured on (`blob`). Tests only added since cannot revive a
+killed mutant; the record says which run its kills come from (`again`). A survivor costs a full run of its tests
+(about 40 s of CPU on the engine selection) and a killed mutant a few seconds, so after new tests this is the cheap
+way to measure them.
+
 The score is killed / (killed + survived + untested): a timeout counts as killed (the mutant hung the code), a
 mutant mutmut could not check at all is reported apart.
 """
@@ -21,6 +29,7 @@ mutant mutmut could not check at all is reported apart.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -110,8 +119,15 @@ KILLED = {"killed", "timeout"}
 SURVIVED = {"survived", "no tests"}
 
 
-def run_shard(module: str, tests: list[str], jobs: int) -> dict:
-    """Mutate `module` in a fresh copy of HEAD, run `tests` against every mutant, return the statuses and diffs."""
+def blob(module: str, tree: Path = REPO) -> str:
+    """The git blob of `module` as it is in `tree`: what a record's mutant names are numbered against."""
+    return subprocess.run(["git", "hash-object", str(tree / module)], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def run_shard(module: str, tests: list[str], jobs: int, names: list[str] | None = None) -> dict:
+    """Mutate `module` in a fresh copy of HEAD, run `tests` against every mutant (or only the mutants `names`
+    matches, fnmatch patterns), return the statuses and diffs."""
     with tempfile.TemporaryDirectory(prefix="kvplan-mutation-") as tmp:
         work = Path(tmp)
         archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True).stdout
@@ -129,9 +145,26 @@ def run_shard(module: str, tests: list[str], jobs: int) -> dict:
             "also_copy=\n    model_configs\n    validation\n    docs\n    tools\n    app_pages\n    app.py\n")
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         start = time.monotonic()
-        subprocess.run(["mutmut", "run", "--max-children", str(jobs)], cwd=work, env=env, check=False,
+        subprocess.run(["mutmut", "run", "--max-children", str(jobs), *(names or [])], cwd=work, env=env, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # exits 1 when a mutant survives
         return collect(work, module, tests, round(time.monotonic() - start, 1))
+
+
+def rerun_names(shard: dict) -> list[str]:
+    """The mutants of a recorded run to run again: all but the killed. A mutant no test covered is named as a pattern
+    (`NAME*`, which also matches NAME0-NAME9...: rerun too, harmlessly): mutmut 3.8.1 looks an exact name's tests up
+    in its coverage map and raises KeyError where there are none (`tests_for_mutant_names`)."""
+    return sorted(n + "*" if s == "no tests" else n for n, s in shard["statuses"].items() if s not in KILLED)
+
+
+def merge_again(old: dict, new: dict, names: list[str]) -> dict:
+    """The recorded run with the rerun mutants' statuses replaced by the new run's."""
+    rerun = {n for n in new["statuses"] if any(fnmatch.fnmatchcase(n, p) for p in names)}
+    statuses = {**old["statuses"], **{n: new["statuses"][n] for n in rerun}}
+    survivors = {n: d for n, d in {**old["survivors"], **new["survivors"]}.items() if statuses.get(n) in SURVIVED}
+    first = old.get("again", {"seconds": old["seconds"], "tests": old["tests"]})
+    return {**new, "statuses": statuses, "survivors": survivors,
+            "again": {**first, "rerun": len(rerun), "kills_kept": sum(s in KILLED for s in old["statuses"].values())}}
 
 
 def collect(work: Path, module: str, tests: list[str], seconds: float | None) -> dict:
@@ -142,7 +175,7 @@ def collect(work: Path, module: str, tests: list[str], seconds: float | None) ->
     statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
     diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
     return {"module": module, "tests": tests, "seconds": seconds, "statuses": statuses, "survivors": diffs,
-            "timeout_multiplier": TIMEOUT_MULTIPLIER}
+            "timeout_multiplier": TIMEOUT_MULTIPLIER, "blob": blob(module, work)}
 
 
 def _diff(work: Path, env: dict, name: str) -> list[str]:
@@ -214,7 +247,7 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
         total = {k: total[k] + c[k] for k in total}
         lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | "
                      f"{c['other']} | {score(c):.1f} | {shard.get('timeout_multiplier', 5)} | {floor(c):.1f} | "
-                     f"{shard['seconds'] or 'stopped midway'} | {_tests(shard['tests'])} |")
+                     f"{_seconds(shard)} | {_tests(shard['tests'])} |")
     lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
                f"{total['other']} | {score(total):.1f} | | {floor(total):.1f} | | |"), ""]
     waiting = [m for m in SHARDS if m not in results]
@@ -227,6 +260,15 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
             why = reasons.get(reason_key(module, diff), "**no reason: a missing test**")
             lines.append(f"- `{name.split('.')[-1]}` ({module}): " + " ".join(f"`{d}`" for d in diff) + f" — {why}")
     return "\n".join(lines) + "\n"
+
+
+def _seconds(shard: dict) -> str:
+    if "again" not in shard:
+        return str(shard["seconds"] or "stopped midway")
+    a = shard["again"]
+    before = f"a run of {a['seconds']} s" if a["seconds"] else "a run stopped midway"
+    return (f"{shard['seconds'] or 'stopped midway'}: a rerun of the {a['rerun']} mutants {before} did not kill "
+            f"({a['kills_kept']} kills kept from it)")
 
 
 def _tests(tests: list[str]) -> str:
@@ -245,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="shards whose module path ends with one of these")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/mutation.md from docs/mutation.json")
+    parser.add_argument("--again", nargs="*", default=None,
+                        help="rerun only what the recorded run of these shards did not kill (same module source)")
     parser.add_argument("--collect", nargs=2, metavar=("DIR", "MODULE"),
                         help="record what an interrupted shard's copy (DIR, kept under /tmp) measured of MODULE")
     args = parser.parse_args(argv)
@@ -255,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         tests = [t.strip() for t in selection.split("timeout_multiplier")[0].split()]
         results[module] = collect(work, module, tests, None)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if args.again is not None:
+        return again(results, args.again, args.jobs)
     if not args.report_only and not args.collect:
         chosen = [m for m in SHARDS if args.only is None or any(m.endswith(o) for o in args.only)]
         if not chosen:
@@ -265,15 +311,43 @@ def main(argv: list[str] | None = None) -> int:
             c = counts(shard)
             print(f"{module}: {c['killed']}/{c['killed'] + c['survived']} killed ({score(c):.1f} %), "
                   f"{shard['seconds']} s", file=sys.stderr)
-            # read the file again: a shard runs for minutes to an hour, and the record may have been edited (another
-            # shard's run, a merge) meanwhile; only this shard's entry is replaced
-            results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-            results[module] = shard
-            RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")   # each shard kept as it ends
-            prune_reasons(module, shard)
+            record(module, shard)
+    write_all()
+    return 0
+
+
+def record(module: str, shard: dict) -> None:
+    """Keep a finished shard in docs/mutation.json and prune its reasons. The file is read again: a shard runs for
+    minutes to an hour, and the record may have been edited (another shard's run, a merge) meanwhile; only this
+    shard's entry is replaced."""
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results[module] = shard
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    prune_reasons(module, shard)
+
+
+def write_all() -> None:
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     reasons = json.loads(REASONS.read_text()) if REASONS.exists() else {}
     REPORT.write_text(write_report(results, reasons))
-    return 0
+
+
+def again(results: dict, only: list[str], jobs: int) -> int:
+    chosen = [m for m in results if any(m.endswith(o) for o in only)]
+    for module in chosen:
+        old = results[module]
+        if old.get("blob") != blob(module):
+            print(f"mutation: {module} changed since its recorded run (or the record has no blob): run it whole "
+                  f"with --only", file=sys.stderr)
+            return 2
+        names = rerun_names(old)
+        shard = merge_again(old, run_shard(module, SHARDS[module], jobs, names), names)
+        c = counts(shard)
+        print(f"{module}: {c['killed']}/{c['killed'] + c['survived']} killed ({score(c):.1f} %), {len(names)} "
+              f"rerun in {shard['seconds']} s", file=sys.stderr)
+        record(module, shard)
+    write_all()
+    return 0 if chosen else 2
 
 
 if __name__ == "__main__":
