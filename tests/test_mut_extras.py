@@ -7,7 +7,9 @@ hand (named where it is used)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import lru_cache
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +29,7 @@ FP8 = resolve_dtype("fp8")
 
 LLAMA = "meta-llama/Llama-3.1-8B"        # 32 layers, hidden 4,096, 32 x 128 heads, 8 KV heads, MLP 14,336, V 128,256
 DSV3 = "deepseek-ai/DeepSeek-V3"         # 61 MLA layers: kv_lora_rank 512, 128 heads, qk_nope 128, v_head_dim 128; fp8
+ROOT = Path(__file__).resolve().parents[1]
 JAMBA = "ai21labs/AI21-Jamba-1.5-Mini"   # Mamba-1 mixers beside attention (hybrid)
 QWEN35 = "Qwen/Qwen3.5-27B"              # gated-DeltaNet beside full attention, linear_key_head_dim 128, 1 MTP layer
 NEMOTRON_H = "nvidia/Nemotron-H-56B-Base-8K"   # Mamba-2 mixers, attention and MLP-only layers
@@ -596,3 +599,35 @@ def test_gdn_checkpoint():
     assert X.gdn_checkpoint(qwen, (0, 33, 0), False, H100) is False        # 'none': no alignment
     assert X.gdn_checkpoint(qwen, (0, 33, 0), None, A100) is False
     assert X.gdn_checkpoint(_m(NEMOTRON_H), (0, 33, 0), None, H100) is False  # Mamba-2, not gated DeltaNet
+
+
+def test_a_hybrid_draft_models_states_widen_before_0_19_too():
+    # Jamba-1.5-Mini drafting 2 tokens for itself: before 0.19 (MAMBA_MODES_FROM) vLLM has no mamba_cache_mode, one
+    # state page a request, but the conv state still holds kernel - 1 + k columns (mamba_utils.py): 311,296 +
+    # 2 x 16,384 = 344,064 B in the target's 28 Mamba layers and the drafter's 28 (its states priced in the model
+    # dtype, as the target's)
+    jamba = _m(JAMBA)
+    specs = X.stage_specs(jamba, range(32), 1, BF16, BF16, (0, 18, 0), Speculative("draft_model", 2, jamba))
+    mambas = [x for x in specs if x.kind == "mamba"]
+    assert len(mambas) == 2 * 28
+    assert {(x.states, x.states_per_block, x.state_bytes) for x in mambas} == {(1, False, JAMBA_STATE + 2 * JAMBA_COLUMN)}
+    assert JAMBA_STATE + 2 * JAMBA_COLUMN == 344_064        # 311,296 + 32,768
+
+
+def test_an_eagle3_heads_lm_head_pads_its_draft_vocabulary_to_64():
+    # the EAGLE-3 head of Llama-3.1-8B with a draft vocabulary of 32,001 rows: vLLM's ParallelLMHead pads it to
+    # 32,064 (501 x 64, vocab_parallel_embedding.py pad_vocab_size, 0.33): 32,064 x 4,096 x 2 B = 262,668,288 B on
+    # TP 1, not 32,001 x 8,192 = 262,152,192. The rest as llama_eagle3.py builds it: one layer of attention
+    # (2 x 4,096 x 4,096 + 2 x 4,096 x 1,024) x 2 B = 83,886,080 + MLP 3 x 4,096 x 14,336 x 2 B = 352,321,536 + 2 norms
+    # 16,384 = 436,224,000 B; fc [H, 3H] 3 x 4,096 x 4,096 x 2 B = 100,663,296; q/k/v's second hidden (4,096 +
+    # 2 x 1,024) x 4,096 x 2 B = 50,331,648; d2t 32,001 x 8 B = 256,008
+    card = json.loads((ROOT / "model_configs" / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    head = load_model({**card, "draft_vocab_size": 32001})
+    notes = _notes(s=_s(spec_tokens=3), extras=X.Extras(Speculative("eagle3", 3, head)))
+    assert notes[1] == ("speculative decoding (eagle3, 3 drafted per step): draft weights custom: 1 layer(s) "
+                        "436,224,000 B + fc 100,663,296 B (whole on every rank) + q/k/v over 2 x hidden 50,331,648 B "
+                        "+ lm_head 32,001 x 4,096 / TP 262,668,288 B + d2t 256,008 B + hidden_norm and final norm "
+                        "16,384 B; embed_tokens shared with the target; its 1 KV layer(s) share the pool, so every "
+                        "token costs the target's bytes and the draft's; vLLM counts the draft in 'Model loading "
+                        "took'")
+    assert 32064 * 4096 * 2 == 262_668_288          # the padded rows above
