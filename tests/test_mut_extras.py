@@ -630,4 +630,4 @@ def test_an_eagle3_heads_lm_head_pads_its_draft_vocabulary_to_64():
                         "16,384 B; embed_tokens shared with the target; its 1 KV layer(s) share the pool, so every "
                         "token costs the target's bytes and the draft's; vLLM counts the draft in 'Model loading "
                         "took'")
-    assert 32064 * 4096 * 2 == 262_668_288          # the padded rows above
+    assert 32064 * 4096 * 2 == 262_668_288          # 501 x 64 rows x 4,096 x 2 B
