@@ -25,8 +25,9 @@ from kvplan.config.load import load_model
 from kvplan.errors import WorkloadError
 from kvplan.planning.engines.vllm_dsv4 import dsv4_layer_specs
 from kvplan.planning.engines.vllm_kv import (
-    SLOTS, TUPLES, VllmLayerSpec, approximate_gcd, kv_groups, packed_groups, packed_need_bytes, pool_capacity,
-    rank_layer_specs, tuple_block_bytes, tuple_groups, unify_page_sizes, with_ds_mla_layout)
+    SLOTS, TUPLES, VllmLayerSpec, approximate_gcd, kv_groups, max_usage_bytes, packed_groups, packed_need_bytes,
+    pool_capacity, rank_layer_specs, tuple_block_bytes, tuple_groups, unify_page_sizes, vllm_ssm_dtype,
+    with_ds_mla_layout)
 
 
 def _exact(message: str) -> str:
@@ -232,3 +233,70 @@ def test_deepseek_v32_indexer_keys_share_the_latent_group():
     ds = kv_groups(with_ds_mla_layout(specs, model, 8), 64)
     assert ds.uniform and len(ds.groups) == 1
     assert ds.bytes_per_block == 64 * 61 * (656 + 132) == 3_076_352
+
+
+# ----------------------------------------------------------------------------- kv_groups of hand-built layers
+
+
+def test_a_stage_of_shared_layers_only_is_refused_in_words():
+    with pytest.raises(WorkloadError, match=_exact(
+            "a pipeline stage would hold only layers that reuse other stages' KV caches (KV sharing), which kvplan "
+            "does not plan: use fewer pipeline stages")):
+        kv_groups([], 16)
+
+
+def test_one_kind_is_one_uniform_group_without_padding():
+    # two Mamba states of 4,096 and 2,048 B and no attention layer: nothing to pad them to (vLLM pads a state to the
+    # attention page), so one uniform group of 4,096 + 2,048 = 6,144 B a block and no padding layers
+    groups = kv_groups([VllmLayerSpec("mamba", 0, state_bytes=4096), VllmLayerSpec("mamba", 0, state_bytes=2048)], 16)
+    assert groups.uniform is True and groups.padding_layers == 0 and groups.bytes_per_block == 6_144  # 4,096 + 2,048
+    assert [x.padded_bytes for x in groups.groups[0]] == [0, 0]
+
+
+def test_group_size_is_the_larger_count_only_under_one_and_a_half_times_the_smaller():
+    # v1/core/kv_cache_utils.py (0.19-0.33): `if max_num_layers < min_num_layers * 1.5: group_size = max`. Block 16,
+    # 64 B a token (1,024 B pages). 2 full + 3 sliding: 3 < 3.0 is false, so groups of 2: [2 full], [2 sliding],
+    # [1 sliding + 1 padding]; 2 full + 2 sliding: 2 < 3, one group of each kind
+    full, sliding = VllmLayerSpec("full", 64), VllmLayerSpec("sliding", 64, window=4)
+    odd = kv_groups([full, full, sliding, sliding, sliding], 16)
+    assert [len(g) for g in odd.groups] == [2, 2, 2] and odd.padding_layers == 1 and odd.uniform is False
+    even = kv_groups([full, full, sliding, sliding], 16)
+    assert [len(g) for g in even.groups] == [2, 2] and even.padding_layers == 0
+
+
+def test_a_window_span_by_hand():
+    # SlidingWindowSpec.max_memory_usage_bytes: (cdiv(min(W - 1 + batched, L), block) + 1) pages. W 4, 14 batched
+    # tokens: 3 + 14 = 17 tokens, cdiv(17, 16) + 1 = 3 pages of 16 x 64 = 1,024 B (16 tokens would take 2)
+    assert max_usage_bytes(VllmLayerSpec("sliding", 64, window=4), 16, 1000, 14) == 3 * 1024
+
+
+def test_a_uniform_sliding_model_counts_its_batches_in_flight():
+    # every layer sliding (one uniform group): blocks a request needs = cdiv(sum of spans, the block's bytes). W 4,
+    # 16 batched tokens, 2 batches in flight: 3 + 2 x 16 = 35 tokens, cdiv(35, 16) + 1 = 4 pages a layer (one batch:
+    # 19 tokens, 3 pages); two layers of 1,024 B pages: cdiv(2 x 4 x 1,024, 2,048) = 4 blocks; a pool of 40 blocks
+    # serves 10 requests
+    sliding = VllmLayerSpec("sliding", 64, window=4)
+    groups = kv_groups([sliding, sliding], 16)
+    cap = pool_capacity(groups, 40 * 2048, 1000, 16, inflight=2)
+    assert (cap.num_blocks, cap.blocks_per_request, cap.max_concurrency, cap.kv_cache_tokens) == (40, 4, 10.0, 640)
+
+
+def test_a_pool_of_layers_that_cache_nothing_has_no_blocks():
+    # a layer of 0 B a token gives 0 B blocks: no blocks (no division by zero), no tokens, no concurrency
+    cap = pool_capacity(kv_groups([VllmLayerSpec("full", 0)], 16), 1 << 30, 1000, 16)
+    assert (cap.num_blocks, cap.kv_cache_tokens, cap.max_concurrency) == (0, 0, 0.0)
+
+
+def test_a_request_of_no_tokens_reports_no_concurrency():
+    # max_model_len 0: cdiv(0, 16) = 0 blocks a request, and the concurrency is reported 0.0, not a division by zero
+    cap = pool_capacity(kv_groups([VllmLayerSpec("full", 64)], 16), 10 * 1024, 0, 16)
+    assert (cap.num_blocks, cap.blocks_per_request, cap.max_concurrency) == (10, 0, 0.0)
+
+
+def test_nemotron_h_ssm_state_dtype_by_release():
+    # model_executor/models/config.py NemotronHForCausalLMConfig: float16 on 0.13-0.19 (0.19.0 :483), float32 from
+    # 0.20 (0.20.1 :409); before 0.13 no such class: the model dtype (None). Nemotron-H-56B names no
+    # mamba_ssm_cache_dtype
+    model = load_model("nvidia/Nemotron-H-56B-Base-8K")
+    assert [vllm_ssm_dtype(model, v) for v in [(0, 12, 0), (0, 13, 0), (0, 19, 0), (0, 20, 1)]] == [
+        None, "float16", "float16", "float32"]
