@@ -513,3 +513,24 @@ def test_the_mtp_note_names_each_familys_fused_projection():
     # what TP 2 saves is half of all but the whole part (52,224 B: tests/test_ranks.py), the fc's half among it
     assert one[0] - two[0] == (one[0] - 52_224) // 2 == 424_673_280      # (849,398,784 - 52,224) / 2
     assert _mtp_bytes(load_model(DSV3).require_arch(), BF16, 8, 8)[1] == MTP_NOTE.format(1)
+
+
+def test_a_draft_model_in_the_target_layout_names_its_split():
+    # SGLang under DP attention: a draft model's attention over the attention TP (2), the rest over the layout's TP
+    # (4); a dense draft says nothing of routed experts whatever the MoE ranks (8)
+    target, draft = load_model(LLAMA), load_model("meta-llama/Llama-3.2-1B")
+    _, how = draft_weight_bytes(target, Speculative("draft_model", 1, draft), BF16, 2, 8, layout_tp=4)
+    assert how == "meta-llama/Llama-3.2-1B: every weight, split over TP 4, its attention over 2"
+    _, how = draft_weight_bytes(target, Speculative("draft_model", 1, draft), BF16, 2, 2)
+    assert how == "meta-llama/Llama-3.2-1B: every weight, split over TP 2"
+
+
+def test_an_eagle_head_with_routed_experts_honours_expert_parallel():
+    # a head of MoE layers (vLLM's EAGLE heads for DeepSeek / Llama 4 are MoE decoder layers: deepseek_eagle.py,
+    # llama4_eagle.py), here Qwen1.5-MoE's 24 layers of 60 experts (3 x 2,048 x 1,408 x 2 B = 17,301,504 B each) on 8
+    # ranks: whole experts put ceil(60 / 8) = 8 on the heaviest rank, sharding gives each 60 / 8 = 7.5 experts'
+    # worth: 0.5 x 17,301,504 x 24 = 207,618,048 B more
+    head = Speculative("eagle", 1, load_model("Qwen/Qwen1.5-MoE-A2.7B-Chat"))
+    ep = draft_weight_bytes(load_model(LLAMA), head, BF16, 8, 8, expert_parallel=True)[0]
+    sharded = draft_weight_bytes(load_model(LLAMA), head, BF16, 8, 8)[0]
+    assert ep - sharded == 207_618_048     # 0.5 x 17,301,504 x 24
