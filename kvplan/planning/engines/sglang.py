@@ -27,7 +27,7 @@ from . import spec_decode
 from .lora import LoraSettings
 from .sglang_layers import cell_specs, dsa_kv_dtype, is_dsa, state_bytes_per_request
 from .sglang_notes import engine_warnings, plan_notes
-from .sglang_pool import (LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
+from .sglang_pool import (DEFAULT_VERSION, LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
                           batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
                           resolve_fraction, stage_pool, swa_floor_full_tokens, vlm_factor)
 from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, TOWER_EVERY_STAGE, lm_head_every_stage,
@@ -47,6 +47,24 @@ class Stage:
     weights_bytes: int
     specs: list
     pool: StagePool
+
+
+# The releases whose wheels the rules were read from (sglang_rules' docstring: each minor release 0.5.1-0.5.23);
+# 0.4.x is planned for its start-up logs' mem_fraction_static (validation/sglang_calibration.csv: 0.88 at TP1, 0.85
+# at TP4) with 0.5.1's pool rules, a newer release with 0.5.23's: either is said in the plan, never assumed silently
+OLDEST_READ = (0, 5, 1)
+
+
+def _release_notes(version: tuple[int, int, int]) -> list[str]:
+    """Llama-3.1-8B asked of SGLang 0.5.24: planned as 0.5.23, and the plan says so."""
+    if version > DEFAULT_VERSION:
+        return [f"SGLang {release_text(version)} is newer than {release_text(DEFAULT_VERSION)}, the newest release "
+                "kvplan's rules were read from: planned with those rules"]
+    if version < OLDEST_READ:
+        return [f"SGLang {release_text(version)} is older than {release_text(OLDEST_READ)}, the oldest release "
+                "kvplan's pool rules were read from: mem_fraction_static follows the 0.4.x start-up logs, the rest "
+                f"is planned with {release_text(OLDEST_READ)}'s rules"]
+    return []
 
 
 def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction: float | None, max_len: int,
@@ -104,7 +122,7 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
                                     fraction, dp, expert_parallel, speculative, lora, version),
         formula=_formula(device, fraction, rest, stages, binding, extra, settings),
         notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len)
-        + ([_swa_floor_note(model, head.pool, floor, settings)] if tokens < floor else []),
+        + ([_swa_floor_note(model, head.pool, floor, settings)] if tokens < floor else []) + _release_notes(version),
         warnings=engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
     )
 
