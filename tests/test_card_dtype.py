@@ -56,7 +56,10 @@ def test_sglang_refuses_cards_below_sm75():
 
 @pytest.mark.parametrize("gpu, version, runs", [
     ("T4", "0.11.0", False),     # Fp8Config 0.11: 80
-    ("T4", "0.19.0", True),      # 0.19+: 75 (weight-only Marlin below 8.9)
+    ("T4", "0.13.0", False),     # 0.13.0: 80
+    ("T4", "0.14.0", True),      # 0.14.0+: 75 (weight-only Marlin below 8.9)
+    ("T4", "0.18.0", True),
+    ("T4", "0.19.0", True),
     ("T4", "0.33.0", True),
     ("V100", "0.19.0", False),   # 7.0 < 7.5 at every release
     ("V100", "0.33.0", False),
@@ -71,7 +74,7 @@ def test_fp8_weights_run_from_the_releases_minimum_capability(gpu, version, runs
 
 
 def test_the_t4_refusal_at_011_names_the_release_that_runs_it():
-    with pytest.raises(WorkloadError, match=r"or vLLM 0\.19\+ \(7\.5\), or leave --quantization fp8 out"):
+    with pytest.raises(WorkloadError, match=r"or vLLM 0\.14\+ \(7\.5\), or leave --quantization fp8 out"):
         _plan("T4", quantization="fp8", engine_version="0.11.0")
 
 

@@ -114,8 +114,8 @@ def _fp8_refusal(version: str, need: str, gpu: str, cc: str, hint: bool, online:
     """The refusal, with the release hint where the card runs fp8 on a later vLLM (T4 at 7.5)."""
     return (re.escape(f"vLLM {version} runs FP8 weights on compute capability {need} and newer, and the {gpu} has "
                       f"{cc}: pick a newer card")
-            # the release that first takes 7.5: kvplan says 0.19, the wheels say 0.14 (see the module docstring)
-            + (r", or vLLM 0\.1[49]\+ \(7\.5\)" if hint else "")
+            # the release that first takes 7.5: 0.14.0 (Fp8Config.get_min_capability returns 75; 80 in 0.13.0)
+            + (re.escape(", or vLLM 0.14+ (7.5)") if hint else "")
             + (re.escape(", or leave --quantization fp8 out") if online else ""))
 
 
@@ -144,7 +144,7 @@ def test_a_checkpoints_fp8_weights_are_refused_without_the_online_fix():
 
 
 @pytest.mark.parametrize("gpu, version", [
-    ("T4", "0.19.0"), ("T4", "0.33.0"),                  # 75 from 0.19 (and 0.14, by the wheels)
+    ("T4", "0.14.0"), ("T4", "0.19.0"), ("T4", "0.33.0"),   # 75 from 0.14.0
     ("A100-SXM-80GB", "0.11.0"), ("A100-SXM-80GB", "0.13.0"),   # 8.0 >= 80: runs at every release
     ("H100-SXM", "0.13.0"), ("MI300X", "0.13.0"),        # no compute capability (AMD): not checked
 ])

@@ -213,7 +213,7 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
     if shape.quant is not None and shape.quant.method == "fp8" and cc is not None and cc < (8, 9):
         # no FP8 tensor cores below 8.9 (T4, A10, A100; L40 is 8.9): `Fp8LinearMethod` stores the weights in fp8 and
         # runs Marlin's weight-only kernel ('For GPUs that lack FP8 hardware support, we can leverage the Marlin
-        # kernel'; utils/marlin_utils_fp8.py `is_fp8_marlin_supported`: 7.5, 0.19-0.33)
+        # kernel'; utils/marlin_utils_fp8.py `is_fp8_marlin_supported`: 8.0 to 0.13, 7.5 from 0.14.0)
         notes.append(f"FP8 weights on the {device.name} (compute capability {cc[0]}.{cc[1]}, no FP8 tensor cores) run "
                      "through vLLM's weight-only Marlin kernel: stored in fp8 as planned, computed in 16-bit")
     if shape.quant is not None and shape.quant.method == "mxfp4" and cc == (9, 0):
@@ -323,20 +323,24 @@ def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]
     return notes
 
 
+FP8_ON_SM75_FROM = (0, 14)   # Fp8Config.get_min_capability: 80 in 0.13.0, 75 in 0.14.0
+
+
 def check_fp8_card(shape, device: GPU, version: tuple[int, int, int], online: bool) -> None:
     """vLLM refuses a quantization method below its minimum compute capability (config/model.py
     `_verify_quantization` -> `verify_quantization`: 'The quantization method fp8 is not supported for the current
-    GPU'). FP8 (`Fp8Config.get_min_capability`, model_executor/layers/quantization/fp8.py) needs 8.0 in 0.11 and 7.5
-    from 0.19: a T4 (7.5) runs fp8 at 0.19+, a V100 (7.0) never does. `shape`: the one planned, online
+    GPU'). FP8 (`Fp8Config.get_min_capability`, model_executor/layers/quantization/fp8.py) needs 8.0 in 0.11.0-0.13.0
+    (returns 80) and 7.5 from 0.14.0 (returns 75; read in 0.14.0, 0.16.0, 0.18.0, 0.19.0, 0.33.0): a T4 (7.5) runs fp8
+    at 0.14+, a V100 (7.0) never does. `shape`: the one planned, online
     quantization applied (`online`: from --quantization, not the checkpoint)."""
     cc = device.compute_capability
     if shape.quant is None or shape.quant.method != "fp8" or cc is None:
         return
-    need = (8, 0) if version[:2] < (0, 19) else (7, 5)
+    need = (8, 0) if version[:2] < FP8_ON_SM75_FROM else (7, 5)
     if cc < need:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version[:2]))} runs FP8 weights on compute capability "
                             f"{need[0]}.{need[1]} and newer, and the {device.name} has {cc[0]}.{cc[1]}: pick a newer "
-                            "card" + (", or vLLM 0.19+ (7.5)" if need == (8, 0) and cc >= (7, 5) else "")
+                            "card" + (", or vLLM 0.14+ (7.5)" if need == (8, 0) and cc >= (7, 5) else "")
                             + (", or leave --quantization fp8 out" if online else ""))
 
 
