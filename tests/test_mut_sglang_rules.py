@@ -87,7 +87,8 @@ def _graphs(version, architecture="LlamaForCausalLM", *, pp=1, dp_attention=1, l
     ((0, 5, 17), {"mla": True}, False), ((0, 5, 18), {"mla": True}, True),
     ((0, 5, 16), {"lora": True}, False), ((0, 5, 16), {"dp_attention": 2}, False),
     ((0, 5, 17), {"lora": True}, True),
-    ((0, 5, 17), {"architecture": "NemotronHForCausalLM"}, False), ((0, 5, 18), {"architecture": "NemotronHForCausalLM"}, True),
+    ((0, 5, 17), {"architecture": "NemotronHForCausalLM"}, False),
+    ((0, 5, 18), {"architecture": "NemotronHForCausalLM"}, True),
     ((0, 5, 17), {}, True),
     # Qwen3.5 joins the breakable multimodal list in 0.5.16
     ((0, 5, 15), {"architecture": "Qwen3_5ForConditionalGeneration"}, False),
@@ -108,7 +109,8 @@ def test_a_release_outside_the_ones_read_is_said():
             "those rules") in newer.notes
     older = plan(llama, engine="sglang", gpu="H100", max_model_len=8192, engine_version="0.4.3")
     assert ("SGLang 0.4.3 is older than 0.5.1, the oldest release kvplan's pool rules were read from: "
-            "mem_fraction_static follows the 0.4.x start-up logs, the rest is planned with 0.5.1's rules") in older.notes
+            "mem_fraction_static follows the 0.4.x start-up logs, the rest is planned with 0.5.1's rules"
+            ) in older.notes
     for version in ("0.5.1", "0.5.23"):
         notes = plan(llama, engine="sglang", gpu="H100", max_model_len=8192, engine_version=version).notes
         assert not any("kvplan's rules were read from" in n or "pool rules were read from" in n for n in notes)

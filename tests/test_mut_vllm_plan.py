@@ -8,12 +8,15 @@ Figures come from hand arithmetic on the inputs written beside them; a note or r
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
 from kvplan import load_model
+from kvplan.config.load import as_model
 from kvplan.errors import WorkloadError
 from kvplan.gpus import resolve_gpu
 from kvplan.planning.planner import plan
@@ -607,3 +610,70 @@ def test_a_pool_that_passes_the_bytes_check_can_still_be_blocks_short():
     assert [n for n in p.notes if n.startswith("vLLM starts")] == [
         "vLLM starts (its check is in bytes) with a max concurrency of 0.94: one 4,096-token request takes 838 blocks "
         "and the pool holds 789, so it needs 3.06 MiB more, or a shorter max_model_len"]   # 789 / 838; 3,211,264 B
+
+
+# ----------------------------------------------------------------------------- plan_vllm: max_model_len auto
+
+_AUTO_LLAMA = "meta-llama/Llama-3.1-8B"       # 131,072 positions: on an L4 far more than one request fits
+
+
+@pytest.mark.parametrize("settings", [
+    {"quantization": "fp8"},                  # online fp8 weights: a larger pool, a longer auto length
+    {"lora": {"max_loras": 2}},               # LoRA slots: a smaller pool
+    {"usage_context": "llm_class"},           # the LLM class's batch defaults (8,192 tokens on a card < 70 GiB)
+])
+def test_max_model_len_auto_plans_the_settings_it_was_given(settings):
+    # vLLM 0.14+ `_maybe_auto_fit_max_model_len`: plan the config's length, then the longest one request fits, with
+    # the same settings both times: the auto plan is the explicit plan at that length, and differs from the plan
+    # without the settings
+    model = load_model(_AUTO_LLAMA)
+    auto = plan(model, engine="vllm", gpu="L4", max_model_len=-1, **settings)
+    config = plan(model, engine="vllm", gpu="L4", max_model_len=131_072, **settings)   # its positions
+    explicit = plan(model, engine="vllm", gpu="L4", max_model_len=auto.max_model_len, **settings)
+    bare = plan(model, engine="vllm", gpu="L4", max_model_len=-1)
+    assert auto.max_model_len == config.max_model_len_that_fits != bare.max_model_len
+    assert (auto.weights_bytes, auto.kv_cache_tokens, auto.max_num_batched_tokens) == (
+        explicit.weights_bytes, explicit.kv_cache_tokens, explicit.max_num_batched_tokens)
+    assert auto.notes[0] == (f"max_model_len auto: {auto.max_model_len:,} tokens, the longest one request fits (of "
+                             "the config's 131,072)")
+
+
+def test_max_model_len_auto_keeps_the_image_limit():
+    # Qwen2.5-VL-7B language-model-only: no vision tower loaded, no encoder cache, a longer auto length than with it
+    model = load_model("Qwen/Qwen2.5-VL-7B-Instruct")
+    auto = plan(model, engine="vllm", gpu="L4", max_model_len=-1, language_model_only=True)
+    explicit = plan(model, engine="vllm", gpu="L4", max_model_len=auto.max_model_len,
+                            language_model_only=True)
+    assert (auto.weights_bytes, auto.kv_cache_tokens) == (explicit.weights_bytes, explicit.kv_cache_tokens)
+    assert auto.max_model_len > plan(model, engine="vllm", gpu="L4", max_model_len=-1).max_model_len
+
+
+def test_max_model_len_auto_returns_the_first_plan_when_nothing_fits():
+    # Llama-3.1-70B in bf16 (about 141 GB of weights) on one L4: no length fits, the config's plan comes back as is
+    model = load_model("meta-llama/Llama-3.1-70B")
+    auto = plan(model, engine="vllm", gpu="L4", max_model_len=-1)
+    assert not auto.fits and auto.max_model_len_that_fits == 0 and auto.max_model_len == 131_072   # its positions
+    assert not any(n.startswith("max_model_len auto") for n in auto.notes)
+
+
+def test_speculative_decoding_is_refused_under_pipeline_parallelism():
+    with pytest.raises(WorkloadError, match=_exact("kvplan sizes speculative decoding without pipeline parallelism: "
+                                                   "use PP 1")):
+        plan(load_model(_AUTO_LLAMA), engine="vllm", gpu="H100", pp=2,
+                     speculative={"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"})
+
+
+def test_the_drafting_note_counts_the_drafted_tokens():
+    p = plan(load_model(_AUTO_LLAMA), engine="vllm", gpu="H100", max_model_len=8192,
+                     speculative={"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                  "num_speculative_tokens": 3})
+    assert any(n.startswith("speculative decoding (eagle3, 3 drafted per step): ") for n in p.notes)
+
+
+def test_max_model_len_auto_of_a_one_position_config():
+    # the smallest length that fits is still planned and named: a Llama-3.2-1B config cut to 1 position on an H100
+    folder = Path(__file__).resolve().parents[1] / "model_configs"
+    data = json.loads((folder / "meta-llama__Llama-3.2-1B.json").read_text())
+    p = plan(as_model({**data, "max_position_embeddings": 1}), engine="vllm", gpu="H100", max_model_len=-1)
+    assert p.max_model_len == 1
+    assert p.notes[0] == "max_model_len auto: 1 tokens, the longest one request fits (of the config's 1)"
