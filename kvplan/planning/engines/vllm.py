@@ -337,10 +337,11 @@ def check_fp8_card(shape, device: GPU, version: tuple[int, int, int], online: bo
     if shape.quant is None or shape.quant.method != "fp8" or cc is None:
         return
     need = (8, 0) if version[:2] < FP8_ON_SM75_FROM else (7, 5)
+    later = f", or vLLM {'.'.join(map(str, FP8_ON_SM75_FROM))}+ (7.5)" if need == (8, 0) and cc >= (7, 5) else ""
     if cc < need:
         raise WorkloadError(f"vLLM {'.'.join(map(str, version[:2]))} runs FP8 weights on compute capability "
                             f"{need[0]}.{need[1]} and newer, and the {device.name} has {cc[0]}.{cc[1]}: pick a newer "
-                            "card" + (", or vLLM 0.14+ (7.5)" if need == (8, 0) and cc >= (7, 5) else "")
+                            "card" + later
                             + (", or leave --quantization fp8 out" if online else ""))
 
 
