@@ -64,7 +64,9 @@ def test_the_report_scores_a_shard_and_marks_a_survivor_without_a_reason():
     shard["statuses"]["x_f__mutmut_4"] = "segfault"
     report = mutation.write_report({MOD: shard}, {})
     # 2 killed (one a timeout) of 3 decided = 66.7 %; 1 of 3 without the timeout = 33.3 %; the segfault apart
-    assert f"| `{MOD}` | 4 | 2 (1) | 1 | 1 | 66.7 | 5 | 33.3 | 12.5 |" in report
+    assert f"| `{MOD}` | 4 | 2 (1) | 1 | 1 | 66.7 | 5 | 33.3 | 12.5 | older |" in report  # a record without a blob
+    shard["blob"] = mutation.blob(MOD)
+    assert f"| 12.5 | current |" in mutation.write_report({MOD: shard}, {})
     assert "- `x_f__mutmut_1` (kvplan/planning/engines/lora.py): `-    x = 1` `+    x = 2` — **no reason" in report
 
 

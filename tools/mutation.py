@@ -246,20 +246,22 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
              "stops a mutant at (its tests' time + 1 s) x M of wall time: a shard measured at M = 5 on a loaded "
              "machine may have recorded slow survivors as timeouts, so its timeouts are unverified and the column "
              "'if no timeout killed' gives its score with every timeout counted a survivor; shards at M = 15 "
-             "(mutmut's default, from this session on) leave room for a 3-fold slowdown.")
+             "(mutmut's default) leave room for a 3-fold slowdown. 'source': current where the shard ran on the "
+             "module as it is now, older where the module has changed since (that score is the older source's until "
+             "the shard runs again).")
     lines = ["# Mutation testing", "", intro, "",
              "| module | mutants | killed (of them timeouts) | survived | other | score % | M | if no timeout killed % "
-             "| seconds | tests |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| seconds | source | tests |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     total = {"mutants": 0, "killed": 0, "survived": 0, "other": 0, "timeouts": 0}
     for module, shard in sorted(results.items()):
         c = counts(shard)
         total = {k: total[k] + c[k] for k in total}
         lines.append(f"| `{module}` | {c['mutants']} | {c['killed']} ({c['timeouts']}) | {c['survived']} | "
                      f"{c['other']} | {score(c):.1f} | {shard.get('timeout_multiplier', 5)} | {floor(c):.1f} | "
-                     f"{_seconds(shard)} | {_tests(shard['tests'])} |")
+                     f"{_seconds(shard)} | {_source(module, shard)} | {_tests(shard['tests'])} |")
     lines += [(f"| all | {total['mutants']} | {total['killed']} ({total['timeouts']}) | {total['survived']} | "
-               f"{total['other']} | {score(total):.1f} | | {floor(total):.1f} | | |"), ""]
+               f"{total['other']} | {score(total):.1f} | | {floor(total):.1f} | | | |"), ""]
     waiting = [m for m in SHARDS if m not in results]
     if waiting:
         lines += ["Shards not measured yet (`python tools/mutation.py --only NAME`): "
@@ -279,6 +281,13 @@ def _seconds(shard: dict) -> str:
     before = f"a run of {a['seconds']} s" if a["seconds"] else "a run stopped midway"
     return (f"{shard['seconds'] or 'stopped midway'}: a rerun of the {a['rerun']} mutants {before} did not kill "
             f"({a['kills_kept']} kills kept from it)")
+
+
+def _source(module: str, shard: dict) -> str:
+    """Whether the shard was measured on the module as it is now: "current", or "older" once the module changed
+    since (its score stands for the older source until the shard runs again, whole)."""
+    path = REPO / module
+    return "current" if path.exists() and shard.get("blob") == blob(module) else "older"
 
 
 def _tests(tests: list[str]) -> str:
