@@ -152,7 +152,8 @@ def run_shard(module: str, tests: list[str], jobs: int, names: list[str] | None 
             "also_copy=\n    model_configs\n    validation\n    docs\n    tools\n    app_pages\n    app.py\n")
         # CI=true: hypothesis's "ci" profile (derandomize=True), as .ci/run has it. A random draw in the clean run once
         # found a fuzz case the suite did not expect (test_planner's fp8-calibrated card) and mutmut stopped the whole
-        # shard at "Failed to run clean test", every mutant "not checked"; derandomized, every mutant sees the same cases
+        # shard at "Failed to run clean test", every mutant "not checked"; derandomized, each mutant sees the same
+        # cases
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CI": "true"}
         start = time.monotonic()
         subprocess.run(["mutmut", "run", "--max-children", str(jobs), *(names or [])], cwd=work, env=env, check=False,
