@@ -332,6 +332,15 @@ def test_a_card_without_bfloat16_says_so_at_the_head_of_the_notes():
     ({"engine": "hf", "engine_version": "0.19.0"},
      "transformers' generate has no engine_version setting kvplan models: leave it out, or plan for vLLM"),
     ({"enable_prefix_caching": "y" * 50}, "enable_prefix_caching must be true or false, got '" + "y" * 40 + "'"),
+    # "LLM" once planned `vllm serve`'s defaults without a word: only "llm_class" picks the LLM class's
+    ({"usage_context": "LLM"},
+     "unknown usage context 'LLM': use api_server (`vllm serve`) or llm_class (vLLM's offline LLM class)"),
+    ({"usage_context": "llm_class", "engine": "sglang"},
+     "SGLang has no LLM-class batch defaults (usage context llm_class is vLLM's offline LLM class): leave it out, "
+     "or plan with vllm"),
+    ({"usage_context": "llm_class", "engine": "hf"},
+     "transformers' generate has no LLM-class batch defaults (usage context llm_class is vLLM's offline LLM class): "
+     "leave it out, or plan with vllm"),
 ])
 def test_planner_refusals_word_for_word(kwargs, message):
     with pytest.raises(WorkloadError, match=_exact(message)):

@@ -32,6 +32,9 @@ from .result import Plan, checked
 __all__ = ["ENGINES", "Plan", "context_warning", "plan"]
 
 ENGINES = ("vllm", "sglang", "hf")
+# vLLM's entry points, each with its own batch defaults (engine/arg_utils.py get_batch_defaults, UsageContext
+# OPENAI_API_SERVER and LLM_CLASS): `vllm serve` and the offline LLM class; SGLang and transformers have one
+USAGE_CONTEXTS = ("api_server", "llm_class")
 
 
 def _checkpoint_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> DType | None:
@@ -112,6 +115,13 @@ def _plan(model: ModelSpec | str, *, engine: str = defaults.ENGINE, gpu: str | G
     model = as_model(model)
     if engine not in ENGINES:
         raise WorkloadError(f"unknown engine {shown(engine)}: use one of {', '.join(ENGINES)}")
+    # any other string planned `vllm serve`'s defaults silently ("LLM" is not "llm_class")
+    if usage_context not in USAGE_CONTEXTS:
+        raise WorkloadError(f"unknown usage context {shown(usage_context)}: use api_server (`vllm serve`) or "
+                            "llm_class (vLLM's offline LLM class)")
+    if usage_context != "api_server" and engine != "vllm":
+        raise WorkloadError(f"{ENGINE_NAMES[engine]} has no LLM-class batch defaults (usage context llm_class is "
+                            "vLLM's offline LLM class): leave it out, or plan with vllm")
     engine_settings(engine, quantization=quantization, engine_version=engine_version, block_size=block_size,
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, dp=dp,
                     expert_parallel=expert_parallel, enforce_eager=enforce_eager,
