@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.planning.engines.vllm_profile import batch_defaults, parse_version
+from kvplan.planning.planner import plan
 from kvplan.units import GiB
 
 H100 = int(79.19 * GiB)      # torch.cuda.mem_get_info total of an H100 SXM
@@ -121,3 +122,18 @@ def test_an_l4_at_0_8_0_profiles_1024_sampler_rows():
     assert at_080.activation_bytes == 1024 * 152064 * 14 + 3 * 2048 * 3584 * 2    # 2,224,029,696 B
     assert at_090.activation_bytes == 256 * 152064 * 14 + 3 * 2048 * 3584 * 2     # 589,031,424 B
     assert at_080.kv_pool_bytes == at_090.kv_pool_bytes - (1024 - 256) * 152064 * 14
+
+
+def test_an_llm_class_plan_prints_the_batch_it_was_sized_with():
+    """`vllm serve` takes the API server's batch defaults, not the LLM class's (0.33 engine/arg_utils.py
+    get_batch_defaults): an H100 (>= 70 GiB, not an A100) gives the LLM class 16,384 tokens and `vllm serve` 8,192,
+    an L4 (< 70 GiB) 8,192 and 2,048. The command carries the LLM class's budget so that running it sizes the same
+    pool; a budget the user gave is printed once."""
+    def command(**kw):
+        return plan("meta-llama/Llama-3.1-8B", max_model_len=8192, usage_context="llm_class", **kw).vllm_command
+    assert command(gpu="H100").endswith(
+        "--max-model-len 8192 --max-num-seqs 1024 --max-num-batched-tokens 16384 --gpu-memory-utilization 0.92")
+    assert "--max-num-seqs 256 --max-num-batched-tokens 8192 " in command(gpu="L4")
+    given = command(gpu="H100", max_num_batched_tokens=4096)   # 4,096 as given, not the default 16,384
+    assert given.count("--max-num-batched-tokens") == 1 and "--max-num-batched-tokens 4096 " in given
+    assert "--max-num-batched-tokens" not in plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192).vllm_command

@@ -112,9 +112,13 @@ def _given_flags(max_num_batched_tokens: int | None, block_size: int | None):
     """The command carries the batch and block the plan was sized with when the user set them: without the flag
     vLLM takes its own (Llama-3.1-8B on an H100 at --max-num-batched-tokens 2048: 453,248 KV tokens planned, where
     the default 8,192 gives 452,096)."""
-    flags = "".join(f" --{flag} {value}" for flag, value in (("max-num-batched-tokens", max_num_batched_tokens),
-                                                              ("block-size", block_size)) if value is not None)
-    return lambda p: p.model_copy(update={"vllm_command": p.vllm_command + flags}) if flags else p
+    flags = [f" --{flag} {value}" for flag, value in (("max-num-batched-tokens", max_num_batched_tokens),
+                                                       ("block-size", block_size)) if value is not None]
+
+    def given(p: Plan) -> Plan:   # an LLM-class command carries the batch already (vllm_command)
+        extra = "".join(f for f in flags if f.split()[0] not in p.vllm_command.split())
+        return p.model_copy(update={"vllm_command": p.vllm_command + extra}) if extra else p
+    return given
 
 
 def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantization, limit: int | None,
@@ -478,6 +482,10 @@ def vllm_command(name: str, s: VllmSettings, kv: DType, quantization, extras: Ex
     if s.enable_expert_parallel:
         parts.append("--enable-expert-parallel")
     parts += [f"--max-model-len {s.max_model_len}", f"--max-num-seqs {s.max_num_seqs}"]
+    if s.usage_context == "llm_class":
+        # planned with the LLM class's batch defaults, which `vllm serve` does not take (0.33 engine/arg_utils.py
+        # get_batch_defaults: 16,384 tokens against 8,192 on an H100): the command carries the budget it was sized with
+        parts.append(f"--max-num-batched-tokens {s.max_num_batched_tokens}")
     if s.kv_cache_memory_bytes is not None:
         parts.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
     else:
