@@ -9,6 +9,8 @@ nvidia-smi figure. Sizes are binary (kvplan.units.fmt_bytes: two decimals, KiB /
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from kvplan.planning.engines.sglang_layers import pooled_layers, state_bytes_per
 from kvplan.planning.engines.sglang_pool import LOAD_EXTRA_BYTES, PRELOAD_BYTES
 from kvplan.planning.planner import plan
 
+REPO = Path(__file__).resolve().parents[1]
 MiB = 2**20
 GiB = 2**30
 
@@ -225,7 +228,17 @@ GPT_OSS_SWA = ("sliding layers in SGLang's SWA pool, which holds swa_full_tokens
                "(model_config.is_hybrid_swa_model)")
 
 
-def test_gpt_oss_swa_note_by_card_and_drafting():
+def _gpt_oss_head(tmp_path) -> dict:
+    """An EAGLE-3 head as wide as gpt-oss (hidden 2,880; yuhuili's Llama-3.1-8B head reads 4,096-wide states and is
+    refused on it): yuhuili's config with gpt-oss-20b's hidden size, heads and head_dim."""
+    config = json.loads((REPO / "model_configs" / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    config.update(hidden_size=2880, num_attention_heads=64, num_key_value_heads=8, head_dim=64)  # gpt-oss-20b's
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return {**EAGLE, "model": str(path)}
+
+
+def test_gpt_oss_swa_note_by_card_and_drafting(tmp_path):
     """0.5.9 server_args.py:1278-1290: gpt-oss keeps the SWA pool on Hopper, not with trtllm_mha (the SM 10.x
     default) or drafting. The B200's SM major is 10 (compute capability 10.0)."""
     name = "openai/gpt-oss-20b"
@@ -236,7 +249,7 @@ def test_gpt_oss_swa_note_by_card_and_drafting():
     assert b200.notes == BASE + [B200_CARD, REQ_4096,
                                  "SGLang 0.5.9 disables gpt-oss's SWA pool with trtllm_mha, Blackwell's default "
                                  "backend (server_args.py): every layer holds the full context"]
-    drafted = _sglang(name, gpu="H100", max_model_len=8192, engine_version="0.5.9", speculative=EAGLE)
+    drafted = _sglang(name, gpu="H100", max_model_len=8192, engine_version="0.5.9", speculative=_gpt_oss_head(tmp_path))
     # 0.5.9 drafting: max(48, 2,048) = 2,048 rows x 8,196 x 4 = 67,141,632 B = 64 MiB + 32,768 B = 64.03 MiB
     assert drafted.notes == BASE + [
         H100_CARD, _req("2,048 x 8,196 x 4 B = 64.03 MiB", True),

@@ -534,3 +534,80 @@ def test_an_eagle_head_with_routed_experts_honours_expert_parallel():
     ep = draft_weight_bytes(load_model(LLAMA), head, BF16, 8, 8, expert_parallel=True)[0]
     sharded = draft_weight_bytes(load_model(LLAMA), head, BF16, 8, 8)[0]
     assert ep - sharded == 207_618_048     # 0.5 x 17,301,504 x 24
+
+
+# ----------------------------------------------------------------------------- an EAGLE head and its target's width
+
+GPT_OSS = "openai/gpt-oss-20b"   # hidden_size 2,880 (its config.json)
+
+
+def _head(tmp_path: Path, **fields) -> Speculative:
+    """yuhuili's EAGLE-3 head for Llama-3.1-8B (hidden 4,096, 1 layer, draft_vocab_size 32,000) with `fields` set."""
+    data = json.loads((REPO / "model_configs" / "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**data, **fields}))
+    return Speculative("eagle3", 3, load_model(path))
+
+
+def _fc_bytes(spec: Speculative, target: str) -> int:
+    """The fc term of the head's breakdown, '... + fc N B (whole on every rank)'."""
+    return int(re.search(r"\+ fc ([\d,]+) B", draft_weight_bytes(load_model(target), spec, BF16, 1, 1)[1])
+               .group(1).replace(",", ""))
+
+
+def test_an_eagle_head_for_another_width_is_refused():
+    """llama_eagle3.py (vLLM 0.33, SGLang 0.5.23): fc takes target_hidden_size (else hidden_size) per aux state, so
+    yuhuili's head reads 4,096-wide states, and gpt-oss-20b's are 2,880: the engine fails at its first forward.
+    EAGLE-1's fc [2H] reads the embedding and the target's state, both its hidden_size."""
+    message = (f"{HEAD} reads hidden states 4,096 wide (its hidden_size), and {GPT_OSS}'s are 2,880: use an EAGLE "
+               f"head trained for {GPT_OSS}")
+    _refused(load_model(GPT_OSS), Speculative("eagle3", 3, load_model(HEAD)), message)
+    _refused(load_model(GPT_OSS), Speculative("eagle", 3, load_model(HEAD)), message)
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(WorkloadError, match=_exact(message)):
+            plan(GPT_OSS, engine=engine, gpu="H100", max_model_len=8192,
+                 speculative={"method": "eagle3", "num_speculative_tokens": 3, "model": HEAD})
+    assert check(load_model(LLAMA), Speculative("eagle3", 3, load_model(HEAD))).draft.name == HEAD
+
+
+def test_an_eagle3_fc_reads_target_hidden_size_and_the_aux_states(tmp_path):
+    """fc [hidden, target_hidden_size x num_aux_hidden_states] (llama_eagle3.py, both engines; the aux count from
+    num_aux_hidden_states, else eagle_config.eagle_aux_hidden_state_layer_ids, else 3), whole on every rank, bf16:
+    yuhuili's 3 x 4,096 x 4,096 x 2 B = 100,663,296 B; with target_hidden_size 2,880 (a 4,096-wide head for
+    gpt-oss) 3 x 2,880 x 4,096 x 2 = 70,778,880 B, accepted on gpt-oss-20b and refused on Llama-3.1-8B."""
+    assert _fc_bytes(Speculative("eagle3", 3, load_model(HEAD)), LLAMA) == 100_663_296   # 3 x 4,096 x 4,096 x 2
+    wide = _head(tmp_path, target_hidden_size=2880)
+    assert _fc_bytes(wide, GPT_OSS) == 70_778_880                                       # 3 x 2,880 x 4,096 x 2
+    _refused(load_model(LLAMA), wide, f"{wide.draft.name} reads hidden states 2,880 wide (its target_hidden_size), "
+                                      f"and {LLAMA}'s are 4,096: use an EAGLE head trained for {LLAMA}")
+    four = _head(tmp_path, num_aux_hidden_states=4)
+    assert _fc_bytes(four, LLAMA) == 134_217_728                                         # 4 x 4,096 x 4,096 x 2
+    five = _head(tmp_path, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 9, 17, 25, 30]})
+    assert _fc_bytes(five, LLAMA) == 167_772_160                                         # 5 x 4,096 x 4,096 x 2
+
+
+def test_an_eagle3_heads_fc_input_norms_are_counted(tmp_path):
+    """norm_before_fc: input_norm, an RMSNorm over the whole fc input, 3 x 4,096 x 2 B = 24,576 B; fc_norm: one
+    RMSNorm [4,096] per aux state, 24,576 B too; both whole on every rank (llama_eagle3.py, both engines)."""
+    def total(spec):
+        return draft_weight_bytes(load_model(LLAMA), spec, BF16, 1, 1)[0]
+
+    plain = total(Speculative("eagle3", 3, load_model(HEAD)))
+    assert total(_head(tmp_path, norm_before_fc=True)) - plain == 24_576          # 3 x 4,096 x 2 B
+    assert total(_head(tmp_path, eagle_config={"norm_before_fc": True}, fc_norm=True)) - plain == 49_152  # twice
+    assert "+ fc 100,663,296 B (whole on every rank) + fc input norms 24,576 B + q/k/v" in draft_weight_bytes(
+        load_model(LLAMA), _head(tmp_path, fc_norm=True), BF16, 1, 1)[1]       # 3 x 4,096 x 4,096 x 2 B, as above
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"eagle_config": {"use_aux_hidden_state": False}}, "eagle_config.use_aux_hidden_state false"),
+    ({"use_aux_norm": True}, "use_aux_norm"),
+    ({"bias": True, "use_aux_norm": True}, "use_aux_norm, bias"),
+])
+def test_an_eagle3_setting_the_engines_read_apart_is_refused(tmp_path, fields, named):
+    """vLLM 0.33 builds no fc without aux hidden states; SGLang 0.5.23 reads use_aux_norm as fc_norm and bias as the
+    fc's bias, vLLM neither (llama_eagle3.py of each): kvplan names the setting rather than size one reading."""
+    head = _head(tmp_path, **fields)
+    _refused(load_model(LLAMA), head, f"{head.draft.name} sets {named}, which vLLM and SGLang build differently and "
+                                      "kvplan does not size: plan the head as the engine you run reads it, or "
+                                      "without drafting")

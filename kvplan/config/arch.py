@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from ..dtypes import BFLOAT16, DType
 from ..errors import ConfigError
-from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, LayerDims, Mamba2Dims, MambaDims, MLPDims, MoEDims,
-                          QuantDims, interned)
+from ..model.arch import (ArchShape, AttentionDims, DeltaNetDims, EagleFc, LayerDims, Mamba2Dims, MambaDims, MLPDims,
+                          MoEDims, QuantDims, interned)
 from . import gemma, inkling, looped, recurrent
 from .deepseek_v4 import deepseek_v4
 from .quant import parse_quant
@@ -99,6 +99,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
         draft_vocab=_draft_vocab(data),
+        eagle_fc=_eagle_fc(data, hidden) if _draft_vocab(data) else None,
         embed_dim=_embed_dim(f, hidden),
     ))
 
@@ -157,6 +158,27 @@ def _draft_vocab(data: Mapping[str, Any]) -> int:
     if not (isinstance(arch, list) and any(isinstance(a, str) and "Eagle" in a for a in arch)):
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _eagle_fc(data: Mapping[str, Any], hidden: int) -> EagleFc:
+    """An EAGLE-3 head's fc as vLLM 0.33 and SGLang 0.5.23 read it (llama_eagle3.py, both): target_hidden_size
+    (else hidden_size) x num_aux_hidden_states (else the length of eagle_config.eagle_aux_hidden_state_layer_ids,
+    else 3); norm_before_fc (eagle_config's, else the config's) adds input_norm over that width, fc_norm one norm per
+    state. The engines part on eagle_config.use_aux_hidden_state false (vLLM builds no fc), use_aux_norm (SGLang's
+    name for fc_norm) and bias (SGLang's fc bias): kvplan names them rather than size one engine's reading."""
+    def number(value: Any, default: int) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+    eagle = data.get("eagle_config") if isinstance(data.get("eagle_config"), Mapping) else {}
+    ids = eagle.get("eagle_aux_hidden_state_layer_ids")
+    aux = number(data.get("num_aux_hidden_states"), len(ids) if isinstance(ids, list) and ids else 3)
+    unsized = [name for name, on in (("eagle_config.use_aux_hidden_state false",
+                                      eagle.get("use_aux_hidden_state", True) is False),
+                                     ("use_aux_norm", bool(data.get("use_aux_norm"))),
+                                     ("bias", bool(data.get("bias")))) if on]
+    return EagleFc(number(data.get("target_hidden_size"), hidden), aux,
+                   bool(eagle.get("norm_before_fc", data.get("norm_before_fc", False))), bool(data.get("fc_norm")),
+                   ", ".join(unsized))
 
 
 def _dtype(text: Mapping[str, Any], quant: QuantDims | None, notes: list[str]) -> DType:

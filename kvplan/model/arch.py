@@ -164,6 +164,19 @@ class QuantDims:
 
 
 @dataclass(frozen=True)
+class EagleFc:
+    """An EAGLE-3 head's fc: it maps `aux_states` of the target's hidden states, each `target_hidden` wide, to the
+    head's hidden size (vLLM 0.33 and SGLang 0.5.23 llama_eagle3.py: fc [hidden, target_hidden_size x
+    num_aux_hidden_states]). yuhuili's head for Llama-3.1-8B: 3 x 4,096 into 4,096, 100,663,296 B in bf16."""
+
+    target_hidden: int          # target_hidden_size, or the head's hidden_size
+    aux_states: int             # num_aux_hidden_states, or len(eagle_config.eagle_aux_hidden_state_layer_ids), or 3
+    norm_before_fc: bool = False   # an RMSNorm over the whole fc input (input_norm)
+    fc_norm: bool = False          # one RMSNorm per aux state, each target_hidden wide
+    unsized: str = ""           # a setting the engines read apart, which kvplan does not size: named, refused
+
+
+@dataclass(frozen=True)
 class ArchShape:
     """Everything the parameter count needs, per layer. Built only by `parse_dims`."""
 
@@ -195,6 +208,7 @@ class ArchShape:
     vit: tuple[str, int, int] | None = None  # (architecture, tower layers, tower hidden) as SGLang reads them
     quant: QuantDims | None = None
     draft_vocab: int = 0  # an EAGLE-3 head's draft_vocab_size (its lm_head rows); 0 for other models
+    eagle_fc: EagleFc | None = None   # an EAGLE-3 head's fc; None for other models
     # OPT's word_embed_proj_dim where it is not hidden (opt-350m: 512 of 1,024): embed_tokens and lm_head
     # [vocab, embed_dim], with project_in [hidden, embed_dim] and project_out [embed_dim, hidden]; 0: hidden
     embed_dim: int = 0

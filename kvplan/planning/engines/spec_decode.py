@@ -11,8 +11,10 @@ Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llam
   (qwen3_5_mtp.py:98, qwen3_next_mtp.py:79, gather_output=True), split over TP. Its KV is one more MLA layer per MTP layer: 62 x 1,152 B = 71,424 B per token.
   k speculative tokens reuse the n MTP layers (spec_step_idx % n), so k must be a multiple of n.
 - `eagle3` (a head such as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B): its one layer TP-sharded like a target layer,
-  except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, 3H] replicated; its own
-  lm_head over draft_vocab_size rows, vocabulary-parallel; d2t, int64 per draft token; embed_tokens shared.
+  except that q/k/v read 2 x hidden (the embedding and the fused hidden state); fc [H, aux x target_hidden_size]
+  replicated ([H, 3H] for yuhuili's), with its input norms where the config asks; its own lm_head over
+  draft_vocab_size rows, vocabulary-parallel; d2t, int64 per draft token; embed_tokens shared. A head trained for
+  another width than the target's hidden states is refused.
 - `eagle` (EAGLE-1 heads): one layer over hidden whose first input_layernorm is an nn.Identity (llama_eagle.py,
   0.8.4+), fc [H, 2H] replicated, embed and lm_head shared.
 - `draft_model` (a whole small model): all of its weights, TP-sharded like the target, all of its layers' KV.
@@ -79,7 +81,26 @@ def check(model, spec: Speculative) -> Speculative:
     if spec.method == "eagle3" and not spec.draft.require_arch().draft_vocab:
         raise WorkloadError(f"{spec.draft.name} is not an EAGLE-3 head (its config has no draft_vocab_size with an "
                             "Eagle architecture): use method draft_model for a whole model")
+    if spec.method in ("eagle", "eagle3"):
+        _check_head(model, spec)
     return spec
+
+
+def _check_head(model, spec: Speculative) -> None:
+    """An EAGLE head reads the target's hidden states, so it is trained for one width: EAGLE-3's fc takes
+    target_hidden_size (else its hidden_size) per aux state, EAGLE-1's fc [2H] the embedding and the target's hidden
+    state, both H (vLLM 0.33 / SGLang 0.5.23 llama_eagle3.py, llama_eagle.py). A head for another width fails at the
+    engine's first forward: yuhuili's Llama-3.1-8B head (4,096) on gpt-oss-20b (2,880) was planned without a word."""
+    head, target = spec.draft.require_arch(), model.require_arch()
+    fc = head.eagle_fc if spec.method == "eagle3" else None
+    if fc is not None and fc.unsized:
+        raise WorkloadError(f"{spec.draft.name} sets {fc.unsized}, which vLLM and SGLang build differently and kvplan "
+                            "does not size: plan the head as the engine you run reads it, or without drafting")
+    width = fc.target_hidden if fc is not None else head.hidden
+    if width != target.hidden:
+        field = "target_hidden_size" if fc is not None and fc.target_hidden != head.hidden else "hidden_size"
+        raise WorkloadError(f"{spec.draft.name} reads hidden states {width:,} wide (its {field}), and "
+                            f"{model.name}'s are {target.hidden:,}: use an EAGLE head trained for {model.name}")
 
 
 def _unlike_last(model) -> str:
@@ -132,9 +153,16 @@ def draft_weight_bytes(model, spec: Speculative, act, tp: int, moe_ranks: int, v
     body = stage_weight_bytes(shape, act, tp, layers, False, False, moe_ranks=moe_ranks, vocab_rule=vocab_rule,
                               expert_parallel=expert_parallel)
     h, b = shape.hidden, act.bytes
-    fused = (3 if spec.method == "eagle3" else 2) * h * h * b          # fc [H, 3H] (EAGLE-1: [H, 2H]), replicated
+    fc = shape.eagle_fc if spec.method == "eagle3" else None
+    # fc [H, aux x target_hidden] (Llama-3.1-8B's head: [4,096, 3 x 4,096]; EAGLE-1: [H, 2H]), replicated
+    fused = (fc.aux_states * fc.target_hidden if fc is not None else 2 * h) * h * b
     total = body + int(fused)
     parts = f"{len(shape.layers)} layer(s) {body:,} B + fc {int(fused):,} B (whole on every rank)"
+    if fc is not None and (fc.norm_before_fc or fc.fc_norm):
+        # input_norm over the whole fc input and fc_norm's one norm per aux state: each aux x target_hidden, whole
+        norms = int((fc.norm_before_fc + fc.fc_norm) * fc.aux_states * fc.target_hidden * b)
+        total += norms
+        parts += f" + fc input norms {norms:,} B"
     if spec.method == "eagle" and tuple(version) >= EAGLE_NO_INPUT_NORM_FROM:
         # layer 0's input_layernorm [H] is an nn.Identity: Llama-3.1-8B's EAGLE-1 head holds 4,096 x 2 B = 8,192 B
         # less than its config's layer
