@@ -88,7 +88,8 @@ ENGINE_TESTS = ["tests/test_vllm_rules.py", "tests/test_vllm_today.py", "tests/t
                 "tests/test_mut_kv.py", "tests/test_mut_small.py", "tests/test_mut_peak.py", "tests/test_mut_vllm.py",
                 "tests/test_mut_vllm_plan.py", "tests/test_mut_sglang.py", "tests/test_mut_inputs.py",
                 "tests/test_mut_sglang_rules.py", "tests/test_mut_dsv4.py",
-                "tests/test_mut_pool.py", "tests/test_mut_dsv4_peak.py"]
+                "tests/test_mut_pool.py", "tests/test_mut_dsv4_peak.py", "tests/test_mut_sglang_check.py",
+                "tests/test_mut_sglang_plan.py", "tests/test_mut_sglang_lines.py"]
 # the multimodal engine rules are pinned by the tower tests, which build transformers' vision configs (not models)
 MM_TESTS = [*ENGINE_TESTS, "tests/test_multimodal.py"]
 SHARDS: dict[str, list[str]] = {

@@ -25,7 +25,7 @@ from ..result import Plan, StageMemory
 from . import lora as lora_rules
 from . import spec_decode
 from .lora import LoraSettings
-from .sglang_layers import cell_specs, dsa_kv_dtype, is_dsa, state_bytes_per_request
+from .sglang_layers import cell_specs, dsa_kv_dtype, is_dsa, pool_kinds, state_bytes_per_request
 from .sglang_notes import engine_warnings, plan_notes
 from .sglang_pool import (DEFAULT_VERSION, LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_CACHE_BYTES, SglangSettings, StagePool,
                           batch_defaults, budget_bytes, mamba_fixed, mamba_requests_ratio, max_running_requests,
@@ -170,9 +170,29 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
         if speculative.method == "eagle":
             raise WorkloadError("kvplan sizes SGLang's EAGLE-3, MTP (NEXTN) and draft-model (STANDALONE) drafting: "
                                 "use eagle3, mtp or draft_model")
+        _check_draft(speculative, tp, expert_parallel)
     if lora is not None and (why := lora_rules.unsupported(shape)):
         raise WorkloadError(f"{why}: plan {model.name} without LoRA")
     return speculative
+
+
+def _check_draft(speculative, tp: int, expert_parallel: bool) -> None:
+    """A draft model of attention layers only (kvplan sizes no draft's state pool). It builds in the target's layout (0.5.23 speculative/draft_parallel.py TARGET_LAYOUT), its FusedMoE
+    at the target's --ep-size, whose start-up assert wants its routed experts whole and even too: Qwen1.5-MoE's 60
+    over EP 8 fail it (60 % 8 = 4) where the target's 128 pass."""
+    if speculative.method == "draft_model" and speculative.draft.state_mixers:
+        # cell_specs leaves Mamba layers out of the cell and only the target's state gets a pool: Qwen3-Next as a
+        # draft came out as its 12 attention layers, its 36 Gated DeltaNet states unpriced
+        raise WorkloadError(f"{speculative.draft.name} holds {' and '.join(sorted(speculative.draft.state_mixers))} "
+                            "state besides its KV, which kvplan does not size for an SGLang draft model: use a draft "
+                            "of attention layers")
+    if not expert_parallel or speculative.method != "draft_model":
+        return
+    experts = {layer.ffn.experts for layer in speculative.draft.require_arch().layers if isinstance(layer.ffn, MoEDims)}
+    if odd := sorted(e for e in experts if e % tp):
+        raise WorkloadError(f"the draft {speculative.draft.name}'s {odd[0]} routed experts do not divide over "
+                            f"--ep-size {tp}, which SGLang's FusedMoE asserts at start-up as for the target: use a "
+                            "TP that divides them, or no expert parallelism")
 
 
 def _check_hybrid(model, pp: int, speculative, attn_tp: int, version) -> None:
@@ -255,8 +275,9 @@ def _stages(model, shape, device: GPU, s: SglangSettings, act: DType, kv: DType,
     stages = []
     for layers, weight in zip(splits, weights):
         specs = cell_specs(model, layers, attn_tp, kv, int(act.bytes), device, version, on_swa)
-        if speculative is not None:
-            specs = specs + spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8, int(act.bytes))
+        if speculative is not None:   # the draft's windowed layers follow the target's SWA pool, on or off
+            specs = specs + pool_kinds(spec_decode.draft_layer_specs(model, speculative, attn_tp, kv.bits / 8,
+                                                                     int(act.bytes)), on_swa)
         state = (_state_share(model, splits, attn_tp, version), s.dp_attention, mixer) if model.has_state else None
         stages.append(Stage(layers, weight, specs, stage_pool(rest, specs, s, state)))
     return stages, rest
@@ -304,7 +325,8 @@ def _shortfall(pool: StagePool, rest: int, max_len: int, state_cap, mixer, s: Sg
     """Bytes of budget one max_model_len request misses by: its tokens at the stage's cost (full + ratio x SWA for
     SWA hybrids); for a Mamba hybrid with 512 fixed slots those plus the slots, with the ratio split the budget
     whose 1 / 1.9 holds the tokens and whose 0.9 / 1.9 holds a request's slots (ratio + the padding one)."""
-    need = ceil(max_len * pool.divisor)
+    page = max(1, s.page_size)   # a request takes whole pages: 123,841 tokens at page 64 are 1,935 + 1 pages
+    need = ceil(-(-max_len // page) * page * pool.divisor)
     if state_cap is not None and mamba_fixed(mixer, s.version):
         need += pool.state_bytes
     elif state_cap is not None:

@@ -99,10 +99,7 @@ def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_byt
     are its SWA layers: model_config.get_hybrid_layer_ids); without it every layer is "full", cached at full length."""
     if not is_dsa(model):
         pooled = pooled_layers(model)
-        specs = [x for x in rank_layer_specs(pooled, layers, attn_tp, kv.bits / 8, act_bytes) if x.kind != "mamba"]
-        windowed = ("sliding", "chunked")
-        return [dataclasses.replace(x, kind="sliding" if swa_pool else "full") if x.kind in windowed else x
-                for x in specs]
+        return pool_kinds(rank_layer_specs(pooled, layers, attn_tp, kv.bits / 8, act_bytes), swa_pool)
     specs = []
     for index in layers:
         for spec in model.layers[index]:
@@ -110,6 +107,16 @@ def cell_specs(model: ModelSpec, layers: range, attn_tp: int, kv: DType, act_byt
                 specs += [VllmLayerSpec("mla", dsa_latent_bytes(spec, kv, device, version, model.architecture)),
                           VllmLayerSpec("mla", dsa_index_bytes(spec))]
     return specs
+
+
+def pool_kinds(specs: list[VllmLayerSpec], swa_pool: bool) -> list[VllmLayerSpec]:
+    """Layers as SGLang's token pool holds them: sliding and chunked layers in the SWA pool where there is one,
+    else at full length; Mamba layers left out (their state is a per-request pool). A drafter's layers too: 0.5.9
+    turns gpt-oss's SWA pool off with drafting, and a gpt-oss-20b draft's sliding layers then cache the full
+    context as the target's do."""
+    windowed = ("sliding", "chunked")
+    return [dataclasses.replace(x, kind="sliding" if swa_pool else "full") if x.kind in windowed else x
+            for x in specs if x.kind != "mamba"]
 
 
 # configs/mamba_utils.py `mamba2_state_dtype`: SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16; the SSM state is
