@@ -122,6 +122,20 @@ def test_mxfp4_padding_on_blackwell_follows_flashinfer(tmp_path):
     assert h100 == 24 * per_layer and isinstance(h100, int)
 
 
+def test_mxfp4_padding_under_expert_parallelism_pads_whole_experts(tmp_path):
+    # --enable-expert-parallel over 3 MoE ranks (FusedMoEParallelConfig.make, tp_size=1): each rank holds whole
+    # experts, the heaviest ceil(32 / 3) = 11, their intermediate unsplit: Marlin pads 2,880 -> 2,944 and the hidden
+    # 2,880 -> 3,072, PER_LAYER / 32 = 1,195,264 B an expert, 11 x 1,195,264 x 24 layers = 315,549,696 B (TP 3
+    # without EP: 32 experts of 2,880 / 3 = 960 -> 1,024 each)
+    extra, line = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("A100-80GB"), 3, range(24), expert_parallel=True)
+    assert PER_LAYER // 32 == 1_195_264 and extra == 11 * 1_195_264 * 24 == 315_549_696   # worked above
+    assert line == ("MXFP4 experts padded for vLLM's Marlin MoE kernel on A100-SXM-80GB: intermediate per rank 2,880 -> "
+                    "2,944, hidden 2,880 -> 3,072: +300.93 MiB (315,549,696 B)")     # 315,549,696 / 2^20 = 300.93
+    split = padding_bytes(_gpt_oss(tmp_path, []), resolve_gpu("A100-80GB"), 3, range(24))[0]
+    assert split == 24 * (32 * (2 * 1024 * (1536 + 96 + 2) + 3072 * (512 + 32 + 2))      # 960 -> 1,024 a rank
+                          - 32 * (2 * 960 * (1440 + 90 + 2) + 2880 * (480 + 30 + 2)))
+
+
 def test_mxfp4_padding_is_none_when_no_expert_is_quantized(tmp_path):
     shape = _gpt_oss(tmp_path, ["model.layers.*.mlp.experts"])
     assert padding_bytes(shape, resolve_gpu("A100-80GB"), 1, range(24)) == (0, "")
