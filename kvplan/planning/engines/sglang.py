@@ -325,7 +325,9 @@ def _shortfall(pool: StagePool, rest: int, max_len: int, state_cap, mixer, s: Sg
     """Bytes of budget one max_model_len request misses by: its tokens at the stage's cost (full + ratio x SWA for
     SWA hybrids); for a Mamba hybrid with 512 fixed slots those plus the slots, with the ratio split the budget
     whose 1 / 1.9 holds the tokens and whose 0.9 / 1.9 holds a request's slots (ratio + the padding one)."""
-    page = max(1, s.page_size)   # a request takes whole pages: 123,841 tokens at page 64 are 1,935 + 1 pages
+    # a request takes whole pages (0.5.23 mem_cache/allocator/paged.py alloc_extend_naive: ceil_seq): 123,841 tokens
+    # at page 64 are 1,936 pages, 123,904 tokens
+    page = max(1, s.page_size)
     need = ceil(-(-max_len // page) * page * pool.divisor)
     if state_cap is not None and mamba_fixed(mixer, s.version):
         need += pool.state_bytes
