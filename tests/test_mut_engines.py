@@ -347,6 +347,15 @@ def test_planner_refusals_word_for_word(kwargs, message):
         plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024, **kwargs)
 
 
+def test_the_llm_class_is_vllms_to_take():
+    """usage_context llm_class is accepted for vLLM and picks the LLM class's batch defaults (0.33
+    engine/arg_utils.py get_batch_defaults: 16,384 tokens on an H100, >= 70 GiB and not an A100, where `vllm serve`
+    takes 8,192)."""
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024, usage_context="llm_class")
+    assert p.max_num_batched_tokens == 16_384     # the LLM class's, worked above
+    assert plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=1024).max_num_batched_tokens == 8_192  # serve
+
+
 def test_vllms_dp_engines_are_replicas_and_sglangs_gpus_are_its_tp():
     # vLLM --data-parallel-size 2 over 4 GPUs: 2 replicas of TP 4 / 2 = 2; SGLang's DP attention splits its TP group,
     # so 2 SGLang GPUs are TP 2 (not 2 / 2); transformers' generate has no TP: 2 GPUs (TP 2, not 2 / 2) are refused
