@@ -230,6 +230,26 @@ def test_the_lora_pool_of_a_moe_model_follows_its_experts(expert_parallel, per_l
     assert p.extra["LoRA memory pool"] == (3_450_863_616 if expert_parallel else 10_698_620_928)   # worked above
 
 
+def test_a_moe_draft_without_expert_parallelism_is_split_and_planned():
+    """Without --ep-size every expert is TP-sharded, so FusedMoE's divisibility assert does not apply: Qwen1.5-MoE's
+    60 experts drafting over TP 8 plan (the refusal above is for expert parallelism alone)."""
+    draft = {"method": "draft_model", "num_speculative_tokens": 3, "model": "Qwen/Qwen1.5-MoE-A2.7B-Chat"}
+    p = _sglang("Qwen/Qwen3-30B-A3B", gpu="H100", max_model_len=8192, tp=8, speculative=draft)
+    assert list(p.extra) == ["draft model weights"] and p.fits and p.expert_parallel_size == 1
+
+
+def test_a_drafters_sliding_layers_join_the_swa_pool_where_it_is_on():
+    """SGLang 0.5.23 keeps gpt-oss's SWA pool with drafting on an H100: gpt-oss-120b's 36 layers (18 sliding) and the
+    gpt-oss-20b draft's 24 (12 sliding) give 30 full and 30 sliding layers, each 4 KV heads a rank (8 / TP 2) x 64 x
+    K,V x 2 B = 1,024 B a token: the cell is 30 x 1,024 + 0.8 x 30 x 1,024 = 55,296 B, and the 32,182,799,465 B
+    budget (kvplan's at fraction 0.85, the draft's weights taken before) holds 582,009 tokens."""
+    p = _sglang("openai/gpt-oss-120b", gpu="H100", tp=2, max_model_len=8192, gpu_memory_utilization=0.85,
+                speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "openai/gpt-oss-20b"})
+    assert sorted(x.kind for x in p.kv_layers) == ["full"] * 30 + ["sliding"] * 30   # 18 + 12 of each, worked above
+    assert p.formula[2] == "max_total_num_tokens = 32,182,799,465 // 55,296.0 = 582,009"          # worked above
+    assert p.formula[3] == "SWA pool = int(582,009 x 0.8) = 465,607 tokens of the sliding layers"  # 465,607.2
+
+
 def test_a_hybrid_draft_model_is_refused():
     """Qwen3-Next-80B-A3B as a whole draft model: its 12 full-attention layers joined the cell and its 36 Gated
     DeltaNet layers came out as 0-byte entries, their state in no pool (cell_specs leaves Mamba layers out; only the
