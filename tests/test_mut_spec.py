@@ -611,3 +611,14 @@ def test_an_eagle3_setting_the_engines_read_apart_is_refused(tmp_path, fields, n
     _refused(load_model(LLAMA), head, f"{head.draft.name} sets {named}, which vLLM and SGLang build differently and "
                                       "kvplan does not size: plan the head as the engine you run reads it, or "
                                       "without drafting")
+
+
+def test_an_eagle1_head_reads_its_hidden_size_not_an_eagle3_field(tmp_path):
+    """EAGLE-1's fc [2H] takes the embedding and the target's state at the head's hidden_size (llama_eagle.py): an
+    EAGLE-3 config's target_hidden_size and use_aux_norm are not read, so such a head run as EAGLE-1 on a 4,096-wide
+    target is accepted where, as EAGLE-3, the 2,880 field is refused."""
+    head = _head(tmp_path, target_hidden_size=2880, use_aux_norm=True)
+    eagle1 = Speculative("eagle", 3, head.draft)
+    assert check(load_model(LLAMA), eagle1) is eagle1
+    with pytest.raises(WorkloadError, match="sets use_aux_norm"):
+        check(load_model(LLAMA), head)
