@@ -98,3 +98,20 @@ def test_a_rerun_is_refused_once_the_module_changed(monkeypatch, capsys):
     monkeypatch.setattr(mutation, "run_shard", lambda *a: pytest.fail("ran a changed module"))
     assert mutation.again({MOD: {"blob": "old"}}, ["lora.py"], 2) == 2
     assert "changed since its recorded run" in capsys.readouterr().err
+
+
+def test_a_run_that_left_mutants_unchecked_is_not_recorded(monkeypatch, capsys, tmp_path):
+    """mutmut stopped by a signal (or failing its clean run) leaves mutants "not checked": the whole record stays."""
+    results = tmp_path / "mutation.json"
+    old = {MOD: {**_shard({}), "blob": "b"}}
+    results.write_text(json.dumps(old))
+    monkeypatch.setattr(mutation, "RESULTS", results)
+    monkeypatch.setattr(mutation, "REPORT", tmp_path / "mutation.md")
+    monkeypatch.setattr(mutation, "REASONS", tmp_path / "reasons.json")
+    stopped = _shard({})
+    stopped["statuses"]["x_f__mutmut_10"] = "not checked"
+    monkeypatch.setattr(mutation, "run_shard", lambda *a: stopped)
+    assert mutation.main(["--only", "lora.py"]) == 0
+    assert json.loads(results.read_text()) == old
+    assert "1 mutants not checked (mutmut stopped, or its clean test run failed): nothing recorded" in \
+        capsys.readouterr().err
