@@ -8,6 +8,12 @@ import sys
 import pytest
 
 
+def _kept_size(cached) -> int | None:
+    """An lru_cache's maxsize (None where the object with a cache_clear is not functools')."""
+    parameters = getattr(cached, "cache_parameters", None)
+    return parameters().get("maxsize") if callable(parameters) else None
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches_under_mutmut():
     """Under mutmut (tools/mutation.py; it sets MUTANT_UNDER_TEST) every kvplan lru_cache starts each test empty.
@@ -22,7 +28,7 @@ def _fresh_caches_under_mutmut():
         for name, module in list(sys.modules.items()):
             if name == "kvplan" or name.startswith("kvplan."):
                 for obj in list(vars(module).values()):
-                    if callable(getattr(obj, "cache_clear", None)) and obj.cache_parameters().get("maxsize") != 1:
+                    if callable(getattr(obj, "cache_clear", None)) and _kept_size(obj) != 1:
                         obj.cache_clear()
     yield
 
