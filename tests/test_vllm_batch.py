@@ -137,3 +137,11 @@ def test_an_llm_class_plan_prints_the_batch_it_was_sized_with():
     given = command(gpu="H100", max_num_batched_tokens=4096)   # 4,096 as given, not the default 16,384
     assert given.count("--max-num-batched-tokens") == 1 and "--max-num-batched-tokens 4096 " in given
     assert "--max-num-batched-tokens" not in plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192).vllm_command
+
+
+def test_a_given_budget_is_printed_even_where_its_number_is_another_flags():
+    """The command's budget flag is left out only where the flag itself is already there (an LLM-class command):
+    --max-model-len 2048 --max-num-batched-tokens 2048 prints both, though "2048" is already in the command."""
+    p = plan("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=2048, max_num_batched_tokens=2048)
+    assert p.vllm_command.endswith("--max-model-len 2048 --max-num-seqs 1024 --gpu-memory-utilization 0.92 "
+                                   "--max-num-batched-tokens 2048")
