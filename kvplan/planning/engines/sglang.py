@@ -177,9 +177,10 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
 
 
 def _check_draft(speculative, tp: int, expert_parallel: bool) -> None:
-    """A draft model of attention layers only (kvplan sizes no draft's state pool). It builds in the target's layout (0.5.23 speculative/draft_parallel.py TARGET_LAYOUT), its FusedMoE
-    at the target's --ep-size, whose start-up assert wants its routed experts whole and even too: Qwen1.5-MoE's 60
-    over EP 8 fail it (60 % 8 = 4) where the target's 128 pass."""
+    """A draft model of attention layers only (kvplan sizes no draft's state pool). It builds in the target's layout
+    (0.5.23 speculative/draft_parallel.py TARGET_LAYOUT), its FusedMoE at the target's --ep-size, whose start-up
+    assert wants its routed experts whole and even too: Qwen1.5-MoE's 60 over EP 8 fail it (60 % 8 = 4) where the
+    target's 128 pass."""
     if speculative.method == "draft_model" and speculative.draft.state_mixers:
         # cell_specs leaves Mamba layers out of the cell and only the target's state gets a pool: Qwen3-Next as a
         # draft came out as its 12 attention layers, its 36 Gated DeltaNet states unpriced
