@@ -84,6 +84,7 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
     if isinstance(towers, str):
         notes.append(f"language model only: {towers}")
     quant = parse_quant(_quant_config(f, data.get("quantization_config", text.get("quantization_config"))), notes)
+    draft_vocab = _draft_vocab(data)
     return interned(ArchShape(
         model_type=model_type, hidden=hidden, vocab=f.need_int(VOCAB_KEYS, "vocabulary size"),
         layers=tuple(body.layers), dtype=_dtype(text, quant, notes), tied_embeddings=tied,
@@ -98,8 +99,8 @@ def read_arch(f: ConfigReader, data: Mapping[str, Any], text: Mapping[str, Any])
         if isinstance(towers, Towers) else (),
         image_tokens=(towers.image_tokens, towers.image_span) if isinstance(towers, Towers) else (0, 0),
         vit=vit_size(data) if multimodal(data) else None,
-        draft_vocab=_draft_vocab(data),
-        eagle_fc=_eagle_fc(data, hidden) if _draft_vocab(data) else None,
+        draft_vocab=draft_vocab,
+        eagle_fc=_eagle_fc(data, hidden) if draft_vocab else None,
         embed_dim=_embed_dim(f, hidden),
     ))
 
@@ -157,7 +158,12 @@ def _draft_vocab(data: Mapping[str, Any]) -> int:
     value = data.get("draft_vocab_size")
     if not (isinstance(arch, list) and any(isinstance(a, str) and "Eagle" in a for a in arch)):
         return 0
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return _positive(value, 0)
+
+
+def _positive(value: Any, default: int) -> int:
+    """A positive whole number a head's config sets, or `default` where it sets none (or not a number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def _eagle_fc(data: Mapping[str, Any], hidden: int) -> EagleFc:
@@ -166,17 +172,14 @@ def _eagle_fc(data: Mapping[str, Any], hidden: int) -> EagleFc:
     else 3); norm_before_fc (eagle_config's, else the config's) adds input_norm over that width, fc_norm one norm per
     state. The engines part on eagle_config.use_aux_hidden_state false (vLLM builds no fc), use_aux_norm (SGLang's
     name for fc_norm) and bias (SGLang's fc bias): kvplan names them rather than size one engine's reading."""
-    def number(value: Any, default: int) -> int:
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-
     eagle = data.get("eagle_config") if isinstance(data.get("eagle_config"), Mapping) else {}
     ids = eagle.get("eagle_aux_hidden_state_layer_ids")
-    aux = number(data.get("num_aux_hidden_states"), len(ids) if isinstance(ids, list) and ids else 3)
+    aux = _positive(data.get("num_aux_hidden_states"), len(ids) if isinstance(ids, list) and ids else 3)
     unsized = [name for name, on in (("eagle_config.use_aux_hidden_state false",
                                       eagle.get("use_aux_hidden_state", True) is False),
                                      ("use_aux_norm", bool(data.get("use_aux_norm"))),
                                      ("bias", bool(data.get("bias")))) if on]
-    return EagleFc(number(data.get("target_hidden_size"), hidden), aux,
+    return EagleFc(_positive(data.get("target_hidden_size"), hidden), aux,
                    bool(eagle.get("norm_before_fc", data.get("norm_before_fc", False))), bool(data.get("fc_norm")),
                    ", ".join(unsized))
 
