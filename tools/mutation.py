@@ -89,7 +89,13 @@ ENGINE_TESTS = ["tests/test_vllm_rules.py", "tests/test_vllm_today.py", "tests/t
                 "tests/test_mut_vllm_plan.py", "tests/test_mut_sglang.py", "tests/test_mut_inputs.py",
                 "tests/test_mut_sglang_rules.py", "tests/test_mut_dsv4.py",
                 "tests/test_mut_pool.py", "tests/test_mut_dsv4_peak.py", "tests/test_mut_sglang_check.py",
-                "tests/test_mut_sglang_plan.py", "tests/test_mut_sglang_lines.py"]
+                "tests/test_mut_sglang_plan.py", "tests/test_mut_sglang_lines.py", "tests/test_mut_runner.py",
+                # the behaviour tests beside docs/engine_rules.md's list (the list's own checks read files, no engine)
+                *(f"tests/test_engine_rules_doc.py::{t}" for t in (
+                    "test_the_033_cublas_note_is_said_from_033_only", "test_the_drafters_own_graphs_are_a_note",
+                    "test_batches_in_flight_under_pipeline_parallelism", "test_mamba2_checkpoint_block_from_032",
+                    "test_the_qwen35_state_note_counts_the_pages_it_plans",
+                    "test_mla_model_dtype_copies_of_a_quantized_kv_b_proj"))]
 # the multimodal engine rules are pinned by the tower tests, which build transformers' vision configs (not models)
 MM_TESTS = [*ENGINE_TESTS, "tests/test_multimodal.py"]
 SHARDS: dict[str, list[str]] = {
