@@ -714,11 +714,13 @@ def test_the_hybrid_block_holds_the_largest_state():
 
 def test_pages_are_unified_to_the_largest_that_they_divide():
     # gemma-4-E4B-it: full 4,096 B a token, sliding 2,048: the sliding block is twice as long (block_scale 2); a
-    # 3,000 B page does not divide 16 x 4,096 and stays; Mamba pages and zero-byte layers are left alone
+    # 3,000 B page (48,000 at 16 tokens) does not divide 16 x 4,096 = 65,536 and is padded to it at 0.33; Mamba
+    # pages and zero-byte layers are left alone
     full, sliding = vk.VllmLayerSpec("full", 4096), vk.VllmLayerSpec("sliding", 2048, window=512)
     odd, mamba = vk.VllmLayerSpec("full", 3000), vk.VllmLayerSpec("mamba", 0, state_bytes=10)
-    out = vk.unify_page_sizes([full, sliding, odd, mamba], 16)
+    out = vk.unify_page_sizes(vk.page_rule([full, sliding, odd, mamba], (0, 33, 0)), 16)
     assert [x.block_scale for x in out] == [1, 2, 1, 1]
+    assert [x.padded_bytes for x in out] == [0, 0, 65_536, 0]   # 16 x 4,096
     assert vk.unify_page_sizes([full, full], 16) == [full, full]           # one page size: unchanged
     assert vk.unify_page_sizes([mamba, full], 16) == [mamba, full]
 

@@ -26,7 +26,7 @@ from kvplan.errors import WorkloadError
 from kvplan.planning.engines.vllm_dsv4 import dsv4_layer_specs
 from kvplan.planning.engines.vllm_kv import (
     SLOTS, TUPLES, VllmLayerSpec, approximate_gcd, kv_groups, max_usage_bytes, packed_groups, packed_need_bytes,
-    pool_capacity, rank_layer_specs, tuple_block_bytes, tuple_groups, unify_page_sizes, vllm_ssm_dtype,
+    page_rule, pool_capacity, rank_layer_specs, tuple_block_bytes, tuple_groups, unify_page_sizes, vllm_ssm_dtype,
     with_ds_mla_layout)
 
 
@@ -198,13 +198,50 @@ def test_tuple_groups_refuse_unequal_window_page_counts():
 # ----------------------------------------------------------------------------- unify_page_sizes
 
 
-def test_unify_leaves_mamba_and_pages_that_do_not_divide_alone():
+def test_unify_pads_a_page_that_does_not_divide_where_the_release_does():
     """Block 16: full 4,096 B a token (page 65,536), sliding 2,048 (32,768: block x 2), a full layer of 1,500
-    (24,000 B: 65,536 / 24,000 = 2.73, does not divide: left as is, not 2 x), a Mamba state of 16,384 B (divides
-    65,536 but is not an attention page: vLLM pads it, it keeps its block)."""
+    (24,000 B: 65,536 / 24,000 = 2.73, does not divide: padded to 65,536 from 0.24, its block still 16 tokens), a
+    Mamba state of 16,384 B (divides 65,536 but is not an attention page: kv_groups pads it, it keeps its block)."""
     specs = [VllmLayerSpec("full", 4096), VllmLayerSpec("sliding", 2048, window=512), VllmLayerSpec("full", 1500),
              VllmLayerSpec("mamba", 0, state_bytes=16_384)]
-    assert [x.block_scale for x in unify_page_sizes(specs, 16)] == [1, 2, 1, 1]
+    out = unify_page_sizes(page_rule(specs, (0, 26, 0)), 16)
+    assert [x.block_scale for x in out] == [1, 2, 1, 1]
+    assert [x.page_bytes(16) for x in out] == [65_536, 65_536, 65_536, 16_384]   # 16 x 4,096; 32 x 2,048; padded
+    assert out[2].block_tokens(16) == 16
+
+
+@pytest.mark.parametrize("version, kind, tail", [
+    # 0.23.0 kv_cache_utils.py :1057 raises for any page that does not divide the largest
+    ((0, 23, 0), "full", "vLLM before 0.24 cannot pad it and raises NotImplementedError at start-up: plan "
+                         "--engine-version 0.24 or later"),
+    # 0.29.0 :1186 pads any attention page but MLA's
+    ((0, 29, 0), "mla", "vLLM 0.29+ pads only non-MLA pages and raises NotImplementedError for this one"),
+])
+def test_a_page_the_release_cannot_pad_is_refused(version, kind, tail):
+    # full 4,096 B a token beside a 1,152 B layer (an MLA latent, 576 x 2 B) at block 16: 65,536 % 18,432 = 10,240
+    specs = page_rule([VllmLayerSpec("full", 4096), VllmLayerSpec(kind, 1152)], version)
+    with pytest.raises(WorkloadError) as err:
+        unify_page_sizes(specs, 16)
+    assert str(err.value) == (f"vLLM cannot put this model's KV layers in one block pool: a 18,432 B KV page of its "
+                              f"{kind} layers does not divide the 65,536 B page of the others; {tail}")
+
+
+def test_an_mla_page_beside_sliding_layers_names_033s_fallback():
+    # 0.33 kv_cache_planning.py `_try_get_full_allocation_fallback_groups`: MLA next to regular sliding-window layers
+    # is allocated as full attention, which kvplan does not plan. Sliding 4,096 B a token (65,536 at block 16)
+    # beside an MLA latent of 1,152 (18,432)
+    specs = page_rule([VllmLayerSpec("sliding", 4096, window=128), VllmLayerSpec("mla", 1152)], (0, 33, 0))
+    with pytest.raises(WorkloadError, match=r"for this one \(beside sliding-window layers 0\.33 treats them as full "
+                                            r"attention instead, which kvplan does not plan\)$"):
+        unify_page_sizes(specs, 16)
+
+
+def test_the_page_rule_by_release():
+    # vLLM unify_kv_cache_spec_page_size: no padding through 0.23; 0.24-0.28 every attention page its backend reads by
+    # block stride (all of the defaults, MLA's too); 0.29+ any attention page but MLA's; a Mamba state never here
+    specs = [VllmLayerSpec("full", 4096), VllmLayerSpec("mla", 1152), VllmLayerSpec("mamba", 0, state_bytes=10)]
+    assert [[x.pads_page for x in page_rule(specs, v)] for v in ((0, 23, 9), (0, 24, 0), (0, 28, 0), (0, 29, 0))] == [
+        [False, False, False], [True, True, False], [True, True, False], [True, False, False]]
 
 
 # ----------------------------------------------------------------------------- rank_layer_specs and the MLA kinds

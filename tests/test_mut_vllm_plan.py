@@ -543,8 +543,8 @@ def test_the_gdn_checkpoint_alignment_sets_qwen35s_block(gpu, caching, block):
 
 def _gemma4_unequal_pages():
     # gemma-4-E4B-it's config with its full layers' head_dim 512 -> 384: full 2 KV heads x 384 x (K + V) x 2 B =
-    # 3,072 B a token, sliding 2 x 256 x 2 x 2 = 2,048; 3,072 / 2,048 is no whole number, so the pages stay unequal
-    # (kvplan's unify_page_sizes leaves them; vLLM's unify_kv_cache_spec_page_size would refuse such a model)
+    # 3,072 B a token, sliding 2 x 256 x 2 x 2 = 2,048; 3,072 / 2,048 is no whole number, so vLLM pads each sliding
+    # page to the full one (unify_kv_cache_spec_page_size, 0.24+; through 0.23 it raises NotImplementedError)
     import json
     from pathlib import Path
 
@@ -554,27 +554,31 @@ def _gemma4_unequal_pages():
     return parse_config({**data, "text_config": {**data["text_config"], "global_head_dim": 384}})
 
 
-@pytest.mark.parametrize("version, per_request", [
-    # 0.27+ (0.33 kv_cache_utils.py get_max_concurrency_for_kv_cache_config): each group's cdiv(usage, its page),
-    # summed: 5 sliding groups x 97 + the full group's 256 = 741
-    (None, 741),
-    # through 0.26: cdiv(4 layers x summed usage, 4 x the first group's page) = cdiv(4 x (5 x 97 x 32,768 + 256 x
-    # 49,152), 131,072) = cdiv(113,901,568, 131,072) = 869
-    ("0.26.0", 869),
-])
-def test_blocks_per_request_rounded_per_group_from_0_27(version, per_request):
+@pytest.mark.parametrize("version", [None, "0.26.0"])
+def test_a_page_that_does_not_divide_is_padded_to_the_largest(version):
     # 24 KV layers (18 more share caches): 20 sliding, 4 full, groups of 4: 5 sliding groups + 1 full; 16-token
-    # pages 32,768 B (sliding) and 49,152 B (full); a block 4 x 32,768 = 131,072 B. A 4,096-token request, 512
-    # batched tokens x 2 in flight: sliding min(511 + 1,024, 4,096) = 1,535 tokens, cdiv(1,535, 16) + 1 = 97 pages;
-    # full 4,096 / 16 = 256
+    # pages of 49,152 B (full, 16 x 3,072) and the sliding 32,768 padded to 49,152: a block 4 x 49,152 = 196,608 B,
+    # 2**30 // 196,608 = 5,461 blocks. A 4,096-token request, 512 batched tokens x 2 in flight: sliding min(511 +
+    # 1,024, 4,096) = 1,535 tokens, cdiv(1,535, 16) + 1 = 97 pages; full 4,096 / 16 = 256; 5 x 97 + 256 = 741 blocks.
+    # With every page equal, 0.27+'s rounding per group (0.33 get_max_concurrency_for_kv_cache_config) and 0.26's
+    # one rounding over the sum (cdiv(4 x 741 x 49,152, 4 x 49,152)) agree
     model = _gemma4_unequal_pages()
     p = plan(model, engine="vllm", gpu="H100", max_model_len=4096, kv_cache_memory_bytes=GiB,
              max_num_batched_tokens=512, max_num_seqs=64, engine_version=version)
-    assert p.num_blocks == 8192                                           # 2**30 / 131,072
-    assert p.formula[3] == (f"max concurrency = 8,192 / {per_request:,} blocks per 4,096-token request = "
-                            f"{8192 / per_request:.2f}")
+    assert p.num_blocks == 5461                                           # 2**30 // 196,608
+    assert p.formula[3] == f"max concurrency = 5,461 / 741 blocks per 4,096-token request = {5461 / 741:.2f}"
     from kvplan.planning.engines.vllm import max_concurrency_at
-    assert max_concurrency_at(p, 4096, model) == 8192 / per_request   # the plan's layers and rules
+    assert max_concurrency_at(p, 4096, model) == 5461 / 741   # the plan's layers and rules
+
+
+def test_a_page_that_does_not_divide_is_refused_before_024():
+    # 0.23.0 v1/core/kv_cache_utils.py :1057 (unify_kv_cache_spec_page_size) raises NotImplementedError: the
+    # 32,768 B sliding page (16 x 2,048) does not divide the 49,152 B full one (16 x 3,072)
+    with pytest.raises(WorkloadError, match=re.escape(
+            "vLLM cannot put this model's KV layers in one block pool: a 32,768 B KV page of its sliding layers does "
+            "not divide the 49,152 B page of the others; vLLM before 0.24 cannot pad it and raises "
+            "NotImplementedError at start-up: plan --engine-version 0.24 or later")):
+        plan(_gemma4_unequal_pages(), engine="vllm", gpu="H100", max_model_len=4096, engine_version="0.23.0")
 
 
 # DeepSeek-V4-Flash's config with moe_intermediate_size 2,048 -> 4,096 (hidden 4,096): vLLM 0.31's Marlin MoE
@@ -677,3 +681,31 @@ def test_max_model_len_auto_of_a_one_position_config():
     p = plan(as_model({**data, "max_position_embeddings": 1}), engine="vllm", gpu="H100", max_model_len=-1)
     assert p.max_model_len == 1
     assert p.notes[0] == "max_model_len auto: 1 tokens, the longest one request fits (of the config's 1)"
+
+
+def test_a_draft_models_layers_are_buckets_of_their_own():
+    # vLLM 0.33 kv_cache_planning.py `_get_kv_cache_groups_uniform_page_size`: buckets of equal specs. gemma-3-27b-it
+    # (52 sliding layers of window 1,024 and 10 full, 16 KV heads x 128 x 2 x 2 B = 8,192 B a token) with
+    # gemma-3-1b-it as draft model (22 sliding of window 512 and 4 full, 1 x 256 x 2 x 2 = 1,024 B): 4 buckets of 52,
+    # 22, 10 and 4, so groups of 4 (52 >= 1.5 x 4): 13 + 6 + 3 + 1 = 23 groups, 2 + 2 = 4 padding layers. At
+    # 16-token blocks the target's page is 131,072 B and the draft's 16,384, which divides it: the draft's block is 8
+    # x 16 = 128 tokens; a block id costs 4 x 131,072 = 524,288 B, so a 2**30 B pool is 2,048 blocks. A 4,096-token
+    # request at 8,192 batched tokens x 2 in flight (H200): every sliding layer holds min(W - 1 + 16,384, 4,096) =
+    # 4,096 tokens, target cdiv(4,096, 16) + 1 = 257 pages, draft cdiv(4,096, 128) + 1 = 33; full 256 and 32:
+    # 13 x 257 + 6 x 33 + 3 x 256 + 32 = 4,339 blocks. Buckets by kind alone (74 sliding, 14 full) gave 7 groups of 14
+    p = plan("google/gemma-3-27b-it", engine="vllm", gpu="H200", max_model_len=4096, kv_cache_memory_bytes=GiB,
+             speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-3-1b-it"})
+    assert p.num_blocks == 2048                                           # 2**30 // 524,288
+    assert p.formula[3] == f"max concurrency = 2,048 / 4,339 blocks per 4,096-token request = {2048 / 4339:.2f}"
+
+
+def test_mla_and_full_layers_are_one_uniform_group():
+    # UniformTypeKVCacheSpecs.is_uniform_type (0.33 kv_cache_interface.py :1348, 0.19 :397): MLAAttentionSpec is a
+    # FullAttentionSpec, so DeepSeek-V2-Lite's 27 MLA latents (512 + 64 = 576 x 2 B = 1,152 B a token) and a
+    # Llama-3.2-1B draft's 16 full layers (8 KV heads x 64 x 2 x 2 B = 2,048 B) are one group at the MLA block of 64:
+    # 64 x (27 x 1,152 + 16 x 2,048) = 1,990,656 + 2,097,152 = 4,087,808 B a block, no page padded
+    from kvplan.planning.engines.vllm_kv import kv_groups, rank_layer_specs
+    target, draft = load_model("deepseek-ai/DeepSeek-V2-Lite"), load_model("meta-llama/Llama-3.2-1B")
+    specs = rank_layer_specs(target, range(27), 1, 2, 2) + rank_layer_specs(draft, range(16), 1, 2, 2)
+    groups = kv_groups(specs, 64)
+    assert groups.uniform and groups.padding_layers == 0 and groups.bytes_per_block == 4_087_808   # 64 x 63,872

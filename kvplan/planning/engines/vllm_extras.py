@@ -19,7 +19,7 @@ from . import vllm_runner as runner
 from .lora import LoraSettings
 from .spec_decode import Speculative
 from .vllm_dsv4 import dsv4_layer_specs, is_dsv4
-from .vllm_kv import ds_mla_layout, rank_layer_specs, with_ds_mla_layout
+from .vllm_kv import ds_mla_layout, page_rule, rank_layer_specs, with_ds_mla_layout
 from .vllm_profile import VllmSettings
 
 
@@ -259,6 +259,7 @@ def stage_specs(model, layers: range, tp: int, kv: DType, act: DType, version: t
         specs = specs + spec_decode.draft_layer_specs(model, speculative, tp, kv.bits / 8, int(act.bytes))
     if ds_mla_layout(model, kv.bits, version, device.compute_capability if device is not None else None):
         specs = with_ds_mla_layout(specs, model, kv.bits)   # the MTP drafter's MLA layers use the same backend
+    specs = page_rule(specs, version)   # which pages the release pads when they do not divide the largest
     k = speculative.num_speculative_tokens if speculative is not None else 0
     if not model.has_state:
         return specs

@@ -35,6 +35,7 @@ class VllmLayerSpec:
     conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
     padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
     block_scale: int = 1      # attention: its block is this many times the model's (`unify_page_sizes`)
+    pads_page: bool = False   # attention: the release pads this page to the largest it does not divide (`page_rule`)
     # DeepSeek-V4's caches (engines/vllm_dsv4.py), grouped by `packed_groups`: a block of `own_block` tokens whatever
     # the model's (0: the model's), one stored entry of `bytes_per_token` B per `tokens_per_state` tokens, the page
     # rounded up to a multiple of `alignment` B (v1/kv_cache_interface.py `_apply_alignment_padding`, 0.33.0)
@@ -272,28 +273,86 @@ def hybrid_alignment(version: tuple[int, int, int], is_mla: bool, gdn_checkpoint
     return alignment
 
 
+def page_rule(specs: list[VllmLayerSpec], version: tuple[int, int, int]) -> list[VllmLayerSpec]:
+    """Mark the attention layers whose page the release pads when it does not divide the largest one
+    (`unify_kv_cache_spec_page_size`, read in 0.19.0 :914, 0.20.1 :1007, 0.22.1, 0.23.0, 0.24.0, 0.25.1 :1049,
+    0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0 kv_cache_planning.py :346):
+    - through 0.23 no page is padded: vLLM raises NotImplementedError at start-up (vllm issue #38979: Gemma 3 with
+      a TurboQuant KV dtype at 0.20.0, Qwen3.5-122B at 0.21);
+    - 0.24-0.28 pad a page the attention backend reads by block stride (`AttentionSpec.indexes_kv_by_block_stride`,
+      set from `AttentionBackend.indexes_kv_by_block_stride`, v1/attention/backend.py 0.25.1 :206): FlashAttention,
+      FlashInfer, Triton and the MLA backends (FlashMLA, CUTLASS, FlashInfer, Triton MLA) all put num_blocks first
+      in their layered stride order, so every attention page;
+    - from 0.29 any attention page but MLA's (sparse MLA indexes its cache in whole token rows)."""
+    if version[:2] < (0, 24):
+        return specs
+    mla_too = version[:2] < (0, 29)
+    return [dataclasses.replace(x, pads_page=True) if x.kind != "mamba" and (mla_too or x.kind != "mla") else x
+            for x in specs]
+
+
 def unify_page_sizes(specs: list[VllmLayerSpec], block_size: int) -> list[VllmLayerSpec]:
-    """`unify_kv_cache_spec_page_size` (v1/core/kv_cache_utils.py 0.19.0 :914, 0.20.1 :1007, 0.25.1 :1049; 0.33.0
-    v1/core/kv_cache_planning.py :346; 0.11.0 has none and asserts equal pages; 0.12-0.18 not read): when attention
-    pages differ, a layer whose page divides the largest gets a block that many times longer, so all pages are
-    equal. gemma-4-E4B-it: full layers 2 KV heads x 512 x 2 x 2 B = 4,096 B/token, sliding 2,048: a sliding
-    block holds 32 tokens, and a request's 2,559-token window span (511 + 2,048 batched) takes cdiv(2,559, 32) + 1
-    = 81 of those 64 KiB pages, not 161 half-pages (80.5 pages): vLLM 0.25.1 prints 63.10x concurrency, not 63.20x.
-    A page that does not divide the largest is left as is (vLLM pads or refuses it)."""
+    """`unify_kv_cache_spec_page_size`: when attention pages differ, a layer whose page divides the largest gets a
+    block that many times longer, so all pages are equal. gemma-4-E4B-it: full layers 2 KV heads x 512 x 2 x 2 B =
+    4,096 B/token, sliding 2,048: a sliding block holds 32 tokens, and a request's 2,559-token window span (511 +
+    2,048 batched) takes cdiv(2,559, 32) + 1 = 81 of those 64 KiB pages, not 161 half-pages (80.5 pages): vLLM 0.25.1
+    prints 63.10x concurrency, not 63.20x. A page that does not divide the largest is padded to it where the
+    release does (`page_rule`: a 3,072 B-a-token full page beside 2,048 B sliding ones at 16-token blocks, 49,152 B
+    and 32,768 B: each sliding page takes 49,152 B for its 16 tokens), and refused where vLLM fails to start."""
     pages = {x.page_bytes(block_size) for x in specs if x.kind != "mamba" and x.bytes_per_token}
     if len(pages) <= 1:
         return specs
     top = max(pages)
-    return [dataclasses.replace(x, block_scale=top // x.page_bytes(block_size))
-            if x.kind != "mamba" and x.bytes_per_token and top % x.page_bytes(block_size) == 0 else x for x in specs]
+    out = []
+    for x in specs:
+        page = x.page_bytes(block_size)
+        if x.kind == "mamba" or not x.bytes_per_token or page == top:
+            out.append(x)
+        elif top % page == 0:
+            out.append(dataclasses.replace(x, block_scale=x.block_scale * (top // page)))
+        elif x.pads_page:
+            out.append(dataclasses.replace(x, padded_bytes=top))
+        else:
+            raise WorkloadError(_odd_page_refusal(x, page, top, specs))
+    return out
+
+
+def _odd_page_refusal(x: VllmLayerSpec, page: int, top: int, specs: list[VllmLayerSpec]) -> str:
+    """Why vLLM does not start: an MLA page from 0.29 (0.33 get_kv_cache_groups falls back to treating sliding
+    layers as full only beside regular sliding-window layers, `_try_get_full_allocation_fallback_groups`, which
+    kvplan does not plan), any page before 0.24."""
+    what = f"a {page:,} B KV page of its {x.kind} layers does not divide the {top:,} B page of the others"
+    if x.kind == "mla" and any(y.pads_page for y in specs):
+        tail = ("vLLM 0.29+ pads only non-MLA pages and raises NotImplementedError for this one"
+                + (" (beside sliding-window layers 0.33 treats them as full attention instead, which kvplan does "
+                   "not plan)" if any(y.kind == "sliding" for y in specs) else ""))
+    else:
+        tail = ("vLLM before 0.24 cannot pad it and raises NotImplementedError at start-up: plan "
+                "--engine-version 0.24 or later")
+    return f"vLLM cannot put this model's KV layers in one block pool: {what}; {tail}"
+
+
+def _uniform_type(specs: list[VllmLayerSpec]) -> bool:
+    """`UniformTypeKVCacheSpecs.is_uniform_type` (0.33 kv_cache_interface.py :1348; 0.19 :397): one block size and
+    one type, where MLA counts as full attention (MLAAttentionSpec subclasses FullAttentionSpec; 0.33
+    single_type_kv_cache_manager.py :2708 registers it with uniform_type_base_spec=FullAttentionSpec), sliding layers
+    share one window, chunked ones one chunk, and Mamba states are one type (0.19; 0.33 also asks one page, which
+    the state-only models kvplan plans have). DeepSeek-V2-Lite with a Llama-3.2-1B draft model: 27 MLA + 16 full
+    layers in one group, a block the sum of their 43 pages."""
+    return len({("full", 0) if x.kind == "mla" else (x.kind, x.window) for x in specs}) == 1
 
 
 def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> KVGroups:
-    """`get_kv_cache_groups`: one group when every layer has the same kind, else groups of equal size. A Mamba
-    page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
+    """`get_kv_cache_groups`: one group when every layer has one type (`_uniform_type`), else groups of equal size
+    (`_get_kv_cache_groups_uniform_page_size`, 0.33 kv_cache_planning.py :416): the layers go into buckets of equal
+    specs (`same_type_layers`; a draft model's 512-token window is not its target's 1,024), the smallest bucket sets
+    the group size unless the largest is under 1.5 times it, and each bucket splits into groups padded to that size.
+    A Mamba page is padded to the attention page (0.19 model_executor/models/config.py `mamba_page_size_padded =
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
     Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page. `layout`: DeepSeek-V4's
-    packed groups as 0.31-0.33 form them (""), or 0.20.1-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`)."""
+    packed groups as 0.31-0.33 form them (""), or 0.20.1-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`).
+    Buckets are told apart by bytes a token, so two layers of equal bytes but other head shapes (8 x 64 and 4 x 128)
+    would share one where vLLM's specs differ."""
     if not specs:
         # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
         # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
@@ -306,20 +365,17 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> 
     if attention:
         specs = [dataclasses.replace(x, padded_bytes=attention) if x.kind == "mamba" and x.state_bytes < attention
                  else x for x in specs]
-    kinds: dict[str, list[VllmLayerSpec]] = {}
-    for spec in specs:
-        kinds.setdefault(spec.kind, []).append(spec)
-    if len(kinds) == 1:
+    if _uniform_type(specs):
         return KVGroups(block_size, (tuple(specs),), uniform=True, padding_layers=0)
-    specs = unify_page_sizes(specs, block_size)   # one group per kind would not need equal pages: hybrids do
-    kinds = {}
+    specs = unify_page_sizes(specs, block_size)   # one group per type would not need equal pages: hybrids do
+    buckets: dict[VllmLayerSpec, list[VllmLayerSpec]] = {}
     for spec in specs:
-        kinds.setdefault(spec.kind, []).append(spec)
-    counts = [len(v) for v in kinds.values()]
+        buckets.setdefault(spec, []).append(spec)
+    counts = [len(v) for v in buckets.values()]
     low, high = min(counts), max(counts)
     group_size = high if high < 1.5 * low else low
     groups, padding = [], 0
-    for layers in kinds.values():
+    for layers in buckets.values():
         for start in range(0, len(layers), group_size):
             chunk = layers[start:start + group_size]
             padding += group_size - len(chunk)
