@@ -66,6 +66,19 @@ def test_known_and_read_fields_are_not_named():
     assert kvplan.load_model("Qwen/Qwen3-30B-A3B").warnings == ()   # MoE keys: read by the weights count
 
 
+def test_a_wrapped_text_config_knows_its_own_class_keys():
+    # gemma-3-27b-it's text_config is a Gemma3TextConfig, whose keys (conformance.json gemma3_text) hold
+    # attn_logit_softcapping; the wrapper's row (gemma3) names only its own top-level keys, so the key was called
+    # unread inside the wrapper and not on the flat gemma-3-1b-it. A key neither class has is still named
+    data = read_config_file(bundled_index()["google/gemma-3-27b-it"])
+    soft = {**data, "text_config": {**data["text_config"], "attn_logit_softcapping": 50.0}}
+    assert kvplan.parse_config(soft, name="g").warnings == ()
+    moe = {**data, "text_config": {**data["text_config"], "num_experts": 8}}
+    assert kvplan.parse_config(moe, name="g").warnings == (
+        "config field(s) num_experts may change the cache or the weights and kvplan does not read them: the "
+        "figures ignore them",)
+
+
 def test_plan_notes_and_fields_carry_the_warning():
     p = kvplan.plan(UNVERIFIED, max_model_len=4096)
     assert p.verified is False and p.notes[0].startswith("not verified: model_type 'chatglm'")

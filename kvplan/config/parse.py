@@ -30,6 +30,10 @@ from .verified import (family_status, fixed_field_refusal, kv_fixed_refusal, kv_
 ENCODER_ONLY = {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
                 "bert-generation", "big_bird", "camembert", "data2vec-text", "ernie", "megatron-bert", "rembert",
                 "roberta-prelayernorm", "roformer", "roc_bert", "xlm-roberta-xl", "xmod"}
+# ... and these have no causal-LM class at all (transformers 5.24 MODEL_FOR_CAUSAL_LM_MAPPING_NAMES lists no albert,
+# deberta, deberta-v2 or distilbert; bert's is BertLMHeadModel, xmod's XmodForCausalLM): is_decoder true does not
+# give them a cache, where kvplan sized albert-base with it at 12 layers of K and V
+NO_CAUSAL_LM = frozenset({"albert", "deberta", "deberta-v2", "distilbert"})
 
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length", "max_target_positions")
@@ -88,6 +92,10 @@ def _refuse_encoders(text: Mapping[str, Any], model_type: str, status, name: str
     if text.get("is_encoder_decoder") is True and "decoder_layers" not in text:
         raise UnsupportedArchitectureError(
             f"{name}: model_type {model_type!r} is an encoder-decoder model: kvplan sizes decoder-only KV caches")
+    if model_type in NO_CAUSAL_LM:
+        raise UnsupportedArchitectureError(
+            f"{name}: model_type {model_type!r} is an encoder, with no causal-LM class in transformers, so it keeps no "
+            "KV cache whatever is_decoder says: kvplan sizes the caches of decoder models")
     if (model_type in ENCODER_ONLY or status.needs_decoder) and text.get("is_decoder") is not True:
         raise UnsupportedArchitectureError(
             f"{name}: model_type {model_type!r} is an encoder unless its config says is_decoder: true, and as an "

@@ -65,9 +65,15 @@ def family_status(model_type: str, wrapper_type: str | None = None) -> FamilySta
     row = families.get(key)
     if row is None:
         return FamilyStatus(model_type, transformers=table["transformers"])
+    keys = frozenset(row.get("keys", ()))
+    if key == wrapper_type:
+        # the wrapper's row names its own top-level keys (gemma3: boi_token_index, image_token_index, ...); the text
+        # config is the text class's, whose keys are its own row's: gemma-3-27b-it's attn_logit_softcapping is
+        # Gemma3TextConfig's, and was named "unread" inside the wrapper but not on the flat gemma-3-1b-it
+        keys |= frozenset(families.get(SAME_ARCHITECTURE.get(model_type, model_type), {}).get("keys", ()))
     return FamilyStatus(model_type, row.get("kv", ""), row.get("params", ""), row.get("cls", ""),
                         row.get("kv_error", ""), row.get("params_error", ""), table["transformers"],
-                        frozenset(row.get("keys", ())), bool(row.get("needs_decoder")))
+                        keys, bool(row.get("needs_decoder")))
 
 
 def kv_refusal(status: FamilyStatus, name: str) -> UnsupportedArchitectureError | None:
