@@ -141,11 +141,8 @@ def _check(model, shape, tp: int, pp: int, dp: int, expert_parallel: bool, specu
                             f"{model.num_layers}")
     if expert_parallel and not shape.has_experts:
         raise WorkloadError(f"{model.name} has no routed experts: leave expert parallelism out")
-    experts = {layer.ffn.experts for layer in shape.layers if isinstance(layer.ffn, MoEDims)}
-    if expert_parallel and (odd := sorted(e for e in experts if e % tp)):
-        # 0.5.23 layers/moe/fused_moe_triton/layer.py FusedMoE.__init__: `assert self._num_global_routed %
-        # storage_ep_size == 0` (0.5.1: `assert num_experts % self.moe_ep_size == 0`): whole, equal shares only
-        raise WorkloadError(f"{model.name}'s {odd[0]} routed experts do not divide over --ep-size {tp}, which "
+    if expert_parallel and (odd := _uneven_experts(shape, tp)):
+        raise WorkloadError(f"{model.name}'s {odd} routed experts do not divide over --ep-size {tp}, which "
                             "SGLang's FusedMoE asserts at start-up: use a TP that divides them, or no expert "
                             "parallelism")
     if shape.top_dims and (why := vocab_refusal(model.name, shape.vocab, tp, vocab_rule("sglang", version),
@@ -189,11 +186,18 @@ def _check_draft(speculative, tp: int, expert_parallel: bool) -> None:
                             "of attention layers")
     if not expert_parallel or speculative.method != "draft_model":
         return
-    experts = {layer.ffn.experts for layer in speculative.draft.require_arch().layers if isinstance(layer.ffn, MoEDims)}
-    if odd := sorted(e for e in experts if e % tp):
-        raise WorkloadError(f"the draft {speculative.draft.name}'s {odd[0]} routed experts do not divide over "
+    if odd := _uneven_experts(speculative.draft.require_arch(), tp):
+        raise WorkloadError(f"the draft {speculative.draft.name}'s {odd} routed experts do not divide over "
                             f"--ep-size {tp}, which SGLang's FusedMoE asserts at start-up as for the target: use a "
                             "TP that divides them, or no expert parallelism")
+
+
+def _uneven_experts(shape, tp: int) -> int | None:
+    """The fewest routed experts of a MoE layer that --ep-size `tp` does not divide, None when it divides them all:
+    0.5.23 layers/moe/fused_moe_triton/layer.py FusedMoE.__init__ asserts `self._num_global_routed % storage_ep_size
+    == 0` (0.5.1: `num_experts % self.moe_ep_size == 0`), whole and equal shares only. Qwen1.5-MoE over 8: 60."""
+    return min((e for e in {layer.ffn.experts for layer in shape.layers if isinstance(layer.ffn, MoEDims)} if e % tp),
+               default=None)
 
 
 def _check_hybrid(model, pp: int, speculative, attn_tp: int, version) -> None:
