@@ -257,6 +257,6 @@ def test_a_hybrid_draft_model_is_refused():
     with pytest.raises(WorkloadError, match=re.escape(
             "Qwen/Qwen3-Next-80B-A3B-Instruct holds gated_deltanet state besides its KV, which kvplan does not size "
             "for an SGLang draft model: use a draft of attention layers")):
-        _sglang(LLAMA, gpu="H100", max_model_len=1024,
+        _sglang("Qwen/Qwen3-32B", gpu="H100", max_model_len=1024,   # both vocabularies 151,936
                 speculative={"method": "draft_model", "num_speculative_tokens": 3,
                              "model": "Qwen/Qwen3-Next-80B-A3B-Instruct"})

@@ -17,6 +17,7 @@ Cards (kvplan/data/gpus.json): H100-SXM runtime 85,029,158,912 B, nvidia-smi 81,
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -219,19 +220,16 @@ def test_plan_sglangs_defaults_are_no_dp_no_ep_and_the_given_kv():
 # ----------------------------------------------------------------------------- drafting and the SWA pool
 
 
-def test_drafting_keeps_gpt_oss_off_the_swa_pool_in_0_5_9():
-    """0.5.9 turns gpt-oss's SWA pool off with speculative decoding (server_args.py): every layer is full. gpt-oss-120b
-    at TP 2 with Qwen3-0.6B as the draft model: 36 layers x 4 KV heads x 64 x 2 x 2 B = 36,864 + the draft's 28 x 4 x
-    128 x 2 x 2 B = 57,344: one cell of 94,208 B. Before 0.5.14 the draft loads into the reserve, so rest =
-    _rest(H100, weights, 0.85) = 39,072,421,097 B and 39,072,421,097 // 94,208 = 414,746 tokens, no SWA split."""
-    p = _sglang("openai/gpt-oss-120b", gpu="H100", tp=2, max_model_len=8192, engine_version="0.5.9",
-                gpu_memory_utilization=0.85,
+def test_a_draft_model_of_another_vocabulary_is_refused():
+    """SGLang 0.5.23 speculative/standalone_worker_v2.py `_validate_vocab_compatibility` raises when the draft's
+    vocab_size is not the target's: Qwen3-0.6B's 151,936 tokens do not draft for gpt-oss-120b's 201,088 (the plan
+    was sized at 414,746 tokens before)."""
+    with pytest.raises(WorkloadError, match=re.escape(
+            "the draft model Qwen/Qwen3-0.6B has a vocabulary of 151,936 tokens and openai/gpt-oss-120b one of "
+            "201,088: vLLM and SGLang refuse a draft model whose vocab_size is not the target's, so use a draft of "
+            "the same tokenizer")):
+        _sglang("openai/gpt-oss-120b", gpu="H100", tp=2, max_model_len=8192, engine_version="0.5.9",
                 speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "Qwen/Qwen3-0.6B"})
-    rest = _rest(H100, p.weights_bytes, 0.85)
-    assert rest == 39_072_421_097 and _shows_rest(p, rest) and p.extra == {}
-    assert p.kv_bytes_per_token == 36_864 + 57_344
-    assert p.kv_cache_tokens == rest // 94_208 == 414_746
-    assert p.formula[-1] == "max_total_num_tokens = 39,072,421,097 // 94,208 = 414,746"
 
 
 # ----------------------------------------------------------------------------- the SWA floor (0.5.19+)

@@ -622,3 +622,17 @@ def test_an_eagle1_head_reads_its_hidden_size_not_an_eagle3_field(tmp_path):
     assert check(load_model(LLAMA), eagle1) is eagle1
     with pytest.raises(WorkloadError, match="sets use_aux_norm"):
         check(load_model(LLAMA), head)
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused_on_vllm():
+    # vLLM config/speculative.py `verify_equal_vocab_size_if_draft_model` (0.19.0 :824, 0.33.0 :2040): the draft
+    # model's vocab_size must be the target's. gemma-3-1b-it has 262,144 entries and gemma-3-27b-it 262,208; the
+    # same family at equal vocabularies (gemma-2-2b-it for gemma-2-27b, 256,000 each) is planned
+    with pytest.raises(WorkloadError, match=re.escape(
+            "the draft model google/gemma-3-1b-it has a vocabulary of 262,144 tokens and google/gemma-3-27b-it one of "
+            "262,208: vLLM and SGLang refuse a draft model whose vocab_size is not the target's, so use a draft of "
+            "the same tokenizer")):
+        plan("google/gemma-3-27b-it", engine="vllm", gpu="H200", max_model_len=4096,
+             speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-3-1b-it"})
+    assert plan("google/gemma-2-27b", engine="vllm", gpu="H200", max_model_len=4096,
+                speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-2-2b-it"})

@@ -684,19 +684,19 @@ def test_max_model_len_auto_of_a_one_position_config():
 
 
 def test_a_draft_models_layers_are_buckets_of_their_own():
-    # vLLM 0.33 kv_cache_planning.py `_get_kv_cache_groups_uniform_page_size`: buckets of equal specs. gemma-3-27b-it
-    # (52 sliding layers of window 1,024 and 10 full, 16 KV heads x 128 x 2 x 2 B = 8,192 B a token) with
-    # gemma-3-1b-it as draft model (22 sliding of window 512 and 4 full, 1 x 256 x 2 x 2 = 1,024 B): 4 buckets of 52,
-    # 22, 10 and 4, so groups of 4 (52 >= 1.5 x 4): 13 + 6 + 3 + 1 = 23 groups, 2 + 2 = 4 padding layers. At
-    # 16-token blocks the target's page is 131,072 B and the draft's 16,384, which divides it: the draft's block is 8
-    # x 16 = 128 tokens; a block id costs 4 x 131,072 = 524,288 B, so a 2**30 B pool is 2,048 blocks. A 4,096-token
-    # request at 8,192 batched tokens x 2 in flight (H200): every sliding layer holds min(W - 1 + 16,384, 4,096) =
-    # 4,096 tokens, target cdiv(4,096, 16) + 1 = 257 pages, draft cdiv(4,096, 128) + 1 = 33; full 256 and 32:
-    # 13 x 257 + 6 x 33 + 3 x 256 + 32 = 4,339 blocks. Buckets by kind alone (74 sliding, 14 full) gave 7 groups of 14
-    p = plan("google/gemma-3-27b-it", engine="vllm", gpu="H200", max_model_len=4096, kv_cache_memory_bytes=GiB,
-             speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-3-1b-it"})
-    assert p.num_blocks == 2048                                           # 2**30 // 524,288
-    assert p.formula[3] == f"max concurrency = 2,048 / 4,339 blocks per 4,096-token request = {2048 / 4339:.2f}"
+    # vLLM 0.33 kv_cache_planning.py `_get_kv_cache_groups_uniform_page_size`: buckets of equal specs. gemma-2-27b
+    # (23 sliding + 23 full layers of 16 KV heads x 128 x 2 x 2 B = 8,192 B a token) with gemma-2-2b-it as draft
+    # model (13 + 13 of 4 x 256 x 2 x 2 = 4,096 B; both vocabularies 256,000, windows 4,096): 4 buckets of 23, 23, 13
+    # and 13, so groups of 13 (23 >= 1.5 x 13 = 19.5): 2 + 2 + 1 + 1 = 6 groups, 3 + 3 = 6 padding layers. At
+    # 16-token blocks the target's page is 131,072 B and the draft's 65,536, which divides it: the draft's block is
+    # 32 tokens; a block id costs 13 x 131,072 = 1,703,936 B, so a 2**30 B pool is 630 blocks. An 8,192-token
+    # request at 8,192 batched tokens x 2 in flight (H200): every sliding layer holds min(4,095 + 16,384, 8,192) =
+    # 8,192 tokens, target cdiv(8,192, 16) + 1 = 513 pages, draft cdiv(8,192, 32) + 1 = 257; full 512 and 256:
+    # 2 x 513 + 2 x 512 + 257 + 256 = 2,563 blocks. Buckets by kind alone (36 sliding, 36 full) gave 2 groups of 36
+    p = plan("google/gemma-2-27b", engine="vllm", gpu="H200", max_model_len=8192, kv_cache_memory_bytes=GiB,
+             speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-2-2b-it"})
+    assert p.num_blocks == 630                                            # 2**30 // 1,703,936
+    assert p.formula[3] == f"max concurrency = 630 / 2,563 blocks per 8,192-token request = {630 / 2563:.2f}"
 
 
 def test_mla_and_full_layers_are_one_uniform_group():

@@ -78,12 +78,27 @@ def check(model, spec: Speculative) -> Speculative:
             raise WorkloadError("MTP drafts with the checkpoint's own layers: leave the draft model out")
     elif spec.draft is None:
         raise WorkloadError(f"speculative method {spec.method} needs the draft's config: name the draft model")
+    if spec.method == "draft_model":
+        _check_vocab(model, spec.draft)
     if spec.method == "eagle3" and not spec.draft.require_arch().draft_vocab:
         raise WorkloadError(f"{spec.draft.name} is not an EAGLE-3 head (its config has no draft_vocab_size with an "
                             "Eagle architecture): use method draft_model for a whole model")
     if spec.method in ("eagle", "eagle3"):
         _check_head(model, spec)
     return spec
+
+
+def _check_vocab(model, draft) -> None:
+    """A draft model proposes token ids of its own vocabulary, so both engines ask it to be the target's: vLLM
+    (config/speculative.py `verify_equal_vocab_size_if_draft_model`, 0.19.0 :824, 0.33.0 :2040, called by
+    v1/spec_decode/draft_model.py `_raise_if_vocab_size_mismatch` unless use_heterogeneous_vocab, 0.25+, which
+    kvplan does not plan) and SGLang (0.5.23 speculative/standalone_worker_v2.py `_validate_vocab_compatibility`)
+    raise at start-up. gemma-3-1b-it's 262,144 entries do not draft for gemma-3-27b-it's 262,208."""
+    ours, theirs = draft.require_arch().vocab, model.require_arch().vocab
+    if ours != theirs:
+        raise WorkloadError(f"the draft model {draft.name} has a vocabulary of {ours:,} tokens and {model.name} one "
+                            f"of {theirs:,}: vLLM and SGLang refuse a draft model whose vocab_size is not the "
+                            "target's, so use a draft of the same tokenizer")
 
 
 def _check_head(model, spec: Speculative) -> None:
