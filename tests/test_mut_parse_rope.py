@@ -304,6 +304,13 @@ def test_encoders_without_a_causal_lm_are_refused_whatever_is_decoder_says(model
         kvplan.parse_config(data, name="enc")
 
 
+def test_an_encoder_with_a_causal_lm_but_no_record_needs_is_decoder_too():
+    """xmod has a causal LM (XmodForCausalLM) but no needs_decoder row in kvplan/data/conformance.json: ENCODER_ONLY
+    alone refuses it without is_decoder true."""
+    with pytest.raises(UnsupportedArchitectureError, match=_exact(_encoder_message("xmod"))):
+        kvplan.parse_config({"model_type": "xmod", **BERT_BASE}, name="enc")
+
+
 def test_the_encoders_without_a_causal_lm_are_the_ones_transformers_has_none_for():
     # the list follows transformers' own mapping: bert (BertLMHeadModel) and xmod (XmodForCausalLM) have one
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal
