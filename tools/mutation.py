@@ -165,8 +165,11 @@ def run_shard(module: str, tests: list[str], jobs: int, names: list[str] | None 
         # cases
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CI": "true"}
         start = time.monotonic()
-        subprocess.run(["mutmut", "run", "--max-children", str(jobs), *(names or [])], cwd=work, env=env, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # exits 1 when a mutant survives
+        # KVPLAN_MUTATION_LOG=FILE keeps mutmut's own output (why a run stopped with mutants "not checked")
+        log = os.environ.get("KVPLAN_MUTATION_LOG")
+        with open(log, "a") if log else open(os.devnull, "w") as out:
+            subprocess.run(["mutmut", "run", "--max-children", str(jobs), *(names or [])], cwd=work, env=env,
+                           check=False, stdout=out, stderr=subprocess.STDOUT)   # exits 1 when a mutant survives
         return collect(work, module, tests, round(time.monotonic() - start, 1))
 
 
