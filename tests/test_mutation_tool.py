@@ -66,6 +66,8 @@ def test_the_report_scores_a_shard_and_marks_a_survivor_without_a_reason():
     # 2 killed (one a timeout) of 3 decided = 66.7 %; 1 of 3 without the timeout = 33.3 %; the segfault apart
     assert f"| `{MOD}` | 4 | 2 (1) | 1 | 1 | 66.7 | 5 | 33.3 | 12.5 | older |" in report  # a record without a blob
     shard["blob"] = mutation.blob(MOD)
+    assert f"| 12.5 | warm caches |" in mutation.write_report({MOD: shard}, {})   # no `isolated`: before 7594ed7
+    shard["isolated"] = True
     assert f"| 12.5 | current |" in mutation.write_report({MOD: shard}, {})
     assert "- `x_f__mutmut_1` (kvplan/planning/engines/lora.py): `-    x = 1` `+    x = 2` — **no reason" in report
 
@@ -88,6 +90,8 @@ def test_a_rerun_names_what_was_not_killed_and_keeps_the_kills():
                                   "x_f__mutmut_4": "timeout", "x_g__mutmut_1": "killed"}
     assert merged["survivors"] == {"x_f__mutmut_3": ["- e", "+ f"]}
     assert merged["again"] == {"seconds": None, "tests": ["a"], "rerun": 3, "kills_kept": 2}
+    assert merged["isolated"] is False   # the kills kept come from a run without isolated tests
+    assert mutation.merge_again({**old, "isolated": True}, {**new, "isolated": True}, names)["isolated"] is True
     assert mutation.counts(merged) == {"mutants": 5, "killed": 4, "survived": 1, "other": 0, "timeouts": 1}
     assert "40.0: a rerun of the 3 mutants a run stopped midway did not kill (2 kills kept from it)" \
         in mutation.write_report({MOD: merged}, {})
