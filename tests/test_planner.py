@@ -546,3 +546,15 @@ def test_parallel_drafting_and_lora_commands_use_real_flags(engine, version):
         words, flags = _flags(p.vllm_command)
         assert set(flags) <= known, (model, kwargs, set(flags) - known)
 
+
+
+@pytest.mark.parametrize("engine, asked, read", [("vllm", "0.34.0", "0.33.0"), ("sglang", "0.5.24", "0.5.23")])
+def test_a_release_newer_than_the_newest_read_is_not_verified(engine, asked, read):
+    # vLLM 0.34.0 (PyPI, 2026-11-16) changes v1/core/kv_cache_planning.py by 276 lines and drops the V1 runner's
+    # gpu_model_runner.py: planned with 0.33.0's rules, the figures are unverified and say so; the release read is not
+    p = plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", engine_version=asked)
+    warning = (f"{'vLLM' if engine == 'vllm' else 'SGLang'} {asked} is newer than {read}, the newest release kvplan "
+               f"read: its figures follow {read}'s rules, not checked against {asked}; plan --engine-version {read} "
+               "for a release kvplan has read")
+    assert p.verified is False and p.warnings == [warning] and p.notes[0] == f"not verified: {warning}"
+    assert plan("meta-llama/Llama-3.1-8B", engine=engine, gpu="H100", engine_version=read).warnings == []
