@@ -216,6 +216,9 @@ def test_unify_pads_a_page_that_does_not_divide_where_the_release_does():
                          "--engine-version 0.24 or later"),
     # 0.29.0 :1186 pads any attention page but MLA's
     ((0, 29, 0), "mla", "vLLM 0.29+ pads only non-MLA pages and raises NotImplementedError for this one"),
+    # an MLA page before 0.24 fails as any page does then
+    ((0, 22, 1), "mla", "vLLM before 0.24 cannot pad it and raises NotImplementedError at start-up: plan "
+                        "--engine-version 0.24 or later"),
 ])
 def test_a_page_the_release_cannot_pad_is_refused(version, kind, tail):
     # full 4,096 B a token beside a 1,152 B layer (an MLA latent, 576 x 2 B) at block 16: 65,536 % 18,432 = 10,240
@@ -337,3 +340,28 @@ def test_nemotron_h_ssm_state_dtype_by_release():
     model = load_model("nvidia/Nemotron-H-56B-Base-8K")
     assert [vllm_ssm_dtype(model, v) for v in [(0, 12, 0), (0, 13, 0), (0, 19, 0), (0, 20, 1)]] == [
         None, "float16", "float16", "float32"]
+
+
+def test_sliding_layers_of_two_windows_are_two_types():
+    # SlidingWindowSpec.is_uniform_with_collection (0.33 kv_cache_interface.py :957) asks one sliding_window: a
+    # 512-token window beside a 1,024-token one is no uniform group but two buckets, one group of 2 layers each; two
+    # layers of one window (64 B a token, 1,024 B pages at block 16) are one uniform group of 2 x 1,024 = 2,048 B
+    short, long = VllmLayerSpec("sliding", 64, window=512), VllmLayerSpec("sliding", 64, window=1024)
+    two = kv_groups([short, short, long, long], 16)
+    assert two.uniform is False and [len(g) for g in two.groups] == [2, 2] and two.padding_layers == 0
+    assert two.groups[0] == (short, short) and two.groups[1] == (long, long)
+    one = kv_groups([short, short], 16)
+    assert one.uniform is True and one.bytes_per_block == 2_048    # 2 x 16 x 64
+
+
+def test_layers_of_one_kind_but_other_bytes_are_buckets_apart():
+    # `same_type_layers` keys by the spec: full layers of 128 and 64 B a token (a target and its draft) beside 3
+    # sliding ones are three buckets of 3, 1 and 1 (groups of 1: 3 < 1.5 x 1 is false), where one bucket per kind
+    # had 2 and 3 (groups of 3 with one padding layer: 3 < 1.5 x 2). Pages at block 16: 2,048 B (full 128, the
+    # largest), 1,024 (full 64 and sliding 64: each block twice as long)
+    big, small = VllmLayerSpec("full", 128), VllmLayerSpec("full", 64)
+    sliding = VllmLayerSpec("sliding", 64, window=256)
+    groups = kv_groups([sliding, sliding, sliding, big, small], 16)
+    assert [len(g) for g in groups.groups] == [1, 1, 1, 1, 1] and groups.padding_layers == 0
+    assert [g[0].bytes_per_token for g in groups.groups] == [64, 64, 64, 128, 64]
+    assert groups.bytes_per_block == 2_048   # one layer of 16 x 128; the 64 B layers' blocks are 32 tokens
