@@ -206,6 +206,8 @@ def test_unify_pads_a_page_that_does_not_divide_where_the_release_does():
              VllmLayerSpec("mamba", 0, state_bytes=16_384)]
     out = unify_page_sizes(page_rule(specs, (0, 26, 0)), 16)
     assert [x.block_scale for x in out] == [1, 2, 1, 1]
+    marked = page_rule([*specs, VllmLayerSpec("full", 0)], (0, 26, 0))   # a layer of no bytes has no page to unify
+    assert unify_page_sizes(marked, 16)[-1] is marked[-1]
     assert [x.page_bytes(16) for x in out] == [65_536, 65_536, 65_536, 16_384]   # 16 x 4,096; 32 x 2,048; padded
     assert out[2].block_tokens(16) == 16
 
