@@ -58,3 +58,30 @@ def test_the_unsized_profile_warning_word_for_word_and_only_without_an_embedding
     # known is sized
     assert unsized_profile(dataclasses.replace(_gemma3(), image_tokens=(256, 0)), text_only=False) is None
     assert unsized_profile(dataclasses.replace(_gemma3(), image_tokens=(0, 260)), text_only=False) is not None
+
+
+# ----------------------------------------------------------------------------- vllm_cudagraph (capture sizes)
+
+def test_one_sequence_captures_batches_of_1_and_2():
+    # config/vllm.py `_set_cudagraph_sizes` (0.33): the grid starts 1, 2, 4 up to max_cudagraph_capture_size =
+    # min(2 x max_num_seqs x (1 + k), 512) = 2 at one sequence, so 1 and 2 (4 is past it); max_num_seqs 1 is added
+    # from 0.31 and is already there
+    from kvplan.planning.engines.vllm_cudagraph import capture_sizes
+    assert capture_sizes(1, 8192, (0, 33, 0)) == (1, 2)
+
+
+def test_drafting_sizes_are_the_decode_batches_times_the_drafted_tokens():
+    # 0.29+ adds n x (1 + k) for n in the grid up to max_num_seqs and max_num_seqs itself: 7 sequences drafting 32
+    # tokens (q = 33) add 33, 66, 132 and 7 x 33 = 231 (8 x 33 = 264 is past 7 sequences); the main grid runs to
+    # min(2 x 7 x 33 = 462, 512): 1, 2, 4, 8 ... 248 by 8, then 256 ... 448 by 16
+    from kvplan.planning.engines.vllm_cudagraph import capture_sizes
+    sizes = capture_sizes(7, 8192, (0, 33, 0), spec_tokens=32)
+    assert [s for s in sizes if s > 4 and s % 8] == [33, 66, 132, 231] and 264 not in sizes
+    assert sizes[-3:] == (416, 432, 448) and len(sizes) == 51   # 3 + 31 (8 ... 248) + 13 (256 ... 448) + 4
+
+
+def test_the_estimate_is_computed_from_018():
+    # envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS appears in 0.18: computed from 0.18.0, not in 0.17
+    from kvplan.planning.engines.vllm_cudagraph import computed
+    assert computed((0, 18, 0), False) is True and computed((0, 17, 1), False) is False
+    assert computed((0, 18, 0), True) is False   # no CUDA graphs, no estimate
