@@ -105,8 +105,12 @@ def test_prefill_graphs_by_release(version, settings, reserved):
 def test_a_release_outside_the_ones_read_is_said():
     llama = load_model("meta-llama/Llama-3.2-1B")
     newer = plan(llama, engine="sglang", gpu="H100", max_model_len=8192, engine_version="0.5.24")
-    assert ("SGLang 0.5.24 is newer than 0.5.23, the newest release kvplan's rules were read from: planned with "
-            "those rules") in newer.notes
+    # one warning (unread.newer_release), at the head of the notes, and no second "newer than" note beside it
+    assert newer.warnings == ["SGLang 0.5.24 is newer than 0.5.23, the newest release kvplan read: its figures follow "
+                              "0.5.23's rules, not checked against 0.5.24; plan --engine-version 0.5.23 for a release "
+                              "kvplan has read"]
+    assert newer.notes[0] == f"not verified: {newer.warnings[0]}"
+    assert [n for n in newer.notes if "newer than" in n] == newer.notes[:1]
     older = plan(llama, engine="sglang", gpu="H100", max_model_len=8192, engine_version="0.4.3")
     assert ("SGLang 0.4.3 is older than 0.5.1, the oldest release kvplan's pool rules were read from: "
             "mem_fraction_static follows the 0.4.x start-up logs, the rest is planned with 0.5.1's rules"

@@ -23,7 +23,7 @@ from .engines.sglang import plan_sglang
 from .engines.sglang_pool import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 from .engines.spec_decode import Speculative
 from .engines.vllm import plan_vllm
-from .engines.vllm_profile import LATEST as VLLM_LATEST, parse_version
+from .engines.vllm_profile import parse_version
 from . import defaults
 from .inputs import (ENGINE_NAMES, dtype_note, engine_settings, image_limit, lora_settings, model_dtype, positive,
                      resolve_max_len, resolve_parallel, resolve_utilization, speculative_settings)
@@ -61,7 +61,7 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     if past is not None and past[1]:
         update["vllm_command"] = f"{past[1]}=1 {result.vllm_command}"
     warnings = list(model.warnings) + weights_warnings(model, update["weights_source"], result.engine) + (
-        [past[0]] if past else []) + release_warning(result) + result.warnings   # the engine's: what it does not model
+        [past[0]] if past else []) + result.warnings   # the engine's: what it does not model, a release it has not read
     library = [model.library_note] if model.library_note and model.library_note not in warnings else []
     if warnings:
         update.update(verified=False, warnings=warnings,
@@ -69,23 +69,6 @@ def plan(model: ModelSpec | str, **settings) -> Plan:
     elif library:   # a bundled copy whose gap moves no figure: said once, at the head of the notes
         update["notes"] = library + result.notes
     return result.model_copy(update=update)
-
-
-# the newest release of each engine whose source kvplan's rules were read from
-NEWEST_READ = {"vllm": VLLM_LATEST, "sglang": SGLANG_DEFAULT_VERSION}
-
-
-def release_warning(p: Plan) -> list[str]:
-    """A release past the newest one read is planned with that one's rules, unverified: vLLM 0.34.0 (2026-11-16) is
-    not 0.33.0 (its v1/core/kv_cache_planning.py differs by 276 lines, gpu_worker.py by 596, and the V1 runner's
-    gpu_model_runner.py is gone), so its figures carry a warning, not only the engine's note."""
-    newest = NEWEST_READ.get(p.engine)
-    if newest is None or parse_version(p.engine_version) <= newest:
-        return []
-    read = ".".join(map(str, newest))
-    return [f"{ENGINE_NAMES[p.engine]} {p.engine_version} is newer than {read}, the newest release kvplan read: its "
-            f"figures follow {read}'s rules, not checked against {p.engine_version}; plan --engine-version {read} for "
-            "a release kvplan has read"]
 
 
 def context_warning(model: ModelSpec, p: Plan) -> tuple[str, str | None] | None:

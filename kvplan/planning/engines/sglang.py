@@ -33,7 +33,7 @@ from .sglang_pool import (DEFAULT_VERSION, LOAD_EXTRA_BYTES, PRELOAD_BYTES, VLM_
 from .sglang_rules import (FIRST_RELEASE, MAMBA_POOL_ARCHS, PP_HYBRID_FROM, TOWER_EVERY_STAGE, lm_head_every_stage,
                            multimodal, pp_layer_split, prefill_graphs_reserved, release_text, sm100_page, swa_pool)
 from .spec_decode import Speculative
-from .unread import refuse_unread
+from .unread import newer_release, refuse_unread
 from .vllm_kv import bytes_per_token
 
 ALGORITHMS = {"mtp": "NEXTN", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
@@ -56,10 +56,8 @@ OLDEST_READ = (0, 5, 1)
 
 
 def _release_notes(version: tuple[int, int, int]) -> list[str]:
-    """Llama-3.1-8B asked of SGLang 0.5.24: planned as 0.5.23, and the plan says so."""
-    if version > DEFAULT_VERSION:
-        return [f"SGLang {release_text(version)} is newer than {release_text(DEFAULT_VERSION)}, the newest release "
-                "kvplan's rules were read from: planned with those rules"]
+    """SGLang 0.4.3: its pool follows the 0.4.x logs, the rest 0.5.1's rules. A release past the newest read is
+    a warning, not a note (unread.newer_release)."""
     if version < OLDEST_READ:
         return [f"SGLang {release_text(version)} is older than {release_text(OLDEST_READ)}, the oldest release "
                 "kvplan's pool rules were read from: mem_fraction_static follows the 0.4.x start-up logs, the rest "
@@ -123,7 +121,7 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
         formula=_formula(device, fraction, rest, stages, binding, extra, settings),
         notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len)
         + ([_swa_floor_note(model, head.pool, floor, settings)] if tokens < floor else []) + _release_notes(version),
-        warnings=engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
+        warnings=newer_release("SGLang", version, DEFAULT_VERSION) + engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
     )
 
 

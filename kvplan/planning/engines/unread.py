@@ -36,3 +36,15 @@ def refuse_unread(model: ModelSpec, engine: str) -> None:
         return
     raise WorkloadError(f"kvplan does not plan {'vLLM' if engine == 'vllm' else 'SGLang'} for {model.name} ({what}): "
                         "plan it with --engine hf, whose cache kvplan sizes exactly")
+
+
+def newer_release(engine: str, version: tuple[int, int, int], newest: tuple[int, int, int]) -> list[str]:
+    """The warning for a release past `newest`, the newest one whose source kvplan's rules for `engine` ("vLLM" /
+    "SGLang") were read from: it is planned with those rules, unverified. vLLM 0.34.0 (PyPI, 2026-11-16) is not
+    0.33.0: its v1/core/kv_cache_planning.py differs by 276 lines, gpu_worker.py by 596, and the V1 runner's
+    gpu_model_runner.py is gone."""
+    if version <= newest:
+        return []
+    asked, read = (".".join(map(str, v)) for v in (version, newest))
+    return [f"{engine} {asked} is newer than {read}, the newest release kvplan read: its figures follow {read}'s "
+            f"rules, not checked against {asked}; plan --engine-version {read} for a release kvplan has read"]

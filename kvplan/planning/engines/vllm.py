@@ -28,7 +28,7 @@ from . import spec_decode
 from . import vllm_cudagraph as cudagraph
 from .lora import LoraSettings
 from .spec_decode import Speculative
-from .unread import refuse_unread
+from .unread import newer_release, refuse_unread
 from .vllm_extras import (GRAPHS_CAPTURED, MAMBA_MODES_FROM, Extras, extra_lines, extra_notes, gdn_checkpoint,
                           graphs_for, prefix_caching_default, runner_is_v2, stage_specs, suggested_pool)
 from .vllm_dsv4 import (BLOCK as DSV4_BLOCK, check_dsv4, dsv4_layer_specs, dsv4_layout, is_dsv4, packed_notes,
@@ -247,8 +247,9 @@ def _plan(model, device: GPU, s: VllmSettings, act: DType, kv: DType, quantizati
         vllm_command=vllm_command(shlex.quote(model_argument(model)), s, kv, quantization, extras)
         + (f" {limit_flags(version, limit)}" if limit is not None and shape.towers else ""),
         formula=formula, notes=notes, kv_layers=tuple(specs), kv_rules=rules,
-        warnings=[w for w in (unsized_profile(shape, text_only),
-                              workspace_warning(model, s, cc[0]) if is_dsv4(model) else None) if w],
+        warnings=newer_release("vLLM", version, LATEST) + [
+            w for w in (unsized_profile(shape, text_only), workspace_warning(model, s, cc[0]) if is_dsv4(model) else None)
+            if w],
     )
 
 
@@ -298,8 +299,8 @@ def _formula(s: VllmSettings, device: GPU, head: StageMemory, extra: dict[str, i
 
 
 def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]:
-    """Which accounting era the version falls in and which model runner this model gets; a version past the newest
-    kvplan read gets its rules."""
+    """Which accounting era the version falls in and which model runner this model gets (a version past the newest
+    kvplan read gets its rules, and the plan a warning: unread.newer_release)."""
     v = version[:2]
     era = ("V0 engine (profiles one max_model_len prompt)" if v < V1_ENGINE else
            "V1 engine, no CUDA-graph estimate" if v < (0, 18) else
@@ -321,9 +322,6 @@ def _version_notes(version: tuple[int, int, int], v2: bool = False) -> list[str]
         notes.append("vLLM 0.33 creates its cuBLAS handles before that snapshot (gpu_worker.py init_device), so their "
                      "workspace leaves the budget; kvplan's non-torch figure (measured on 0.18-0.19) still holds it, "
                      "so the pool may be up to that figure larger")
-    if version > LATEST:
-        notes.append(f"vLLM {'.'.join(map(str, version))} is newer than {'.'.join(map(str, LATEST))}, the newest "
-                     "release kvplan's rules were read from: planned with those rules")
     return notes
 
 
