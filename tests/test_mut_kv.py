@@ -367,3 +367,26 @@ def test_layers_of_one_kind_but_other_bytes_are_buckets_apart():
     assert [len(g) for g in groups.groups] == [1, 1, 1, 1, 1] and groups.padding_layers == 0
     assert [g[0].bytes_per_token for g in groups.groups] == [64, 64, 64, 128, 64]
     assert groups.bytes_per_block == 2_048   # one layer of 16 x 128; the 64 B layers' blocks are 32 tokens
+
+
+def test_layers_of_equal_bytes_but_other_head_shapes_are_buckets_apart():
+    # vLLM's AttentionSpec compares num_kv_heads, head_size, head_size_v and dtype (0.33 kv_cache_interface.py
+    # :557-560), so 4 full layers of 8 KV heads x 64 and 6 of 4 x 128 (both 8 x 128 x 2 B = 2,048 B a token) beside
+    # 10 sliding ones are buckets of 4, 6 and 10: groups of 4 (10 < 1.5 x 4 is false), 1 + 2 + 3 = 6 groups, the
+    # 6-layer bucket's second group and the sliding bucket's third each padded by 2 layers. Keyed by bytes alone the
+    # full layers were one bucket of 10 beside the 10 sliding: 2 groups of 10, no padding
+    narrow = VllmLayerSpec("full", 2048, heads=(8, 64, 64, 2))
+    wide = VllmLayerSpec("full", 2048, heads=(4, 128, 128, 2))
+    sliding = VllmLayerSpec("sliding", 2048, window=4096, heads=(8, 64, 64, 2))
+    groups = kv_groups([narrow] * 4 + [wide] * 6 + [sliding] * 10, 16)
+    assert [len(g) for g in groups.groups] == [4] * 6 and groups.padding_layers == 4
+    assert [g[0].heads[0] for g in groups.groups] == [8, 4, 4, 8, 8, 8]
+    assert narrow == wide   # equal figures: only the buckets tell the shapes apart
+
+
+def test_a_converted_layer_carries_its_head_shape():
+    # Llama-3.2-1B: 8 KV heads x 64 (head_dim) at bf16, TP 1 -> (8, 64, 64, 2.0); at TP 16 one head a rank (replicated)
+    model = load_model("meta-llama/Llama-3.2-1B")
+    from kvplan.planning.engines.vllm_kv import rank_layer_specs
+    assert rank_layer_specs(model, range(1), 1, 2.0, 2)[0].heads == (8, 64, 64, 2.0)
+    assert rank_layer_specs(model, range(1), 16, 2.0, 2)[0].heads == (1, 64, 64, 2.0)

@@ -7,7 +7,7 @@ Mirrors `vllm/v1/kv_cache_interface.py` and `vllm/v1/core/kv_cache_utils.py` (se
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from fractions import Fraction
 from math import ceil, gcd
@@ -44,6 +44,11 @@ class VllmLayerSpec:
     alignment: int = 0
     packed: bool = False
     layer: int = -1   # packed: the model layer it belongs to, so that a pipeline stage's share can be told apart
+    # attention: (KV heads on this rank, K head size, V head size, bytes an element). vLLM's specs compare them
+    # (AttentionSpec num_kv_heads, head_size, head_size_v, dtype; 0.33 kv_cache_interface.py :557-560), so layers of
+    # equal bytes a token but other shapes (8 x 64 and 4 x 128) are other buckets in `kv_groups`. Not compared: every
+    # figure of a spec follows from its bytes, and only the buckets need the shape
+    heads: tuple = field(default=(), compare=False)
 
     def block_tokens(self, block_size: int) -> int:
         """Tokens one block of this layer covers."""
@@ -188,15 +193,17 @@ def _convert(spec, tp: int, kv_bytes: float, act_bytes: int, engine_kv, ssm_byte
     if not isinstance(spec, FullAttentionSpec):
         return None  # no cache
     if isinstance(spec, MLASpec):  # the latent alone: an indexer's keys are a layer of their own (_indexer)
-        return VllmLayerSpec("mla", int((spec.k_elems_per_token + spec.v_elems_per_token) * kv_bytes))
+        return VllmLayerSpec("mla", int((spec.k_elems_per_token + spec.v_elems_per_token) * kv_bytes),
+                             heads=(1, spec.k_elems_per_token, spec.v_elems_per_token, kv_bytes))
     kv = engine_kv or spec.kv_heads
     per_rank = max(1, kv // tp)
     per_token = int(per_rank * (spec.k_head_dim + spec.v_head_dim) * kv_bytes)
+    heads = (per_rank, spec.k_head_dim, spec.v_head_dim, kv_bytes)
     if isinstance(spec, SlidingWindowSpec):
-        return VllmLayerSpec("sliding", per_token, window=spec.sliding_window)
+        return VllmLayerSpec("sliding", per_token, window=spec.sliding_window, heads=heads)
     if isinstance(spec, ChunkedAttentionSpec):
-        return VllmLayerSpec("chunked", per_token, window=spec.chunk_size)
-    return VllmLayerSpec("full", per_token)
+        return VllmLayerSpec("chunked", per_token, window=spec.chunk_size, heads=heads)
+    return VllmLayerSpec("full", per_token, heads=heads)
 
 
 def max_usage_bytes(spec: VllmLayerSpec, block_size: int, max_model_len: int, batched_tokens: int,
@@ -362,8 +369,7 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> 
     block_size x attn_page_per_token`; 0.24+ kv_cache_utils `unify_kv_cache_spec_page_size` pads it to the max):
     Qwen3.5-27B with fp8 KV, 1,568-token blocks: a 3,207,168 B state in a 3,211,264 B page. `layout`: DeepSeek-V4's
     packed groups as 0.31-0.33 form them (""), or 0.20.1-0.26's layer tuples (TUPLES / SLOTS, `tuple_groups`).
-    Buckets are told apart by bytes a token, so two layers of equal bytes but other head shapes (8 x 64 and 4 x 128)
-    would share one where vLLM's specs differ."""
+    Buckets are told apart by head shape too (`VllmLayerSpec.heads`), as vLLM's specs are."""
     if not specs:
         # Gemma 4 E2B at PP 2: the second stage's 18 layers all reuse caches of layers on the first
         # (kv_sharing_target_layer_name, gemma4.py 0.33 :473-510); each stage's runner allocates only the layers it
@@ -379,8 +385,8 @@ def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> 
     if _uniform_type(specs):
         return KVGroups(block_size, (tuple(specs),), uniform=True, padding_layers=0)
     specs = unify_page_sizes(specs, block_size)   # one group per type would not need equal pages: hybrids do
-    buckets: dict[VllmLayerSpec, list[VllmLayerSpec]] = {}   # equal specs, looked up once per distinct object
-    bucket_of = {id(x): buckets.setdefault(x, []) for x in _distinct(specs)}
+    buckets: dict[tuple, list[VllmLayerSpec]] = {}   # equal specs of one shape, looked up once per distinct object
+    bucket_of = {id(x): buckets.setdefault((x, x.heads), []) for x in _distinct(specs)}
     for spec in specs:
         bucket_of[id(spec)].append(spec)
     counts = [len(v) for v in buckets.values()]
