@@ -224,20 +224,15 @@ def counted(monkeypatch) -> list:
 
 def test_the_search_never_plans_a_layout_whose_stages_cannot_hold_the_weights(deep, monkeypatch):
     """4.4 TB of weights cannot sit on fewer than 56 H100s: the search planned all 120 layouts up to 64 GPUs (27 s);
-    now the four single-stage ones and those past the weights' bound."""
-    import time
-
+    now the four single-stage ones and those past the weights' bound. The work is bounded by the 30 plans counted
+    here, not by a wall clock (a 60 s bound failed once at 70 s with a mutation run and three helpers on 2 cores)."""
     calls = counted(monkeypatch)
-    start = time.monotonic()
     with pytest.raises(WorkloadError, match="does not fit on 64 GPUs"):
         search.fewest_gpus(deep, gpu="H100", max_model_len=8192)
     assert calls[:4] == [(1, 1), (2, 1), (4, 1), (8, 1)] and len(calls) == 30, calls
     assert min(tp * pp for tp, pp in calls[4:]) == 52  # 4,364 GB over 52 stages of 84 GB: the first that might
     p = plan(deep, gpu="H100", max_model_len=8192)
     assert not p.fits and search.fixes(deep, p, gpu="H100", max_model_len=8192) == []
-    # the work is bounded by the 30 plans counted above (1-2 s here, where 120 plans took 60 s); a wall-clock bound
-    # only fails on a loaded machine (12 s under a mutation run at load 8), so it is a generous hang guard
-    assert time.monotonic() - start < 60
 
 
 def test_a_pipeline_of_10000_stages_is_planned_in_bounded_time(deep):
