@@ -68,7 +68,12 @@ def test_the_report_scores_a_shard_and_marks_a_survivor_without_a_reason():
     shard["blob"] = mutation.blob(MOD)
     assert f"| 12.5 | warm caches |" in mutation.write_report({MOD: shard}, {})   # no `isolated`: before 7594ed7
     shard["isolated"] = True
+    # its timeout comes from a run that forked mutants from mutmut's main process: possibly a hang of the fork
+    assert f"| 12.5 | forked timeouts |" in mutation.write_report({MOD: shard}, {})
+    shard["forkserver"] = True
     assert f"| 12.5 | current |" in mutation.write_report({MOD: shard}, {})
+    del shard["statuses"]["x_f__mutmut_3"], shard["forkserver"]
+    assert f"| current |" in mutation.write_report({MOD: shard}, {})   # no timeout: the fork could not hang it
     assert "- `x_f__mutmut_1` (kvplan/planning/engines/lora.py): `-    x = 1` `+    x = 2` — **no reason" in report
 
 
@@ -92,6 +97,9 @@ def test_a_rerun_names_what_was_not_killed_and_keeps_the_kills():
     assert merged["again"] == {"seconds": None, "tests": ["a"], "rerun": 3, "kills_kept": 2}
     assert merged["isolated"] is False   # the kills kept come from a run without isolated tests
     assert mutation.merge_again({**old, "isolated": True}, {**new, "isolated": True}, names)["isolated"] is True
+    # the timeout kept (x_f__mutmut_4) is the old run's: forked from the main process unless that run was not
+    assert merged["forkserver"] is False
+    assert mutation.merge_again({**old, "forkserver": True}, {**new, "forkserver": True}, names)["forkserver"] is True
     assert mutation.counts(merged) == {"mutants": 5, "killed": 4, "survived": 1, "other": 0, "timeouts": 1}
     assert "40.0: a rerun of the 3 mutants a run stopped midway did not kill (2 kills kept from it)" \
         in mutation.write_report({MOD: merged}, {})

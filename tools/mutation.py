@@ -158,6 +158,11 @@ def run_shard(module: str, tests: list[str], jobs: int, names: list[str] | None 
             # shared with other work (load 7), a surviving mutant whose tests ran 3.5 x slower was recorded a
             # timeout, i.e. killed. M = 15 (mutmut's default) leaves room for that load
             f"timeout_multiplier={TIMEOUT_MULTIPLIER}\n"
+            # each mutant forked from a server that has only collected the tests, not from mutmut's main process,
+            # which ran the whole selection first: hf_peak.py's workers forked from a process that had run
+            # test_validation's torch generation hung in a futex (a lock held by a thread the child does not have)
+            # until the wall-clock limit, and a timeout counts as killed: 284 of its 732 "kills" were such hangs
+            "process_isolation=forkserver\n"
             "also_copy=\n    model_configs\n    validation\n    docs\n    tools\n    app_pages\n    app.py\n")
         # CI=true: hypothesis's "ci" profile (derandomize=True), as .ci/run has it. A random draw in the clean run once
         # found a fuzz case the suite did not expect (test_planner's fp8-calibrated card) and mutmut stopped the whole
@@ -187,6 +192,7 @@ def merge_again(old: dict, new: dict, names: list[str]) -> dict:
     survivors = {n: d for n, d in {**old["survivors"], **new["survivors"]}.items() if statuses.get(n) in SURVIVED}
     first = old.get("again", {"seconds": old["seconds"], "tests": old["tests"]})
     return {**new, "statuses": statuses, "survivors": survivors, "isolated": bool(old.get("isolated")),
+            "forkserver": bool(old.get("forkserver")),   # the timeouts kept are the old run's
             "again": {**first, "rerun": len(rerun), "kills_kept": sum(s in KILLED for s in old["statuses"].values())}}
 
 
@@ -198,7 +204,8 @@ def collect(work: Path, module: str, tests: list[str], seconds: float | None) ->
     statuses = {m.group(1): m.group(2) for m in map(STATUS.match, listing.splitlines()) if m}
     diffs = {name: _diff(work, env, name) for name, status in statuses.items() if status in SURVIVED}
     return {"module": module, "tests": tests, "seconds": seconds, "statuses": statuses, "survivors": diffs,
-            "timeout_multiplier": TIMEOUT_MULTIPLIER, "blob": blob(module, work), "isolated": True}
+            "timeout_multiplier": TIMEOUT_MULTIPLIER, "blob": blob(module, work), "isolated": True,
+            "forkserver": True}
 
 
 def _diff(work: Path, env: dict, name: str) -> list[str]:
@@ -263,7 +270,9 @@ def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
              "module as it is now, older where the module has changed since (that score is the older source's until "
              "the shard runs again), warm caches where its kills come from a run in which a test could see results "
              "an earlier test left in kvplan's caches (false kills and false survivors both; the shard's next whole "
-             "run replaces them).")
+             "run replaces them), forked timeouts where its timeouts come from mutants forked from mutmut's main "
+             "process after it ran the tests, whose workers can hang on a lock held by a thread the fork left "
+             "behind (shards now fork each mutant from a server that only collected the tests).")
     lines = ["# Mutation testing", "", intro, "",
              "| module | mutants | killed (of them timeouts) | survived | other | score % | M | if no timeout killed % "
              "| seconds | source | tests |",
@@ -303,11 +312,17 @@ def _source(module: str, shard: dict) -> str:
     since (its score stands for the older source until the shard runs again, whole), or "warm caches" where its
     kills, or the kills a rerun kept, come from a run before tests/conftest.py emptied kvplan's caches for each test
     (commit 7594ed7, `isolated`): vllm_runner.py's such run killed 183 of 184, its next 160 of 183, among the 23 an
-    equivalent mutant it had counted killed (`version[:3] < (0, 26)` for `version[:2]`)."""
+    equivalent mutant it had counted killed (`version[:3] < (0, 26)` for `version[:2]`), or "forked timeouts" where
+    its timeouts (each counted killed) come from a run that forked mutants from mutmut's main process, whose workers
+    can hang on a lock a thread held at the fork (run_shard: hf_peak.py's 284)."""
     path = REPO / module
     if not path.exists() or shard.get("blob") != blob(module):
         return "older"
-    return "current" if shard.get("isolated") else "warm caches"
+    if not shard.get("isolated"):
+        return "warm caches"
+    if counts(shard)["timeouts"] and not shard.get("forkserver"):
+        return "forked timeouts"   # its timeouts may be hangs of the fork, not of the mutant (run_shard)
+    return "current"
 
 
 def _tests(tests: list[str]) -> str:
