@@ -634,3 +634,20 @@ def test_a_draft_model_of_another_vocabulary_is_refused_on_vllm():
             "the same tokenizer")):
         plan("google/gemma-3-27b-it", engine="vllm", gpu="H200", max_model_len=4096,
              speculative={"method": "draft_model", "num_speculative_tokens": 3, "model": "google/gemma-3-1b-it"})
+
+
+def test_a_state_draft_for_an_attention_only_target_is_refused_on_vllm():
+    """vLLM 0.33 expects no state layers in a draft model (v1/core/kv_cache_coordinator.py :873-874); its V1 runner
+    asserts at start-up (llm_base_proposer.py :1689-1709), and under V2 the draft's own hook sets the Mamba mode and
+    k speculative pages kvplan did not plan: falcon-mamba-7b (64 Mamba layers) drafting for falcon-40b-instruct,
+    one vocabulary of 65,024 tokens, was planned with one state page a layer."""
+    with pytest.raises(WorkloadError, match=re.escape(
+            "the draft model tiiuae/falcon-mamba-7b holds mamba state and tiiuae/falcon-40b-instruct none, which "
+            "vLLM's draft-model path does not expect (its V1 runner refuses it at start-up) and kvplan does not "
+            "plan: use a draft of attention layers")):
+        plan("tiiuae/falcon-40b-instruct", engine="vllm", gpu="H200", max_model_len=2048,
+             speculative={"method": "draft_model", "num_speculative_tokens": 2, "model": "tiiuae/falcon-mamba-7b"})
+    # an attention draft for the same target is planned (falcon-7b-instruct: the same 65,024-token vocabulary)
+    p = plan("tiiuae/falcon-40b-instruct", engine="vllm", gpu="H200", max_model_len=2048,
+             speculative={"method": "draft_model", "num_speculative_tokens": 2, "model": "tiiuae/falcon-7b-instruct"})
+    assert p.kv_cache_tokens > 0

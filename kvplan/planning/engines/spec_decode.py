@@ -19,9 +19,10 @@ Read from vLLM 0.33.0 (v1/spec_decode/, model_executor/models/{deepseek_mtp,llam
   0.8.4+), fc [H, 2H] replicated, embed and lm_head shared.
 - `draft_model` (a whole small model): all of its weights, TP-sharded like the target, all of its layers' KV.
 
-The draft's layers join the target's KV-cache group: one block holds both pages, so a token costs the target's
-bytes plus the draft's (vLLM kv_cache_utils.py; SGLang 0.5.23 sizes its cell as target x (1 + draft layers / target
-layers) and gives the draft its own pool of as many tokens).
+The draft's layers are cached in the target's pool, so a token costs the target's bytes plus the draft's: in vLLM
+they join the target's uniform group, or the buckets of equal specs a hybrid's groups are cut from (engines/vllm_kv.py
+`kv_groups`; v1/core/kv_cache_planning.py); SGLang 0.5.23 sizes its cell as target x (1 + draft layers / target
+layers) and gives the draft its own pool of as many tokens.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from ...errors import WorkloadError, shown
 from ...model.layers import StateSpec
-from ...model.ranks import experts_share, heads_share, vocab_share
+from ...model.ranks import heads_share, vocab_share
 from ...units import fmt_bytes
 from ...weights.rule import tensor_bytes
 from ...weights.split import rank_share, stage_weight_bytes
@@ -99,6 +100,22 @@ def _check_vocab(model, draft) -> None:
         raise WorkloadError(f"the draft model {draft.name} has a vocabulary of {ours:,} tokens and {model.name} one "
                             f"of {theirs:,}: vLLM and SGLang refuse a draft model whose vocab_size is not the "
                             "target's, so use a draft of the same tokenizer")
+
+
+def check_vllm_draft_state(model, spec: Speculative) -> None:
+    """A draft model with state layers (Mamba, Gated DeltaNet) beside a target without any. vLLM 0.33 assumes
+    there is none (v1/core/kv_cache_coordinator.py :873-874: "draft models have no mamba layers"): its V1 runner
+    asserts "All drafting layers should belong to the same kv cache group" at start-up (v1/spec_decode/
+    llm_base_proposer.py `validate_same_kv_cache_group` :1689-1709), and under V2 the draft's own config hook sets
+    the Mamba cache mode and gives its states k speculative pages and k more conv columns, where kvplan, reading the
+    mode from the target, planned one page: tiiuae/falcon-mamba-7b drafting for tiiuae/falcon-40b-instruct (one
+    vocabulary of 65,024). SGLang's draft pool keeps no state (engines/sglang.py `_check_draft`). A hybrid target's
+    mode and widening are the draft's too (the cache config is shared), and that case is planned."""
+    draft = spec.draft
+    if spec.method == "draft_model" and draft.has_state and not model.has_state:
+        raise WorkloadError(f"the draft model {draft.name} holds {' and '.join(sorted(draft.state_mixers))} state "
+                            f"and {model.name} none, which vLLM's draft-model path does not expect (its V1 runner "
+                            "refuses it at start-up) and kvplan does not plan: use a draft of attention layers")
 
 
 def _check_head(model, spec: Speculative) -> None:

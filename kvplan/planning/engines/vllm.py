@@ -81,6 +81,7 @@ def plan_vllm(model: ModelSpec, device: GPU, *, tp: int, pp: int, util: float, m
         raise WorkloadError("kvplan sizes speculative decoding without pipeline parallelism: use PP 1")
     if speculative is not None:
         speculative = spec_decode.check(model, speculative)
+        spec_decode.check_vllm_draft_state(model, speculative)
     if lora is not None and (why := lora_rules.unsupported(model.require_arch())):
         raise WorkloadError(f"{why}: plan {model.name} without LoRA")
 
