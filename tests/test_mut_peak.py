@@ -127,3 +127,48 @@ def test_an_offloaded_prefill_holds_the_steady_device_share():
     peak = hf_peak_for(model, est)
     cache_part = peak.prefill_bytes - peak.weights_bytes - peak.inputs_bytes - peak.prefill_activation_bytes
     assert cache_part == 4_096_000 and type(peak.prefill_bytes) is int    # 1 of the 16 layers
+
+
+# ----------------------------------------------------------------------------- the MLP's kind, the terms a model has
+@pytest.mark.parametrize("name, terms", [
+    # plain (falcon's dense_h_to_4h, then GELU): 2 live [tokens, I] tensors, 2,000 x 2 x 18,176 x 2 B = 145,408,000
+    # (attention 2,000 x (3 x 4,544 + 2 x 128) x 2 B = 55,552,000; stream 3 x 2,000 x 4,544 x 2 + 2 x 2,000 x 64 x 2)
+    ("tiiuae/falcon-7b-instruct", {"mlp": 145_408_000, "attention": 55_552_000, "masks": 0, "stream": 55_040_000}),
+    # fused gate_up (Phi-3's gate_up_proj [2 I], then its halves): 4 of them, 2,000 x 4 x 8,192 x 2 B = 131,072,000;
+    # attention 2,000 x (3 x 3,072 + 2 x 6,144) x 2 B = 86,016,000 (no mask: P 1,000 under its 2,047 window)
+    ("microsoft/Phi-3-mini-4k-instruct",
+     {"mlp": 131_072_000, "attention": 86_016_000, "masks": 0, "stream": 37_632_000}),
+    # gated (Llama's gate, up, their product): 3, 2,000 x 3 x 8,192 x 2 B = 98,304,000. A dense model has no
+    # experts, SSM or DeltaNet term; attention 2,000 x (3 x 2,048 + 2 x 1,024) x 2 B = 32,768,000; stream 3 x
+    # 2,000 x 2,048 x 2 + 2 x 2,000 x 64 x 2 = 25,088,000
+    ("meta-llama/Llama-3.2-1B", {"mlp": 98_304_000, "attention": 32_768_000, "masks": 0, "stream": 25_088_000}),
+    # Mamba (float32 in its config, b = 4): no attention layer, no MLP (an all-mixer model): the scan, 3 x 2,000 x
+    # 5,120 x 16 x 4 B + 6 x 2,000 x 5,120 x 4 B = 1,966,080,000 + 245,760,000; stream 3 x 2,000 x 2,560 x 4 B
+    ("state-spaces/mamba-2.8b-hf", {"attention": 0, "ssm scan": 2_211_840_000, "masks": 0, "stream": 61_440_000}),
+    # all MoE (Mixtral): no dense MLP term, the experts' 508,112,000 (EXPERTS above); attention 2,000 x (3 x 4,096 +
+    # 2 x 2,048) x 2 B = 65,536,000; stream 3 x 2,000 x 4,096 x 2 + 2 x 2,000 x 128 x 2 = 50,176,000
+    ("mistralai/Mixtral-8x7B-v0.1", {"experts": 508_112_000, "attention": 65_536_000, "masks": 0,
+                                     "stream": 50_176_000}),
+])
+def test_each_model_has_the_terms_of_its_layers(name, terms):
+    assert _terms(name) == terms
+
+
+def test_eager_sink_scores_are_three_copies_in_the_model_dtype():
+    """gpt-oss-20b runs eager (sinks): its config names no dtype, so transformers loads float32 (b = 4). heads 64, q
+    64 x 64 = 4,096, 8 KV heads (repeated to 64: repeat_kv). q 2,000 x 4,096 x 4 = 32,768,000; repeated K / V
+    2 x 2,000 x 4,096 x 4 = 65,536,000; scores 2 x 64 x 1,000 x 1,000 = 128,000,000, each 3 b = 12 B with sinks
+    (the scores, their concatenation with the sink logits, the shifted copy; softmax in float32 itself):
+    1,536,000,000. Without sinks each score is 2 b + 4 = 12 B too at float32, so the test also runs bf16, where
+    sinks give 6 B a score and no sinks 8."""
+    model = load_model("openai/gpt-oss-20b")
+    # masks: sliding (window 128) and full layers, one additive P x P float mask per kind for the whole forward:
+    # 2 x 2 x 1,000 x 1,000 x 4 B = 16,000,000 (one kind alone would be 8,000,000). Experts (H 2,880, 32 of I_e
+    # 2,880, top 4; S = 8,000): router 2,000 x 32 x 4 + 8,000 x 12 = 352,000; H + 4 I_e = 14,400 > 4 H: 8,000 x
+    # 14,400 x 4 + 8,000 x 24 = 460,992,000; + 2,000 x 2,880 x 4 = 23,040,000: 484,384,000. Stream 3 x 2,000 x
+    # 2,880 x 4 + 2 x 2,000 x 64 x 4 = 70,144,000
+    assert _terms("openai/gpt-oss-20b") == {"experts": 484_384_000, "attention": 32_768_000 + 65_536_000 + 1_536_000_000,
+                                            "masks": 16_000_000, "stream": 70_144_000}
+    # bf16 (b = 2): 16,384,000 + 32,768,000 + 128,000,000 x 6 = 817,152,000 (no sinks: x 8 -> 1,073,152,000)
+    peak = hf_peak_for(model, estimate(model, 1000, 2, dtype="bfloat16"))
+    assert dict(peak.terms)["attention"] == 16_384_000 + 32_768_000 + 768_000_000
