@@ -38,6 +38,19 @@ def refuse_unread(model: ModelSpec, engine: str) -> None:
                         "plan it with --engine hf, whose cache kvplan sizes exactly")
 
 
+# What a release past the newest read is known to change, by a reading of its source not yet built into rules
+# (docs/readings/): vLLM 0.34.0 config/cache.py :495-501 (the utilization resolves to 1.0 under the extensible KV
+# cache), v1/worker/extensible_kv_cache.py :592-619 (the pool measured after warm-up and graph capture, less
+# max(1 GiB, 0.75 x the transient peak) and that peak), config/cache.py :185 (DEFAULT_BLOCK_SIZE 64). Llama-3.1-8B
+# on one H100 at 8,192 tokens: 55.19 GiB by 0.33's rules, about 60.0-60.5 GiB with no utilization flag
+KNOWN_CHANGES = {
+    ("vLLM", (0, 34)): "by its source, 0.34 sizes the KV pool after warm-up at a default utilization of 1.0 (about 9 % "
+                       "more KV than this plan for Llama-3.1-8B on an H100 when --gpu-memory-utilization is left out; "
+                       "the 0.92 in this plan's command keeps about this plan's pool) and its default block is 64 "
+                       "tokens, not 16",
+}
+
+
 def newer_release(engine: str, version: tuple[int, int, int], newest: tuple[int, int, int]) -> list[str]:
     """The warning for a release past `newest`, the newest one whose source kvplan's rules for `engine` ("vLLM" /
     "SGLang") were read from: it is planned with those rules, unverified. vLLM 0.34.0 (PyPI, 2026-11-16) is not
@@ -46,5 +59,7 @@ def newer_release(engine: str, version: tuple[int, int, int], newest: tuple[int,
     if version <= newest:
         return []
     asked, read = (".".join(map(str, v)) for v in (version, newest))
+    known = KNOWN_CHANGES.get((engine, version[:2]))
     return [f"{engine} {asked} is newer than {read}, the newest release kvplan read: its figures follow {read}'s "
-            f"rules, not checked against {asked}; plan --engine-version {read} for a release kvplan has read"]
+            f"rules, not checked against {asked}" + (f"; {known}" if known else "")
+            + f"; plan --engine-version {read} for a release kvplan has read"]
