@@ -172,3 +172,24 @@ def test_eager_sink_scores_are_three_copies_in_the_model_dtype():
     # bf16 (b = 2): 16,384,000 + 32,768,000 + 128,000,000 x 6 = 817,152,000 (no sinks: x 8 -> 1,073,152,000)
     peak = hf_peak_for(model, estimate(model, 1000, 2, dtype="bfloat16"))
     assert dict(peak.terms)["attention"] == 16_384_000 + 32_768_000 + 768_000_000
+
+
+def test_an_all_sliding_model_holds_one_eager_mask():
+    # Phi-3-mini: every layer slides (window 2,047), none full: one additive mask kind, 2 x 1,000 x 1,000 x 2 B =
+    # 4,000,000 (gpt-oss above, sliding and full, holds two)
+    model = load_model("microsoft/Phi-3-mini-4k-instruct")
+    assert dict(hf_peak_for(model, estimate(model, 1000, 2), attn_implementation="eager").terms)["masks"] == 4_000_000
+
+
+def test_the_decode_step_copies_a_quantized_layer_and_expands_a_latent_one():
+    # Llama-3.2-1B, quanto: a layer's 1,024 K + V elements a token dequantized and concatenated, 2 x 2 x 1,000 x
+    # 1,024 x 2 B = 8,192,000; re-quantizing its K (512 a token) 2 x (2 x 1,000 x 512) x 4 B = 8,192,000; logits
+    # 2 x 128,256 x (2 + 8) = 2,565,120: 18,949,120
+    model = load_model("meta-llama/Llama-3.2-1B")
+    est = estimate(model, 1000, 2, cache="quantized", quant_backend="quanto")
+    assert hf_peak_for(model, est).decode_transient_bytes == 8_192_000 + 8_192_000 + 2_565_120
+    # DeepSeek-V2-Lite (MLA): every cached token re-expanded to per-head K / V, 2 x 1,000 x 16 x (192 + 128) x 2 B
+    # = 20,480,000, plus one layer's latent cache 62,208,000 // 27 = 2,304,000 and logits 2 x 102,400 x 10 =
+    # 2,048,000: 24,832,000
+    model = load_model("deepseek-ai/DeepSeek-V2-Lite")
+    assert hf_peak_for(model, estimate(model, 1000, 2)).decode_transient_bytes == 20_480_000 + 2_304_000 + 2_048_000
