@@ -87,7 +87,8 @@ ENGINE_TESTS = ["tests/test_vllm_rules.py", "tests/test_vllm_today.py", "tests/t
                 # the hand-arithmetic tests written for survivors: each pins one function's figure, so a shard of any
                 # engine module runs them all (a second each); files not yet written are skipped by run_shard
                 "tests/test_mut_spec.py", "tests/test_mut_profile.py", "tests/test_mut_extras.py",
-                "tests/test_mut_kv.py", "tests/test_mut_small.py", "tests/test_mut_peak.py", "tests/test_mut_vllm.py",
+                "tests/test_mut_kv.py", "tests/test_mut_small.py", "tests/test_mut_peak.py", "tests/test_mut_peak2.py",
+                "tests/test_mut_vllm.py",
                 "tests/test_mut_vllm_plan.py", "tests/test_mut_sglang.py", "tests/test_mut_inputs.py",
                 "tests/test_mut_sglang_rules.py", "tests/test_mut_dsv4.py",
                 "tests/test_mut_pool.py", "tests/test_mut_dsv4_peak.py", "tests/test_mut_sglang_check.py",
