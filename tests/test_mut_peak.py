@@ -177,8 +177,27 @@ def test_eager_sink_scores_are_three_copies_in_the_model_dtype():
 def test_an_all_sliding_model_holds_one_eager_mask():
     # Phi-3-mini: every layer slides (window 2,047), none full: one additive mask kind, 2 x 1,000 x 1,000 x 2 B =
     # 4,000,000 (gpt-oss above, sliding and full, holds two)
+    # Its eager scores, without sinks: 2 b + 4 = 8 B each (the input, the float32 softmax, its cast back) over
+    # 2 x 32 heads x 1,000 x 1,000 = 64,000,000 = 512,000,000, plus q 2,000 x 3,072 x 2 = 12,288,000; its 32 KV
+    # heads are all 32 query heads, so nothing is repeated: 524,288,000
     model = load_model("microsoft/Phi-3-mini-4k-instruct")
-    assert dict(hf_peak_for(model, estimate(model, 1000, 2), attn_implementation="eager").terms)["masks"] == 4_000_000
+    terms = dict(hf_peak_for(model, estimate(model, 1000, 2), attn_implementation="eager").terms)
+    assert (terms["masks"], terms["attention"]) == (4_000_000, 12_288_000 + 512_000_000)
+
+
+@pytest.mark.parametrize("prompt, masks, attention", [
+    # gemma-3-1b-it under sdpa (window 512; 4 heads of 256, 1 KV head, b = 2), batch 2. Under the window, no mask:
+    # 1,022 tokens x (3 x 1,024 + 2 x 512) x 2 B = 8,372,224
+    (511, 0, 8_372_224),
+    # at the window a mask is built: P x P = 262,144 bool for the forward; in each layer 1,024 x 4,096 x 2 =
+    # 8,388,608, K / V repeated to the 4 heads 2 x 1,024 x 1,024 x 2 = 4,194,304, the additive mask 2 x 512 x 512
+    # x (1 + 2) = 1,572,864: 14,155,776
+    (512, 262_144, 8_388_608 + 4_194_304 + 1_572_864),
+])
+def test_an_sdpa_prompt_as_long_as_a_window_builds_a_mask(prompt, masks, attention):
+    model = load_model("google/gemma-3-1b-it")
+    terms = dict(hf_peak_for(model, estimate(model, prompt, 2)).terms)
+    assert (terms["masks"], terms["attention"]) == (masks, attention)
 
 
 def test_the_decode_step_copies_a_quantized_layer_and_expands_a_latent_one():
