@@ -268,7 +268,9 @@ def hf_peak_for(model, est: Estimate, *, attn_implementation: str | None = None,
 
     s = activation_shape(model)
     if weights_bytes is None and model.checkpoint is not None:  # what from_pretrained loads
-        weights_bytes = model.checkpoint.resident_bytes(est.activation_dtype) + buffer_bytes(model)
+        # resident_bytes casts each float row to the model dtype, a DType (est names it: "bfloat16"); given the name
+        # it raised AttributeError for every checkpoint-loaded model with float tensors, plan(engine="hf") included
+        weights_bytes = model.checkpoint.resident_bytes(resolve_dtype(est.activation_dtype)) + buffer_bytes(model)
     elif weights_bytes is None:
         weights_bytes = price(model.require_arch(), est.activation_dtype).total_bytes + buffer_bytes(model)
     return hf_peak(est, weights_bytes=weights_bytes, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
