@@ -651,3 +651,19 @@ def test_a_state_draft_for_an_attention_only_target_is_refused_on_vllm():
     p = plan("tiiuae/falcon-40b-instruct", engine="vllm", gpu="H200", max_model_len=2048,
              speculative={"method": "draft_model", "num_speculative_tokens": 2, "model": "tiiuae/falcon-7b-instruct"})
     assert p.kv_cache_tokens > 0
+
+
+def test_a_draft_of_two_state_kinds_names_both():
+    """No bundled family keeps two kinds of state; falcon-mamba-7b with its second layer's Mamba mixer renamed
+    gated_deltanet (a hand-built spec) holds both, and the refusal names them in order, joined by "and"."""
+    import dataclasses
+
+    from kvplan.planning.engines.spec_decode import check_vllm_draft_state
+
+    mamba = load_model("tiiuae/falcon-mamba-7b")
+    layers = list(mamba.layers)
+    layers[1] = tuple(dataclasses.replace(s, mixer="gated_deltanet") for s in layers[1])
+    two = dataclasses.replace(mamba, layers=tuple(layers), name="hand/two-states")
+    with pytest.raises(WorkloadError, match=re.escape("the draft model hand/two-states holds gated_deltanet and mamba "
+                                                      "state and tiiuae/falcon-40b-instruct none")):
+        check_vllm_draft_state(load_model("tiiuae/falcon-40b-instruct"), Speculative("draft_model", 2, two))
