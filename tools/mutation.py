@@ -62,6 +62,7 @@ _FIXTURE_BUILT = ["test_checkpoint.py::test_minimax_m2_replica_headers_sum_to_hf
                   "test_checkpoint.py::test_hub_offline_reads_the_cached_shards_or_says_why",
                   "test_checkpoint.py::test_app_hub_models_carry_their_headers"]
 CHECKPOINT_TESTS = ["tests/test_checkpoint.py", "tests/test_checkpoint_hostile.py", "tests/test_mut_readers.py",
+                    "tests/test_mut_checkpoint.py",
                     *(f"--deselect=tests/{t}" for t in _FIXTURE_BUILT)]
 # The config shards leave out test_config_quirks (one test, two transformers models built: the first model build
 # imports its modeling code, 5.8 s of the selection's 8 s, the second 5 s under cold caches). mutmut sets each mutant's
