@@ -121,7 +121,8 @@ def plan_sglang(model: ModelSpec, device: GPU, *, tp: int, pp: int, mem_fraction
         formula=_formula(device, fraction, rest, stages, binding, extra, settings),
         notes=plan_notes(model, shape, device, settings, stages, binding, kv, speculative, lora, running, max_len)
         + ([_swa_floor_note(model, head.pool, floor, settings)] if tokens < floor else []) + _release_notes(version),
-        warnings=newer_release("SGLang", version, DEFAULT_VERSION) + engine_warnings(model, pp, version), kv_layers=tuple(head.specs),
+        warnings=newer_release("SGLang", version, DEFAULT_VERSION) + engine_warnings(model, pp, version),
+        kv_layers=tuple(head.specs),
     )
 
 
