@@ -45,10 +45,11 @@ def test_bad_numbers_are_one_line(capsys, args, words):
     ("/proc/kvplan-results", "cannot write the results to --out /proc/kvplan-results"),
     ("/dev/null/results", "cannot write the results to --out /dev/null/results"),
 ])
-def test_out_checked_before_the_first_case(capsys, out, words):
-    start = time.monotonic()
+def test_out_checked_before_the_first_case(capsys, monkeypatch, out, words):
+    ran = []
+    monkeypatch.setattr(harness, "run_suite", lambda *a, **k: ran.append(a) or 0)  # a case would start here
     assert harness.main(["--suite", "smoke", "--out", out]) == 2
-    assert words in one_line(capsys) and time.monotonic() - start < 10
+    assert words in one_line(capsys) and ran == []
 
 
 @pytest.mark.skipif(not Path("/sys").is_dir(), reason="Linux /sys only")
