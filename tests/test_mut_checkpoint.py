@@ -46,6 +46,20 @@ def test_stage_owning_no_layers_holds_none_of_them():
     assert ck.stage_bytes(layers=range(0, 1), **args) == 4096  # 4096 B / TP 1
 
 
+def test_a_reversed_range_holds_no_layer():
+    """Four layers of 100 B (BF16, TP 1): prefix [0, 100, 200, 300, 400]. range(3, 1) is empty, so the stage holds
+    0 B; the bare difference prefix[1] - prefix[3] was -200 B. range(1, 3) holds layers 1 and 2: 200 B. The config
+    rule's table (weights/split.py `_StageParts.layers`) answers the same."""
+    from kvplan.weights.split import _StageParts
+
+    ck = CheckpointWeights("hand", tuple(_row("language_model", i, "BF16", 100) for i in range(4)), files=1)
+    args = dict(model_dtype=BFLOAT16, tp=1, first=False, last=False, tied=False)
+    assert ck.stage_bytes(layers=range(3, 1), **args) == 0
+    assert ck.stage_bytes(layers=range(1, 3), **args) == 200  # 2 x 100 B
+    parts = _StageParts((0, 100, 200, 300, 400), 0, 0, 0, 0, 0, 0, 0)
+    assert parts.layers(range(3, 1)) == 0 and parts.layers(range(1, 3)) == 200
+
+
 def test_stage_of_a_checkpoint_without_layer_rows():
     """Only embeddings (1024 B BF16) and a final norm (64 B, component language_model at layer -1): the prefix
     table is [0] (no layer rows), so a stage's layers add 0 B. The first stage holds the embeddings, 1024 B at

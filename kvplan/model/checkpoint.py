@@ -123,7 +123,9 @@ class CheckpointWeights:
         parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp, ranks or RankRules())
         top = len(parts.prefix) - 1
         if layers.step == 1:
-            total = parts.prefix[max(0, min(layers.stop, top))] - parts.prefix[max(0, min(layers.start, top))]
+            start = max(0, min(layers.start, top))
+            stop = max(start, min(layers.stop, top))  # range(3, 1) holds no layer: 0 B, not prefix[1] - prefix[3]
+            total = parts.prefix[stop] - parts.prefix[start]
         else:
             total = sum(parts.prefix[i + 1] - parts.prefix[i] for i in layers if 0 <= i < top)
         total += (parts.first if first else 0) + (parts.last if last else 0)

@@ -102,7 +102,9 @@ class _StageParts:
         if layers.step != 1:
             return sum(self.prefix[i + 1] - self.prefix[i] for i in layers if 0 <= i < len(self.prefix) - 1)
         top = len(self.prefix) - 1
-        return self.prefix[max(0, min(layers.stop, top))] - self.prefix[max(0, min(layers.start, top))]
+        start = max(0, min(layers.start, top))
+        stop = max(start, min(layers.stop, top))  # range(3, 1) holds no layer: 0 B, not prefix[1] - prefix[3]
+        return self.prefix[stop] - self.prefix[start]
 
 
 @lru_cache(maxsize=256)
