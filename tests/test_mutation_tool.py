@@ -127,3 +127,15 @@ def test_a_run_that_left_mutants_unchecked_is_not_recorded(monkeypatch, capsys, 
     assert json.loads(results.read_text()) == old
     assert "1 mutants not checked (mutmut stopped, or its clean test run failed): nothing recorded" in \
         capsys.readouterr().err
+
+
+def test_every_test_a_shard_names_or_leaves_out_exists():
+    """A shard's list names test files and `--deselect=tests/FILE::TEST` ids: a test renamed without its deselect
+    joins the shard unseen (the 12 s, 10,000-layer checkpoint test, renamed "bounded_work", ran again in each
+    checkpoint mutant it covers), and a deselect or file that names nothing is a stale line."""
+    for module, tests in mutation.SHARDS.items():
+        for entry in tests:
+            path, _, test = entry.removeprefix("--deselect=").partition("::")
+            assert (ROOT / path).is_file(), (module, entry)
+            if test:
+                assert f"def {test}(" in (ROOT / path).read_text(), (module, entry)
