@@ -125,7 +125,7 @@ SHARDS: dict[str, list[str]] = {
     "kvplan/planning/engines/vllm_runner.py": ENGINE_TESTS,
     "kvplan/planning/planner.py": ["tests/test_planner.py", "tests/test_plan_hostile.py", "tests/test_mut_engines.py"],
     "kvplan/planning/inputs.py": ENGINE_TESTS,
-    "kvplan/sources/safetensors.py": CHECKPOINT_TESTS,
+    "kvplan/sources/safetensors.py": [*CHECKPOINT_TESTS, "tests/test_mut_safetensors.py"],
     "kvplan/model/checkpoint.py": CHECKPOINT_TESTS,
     "kvplan/config/parse.py": CONFIG_TESTS,
     "kvplan/config/reader.py": READER_TESTS,

@@ -260,10 +260,17 @@ _NUMBERED = re.compile(r"-(\d{1,6})-of-(\d{1,6})\.safetensors$")
 
 
 def shard_names(folder: Path) -> list[str] | None:
-    """The files the checkpoint consists of: the index's shards, else every *.safetensors (None: there are none).
-    Each is a regular file inside the folder; numbered shards without an index must all be there."""
+    """The files the checkpoint consists of, in transformers' order (5.24 modeling_utils.py
+    `_get_resolved_checkpoint_files`: model.safetensors, then the index; the Hub reader, hub_headers._from_hub, asks
+    the same): model.safetensors alone, else the index's shards, else every *.safetensors (None: there are none).
+    model.safetensors alone: Mistral's repos keep consolidated.safetensors beside it, the same weights under
+    Mistral's names, which a glob would count twice. Each is a regular file inside the folder; numbered shards
+    without an index must all be there, counted by their numbers (a second family's shard 1 of 2 is not shard 2)."""
     index = folder / INDEX_FILE
     root = folder_root(folder)
+    single = folder / SINGLE_FILE
+    if _is_file(single) and _is_file(inside(single, root, str(single))):
+        return [SINGLE_FILE]
     if index.is_file():
         names = index_shards(read_config_file(inside(index, root, str(index)), INDEX), str(index))
         missing = [n for n in names if not _is_file(inside(folder / n, root, f"{index}'s shard {shown(n)}"))]
@@ -272,10 +279,12 @@ def shard_names(folder: Path) -> list[str] | None:
                               f"{shown(missing[0])}): finish the download, or pass the config.json alone")
         return names
     names = sorted(p.name for p in folder.glob("*.safetensors") if _is_file(inside(p, root, str(p))))
-    numbered = {int(m.group(2)) for n in names if (m := _NUMBERED.search(n))}
-    if len(numbered) == 1 and (total := numbered.pop()) > sum(1 for n in names if _NUMBERED.search(n)):
-        raise ConfigError(f"{folder} holds {sum(1 for n in names if _NUMBERED.search(n))} of the {total} shards "
-                          f"their names count and no {INDEX_FILE}: finish the download, or pass the config.json alone")
+    found = [m for n in names if (m := _NUMBERED.search(n))]
+    totals = {int(m.group(2)) for m in found}
+    held = {int(m.group(1)) for m in found}
+    if len(totals) == 1 and (total := totals.pop()) > len(held):
+        raise ConfigError(f"{folder} holds {len(held)} of the {total} shards their names count and no {INDEX_FILE}: "
+                          "finish the download, or pass the config.json alone")
     return names or None
 
 
