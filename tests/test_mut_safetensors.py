@@ -12,33 +12,14 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
+from test_mut_readers import _bf16, _exact, _write  # headers written by hand in the safetensors layout
 
 from kvplan.errors import ConfigError
 from kvplan.model.checkpoint import WeightRow
 from kvplan.sources import safetensors as st
-
-
-def _exact(message: str) -> str:
-    return "^" + re.escape(message) + "$"
-
-
-def _write(path: Path, header: dict, data_bytes: int | None = None) -> Path:
-    raw = json.dumps(header).encode()
-    if data_bytes is None:
-        data_bytes = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * data_bytes)
-    return path
-
-
-def _bf16(shape, start):
-    n = 2
-    for d in shape:
-        n *= d
-    return {"dtype": "BF16", "shape": list(shape), "data_offsets": [start, start + n]}
 
 
 def _layer(i, start):
