@@ -244,3 +244,24 @@ def test_numbered_shards_are_counted_by_their_numbers(tmp_path):
             f"{tmp_path} holds 1 of the 2 shards their names count and no model.safetensors.index.json: finish the "
             "download, or pass the config.json alone")):
         st.shard_names(tmp_path)
+
+
+def test_a_globbed_shard_that_links_out_of_the_folder_is_refused_by_its_path(tmp_path):
+    """No model.safetensors and no index: every *.safetensors is read, and one that links out is named by its path."""
+    outside = _write(tmp_path / "elsewhere.safetensors", {"a": _bf16((1,), 0)})
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "a.safetensors").symlink_to(outside)
+    with pytest.raises(ConfigError, match=_exact(f"{folder / 'a.safetensors'} {_OUTSIDE}")):
+        st.shard_names(folder)
+
+
+def test_a_tensor_past_2_to_the_53_bytes_is_refused_for_the_file_not_for_its_size():
+    """U8 of shape [2**55 + 1] claims 2**55 + 1 B, exactly what its offsets span (the integer size, 8 bits // 8); the
+    file holds none of it, so the refusal is the file's. A float size (2**55 + 1) / 1 rounds to 2**55 and would
+    call the header's size wrong instead."""
+    big = 2**55 + 1  # past float's 53-bit mantissa
+    with pytest.raises(ConfigError, match=_exact(
+            f"f: its tensors end at byte {big:,} of the 0 the file holds past its header: the file is cut short or not "
+            "the one its header describes (re-download it)")):
+        st.header_tensors({"x": {"dtype": "U8", "shape": [big], "data_offsets": [0, big]}}, "f", 0)
