@@ -105,7 +105,10 @@ def test_ctrl_c_is_one_line_and_keeps_finished_cases(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "validation", "--suite", "smoke", "--out", str(out),
                              "--no-progress", "--threads", "1"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            # a child that inherits SIGINT ignored (a background job of a non-interactive shell)
+                            # gets no KeyboardInterrupt from Python: the child takes Ctrl-C as a terminal gives it
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (out / "report.json").exists():
         time.sleep(0.05)
