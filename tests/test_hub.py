@@ -33,6 +33,7 @@ from kvplan.cli import main  # noqa: E402
 from kvplan.errors import ConfigError, ModelNotAvailableError  # noqa: E402
 from kvplan.sources.hub import quiet_hub_logs  # noqa: E402
 from kvplan.weights.rule import weights_bytes  # noqa: E402
+from sleep_spy import SleepSpy  # noqa: E402  (tests/sleep_spy.py)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAIN = "a" * 40   # commit hashes: 40 lowercase hex digits, as REGEX_COMMIT_HASH wants
@@ -394,19 +395,6 @@ def test_offline_broken_cached_file(offline_cache):
     one_line(err)
 
 
-class _SleepSpy:
-    """The `time` module as huggingface_hub's retry loops see it, with each sleep recorded and skipped."""
-
-    def __init__(self, sleeps: list[float]):
-        self._sleeps = sleeps
-
-    def sleep(self, seconds: float) -> None:
-        self._sleeps.append(seconds)
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
 @pytest.fixture
 def retry_sleeps(monkeypatch) -> list[float]:
     """Every backoff wait huggingface_hub would take: http_backoff (utils/_http.py, 1+2+4+8+8 = 23 s over five
@@ -416,8 +404,8 @@ def retry_sleeps(monkeypatch) -> list[float]:
     from huggingface_hub.utils import _http
 
     sleeps: list[float] = []
-    monkeypatch.setattr(_http, "time", _SleepSpy(sleeps))
-    monkeypatch.setattr(file_download, "time", _SleepSpy(sleeps))
+    monkeypatch.setattr(_http, "time", SleepSpy(sleeps))
+    monkeypatch.setattr(file_download, "time", SleepSpy(sleeps))
     return sleeps
 
 
@@ -436,14 +424,14 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 
 # `python -m kvplan ARGS` in a fresh interpreter with a spy like retry_sleeps' installed; the waits it would have taken
 # are written as a JSON list to the file named first, whichever way the CLI exits
-CLI_COUNTING_SLEEPS = """
-import atexit, json, sys, time, types
+CLI_COUNTING_SLEEPS = f"""
+import atexit, json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
 from huggingface_hub import file_download
 from huggingface_hub.utils import _http
+from sleep_spy import SleepSpy
 sleeps, out = [], sys.argv.pop(1)
-spy = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
-spy.sleep = sleeps.append
-_http.time = file_download.time = spy
+_http.time = file_download.time = SleepSpy(sleeps)
 atexit.register(lambda: open(out, "w").write(json.dumps(sleeps)))
 from kvplan.cli import main
 sys.exit(main(sys.argv[1:]))

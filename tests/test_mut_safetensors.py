@@ -150,6 +150,17 @@ def test_a_shard_that_links_out_of_the_folder_is_refused_by_its_index_and_name(t
         st.shard_names(folder)
 
 
+
+def test_a_dangling_model_safetensors_link_is_passed_over_for_the_index(tmp_path):
+    """A model.safetensors left as a link to a file deleted outside the folder holds no weights: the index's shards
+    are the checkpoint (inside() alone would refuse the folder, since the link resolves outside it)."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "a.safetensors"}}))
+    _write(folder / "a.safetensors", {"a": _bf16((1,), 0)})
+    assert st.shard_names(folder) == ["a.safetensors"]
+
 # ----------------------------------------------------------------------------- read_folder
 
 def test_a_corrupt_shard_is_named_by_its_path(tmp_path):

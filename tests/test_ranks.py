@@ -14,8 +14,8 @@ from kvplan import load_model, plan
 from kvplan.dtypes import resolve_dtype
 from kvplan.errors import WorkloadError
 from kvplan.model.checkpoint import CheckpointWeights, RankRules
-from kvplan.model.ranks import (experts_per_rank, heads_share, kv_heads_per_rank, padded_vocab, vocab_refusal,
-                                vocab_rows_per_rank, vocab_rule)
+from kvplan.model.ranks import (experts_per_rank, heads_share, kv_heads_per_rank, layers_span, padded_vocab,
+                                vocab_refusal, vocab_rows_per_rank, vocab_rule)
 from kvplan.planning.engines.spec_decode import Speculative, _mtp_bytes, draft_weight_bytes
 from kvplan.planning.engines.vllm_mxfp4 import padding_bytes
 from kvplan.gpus import resolve_gpu
@@ -268,3 +268,14 @@ def test_a_record_row_reads_with_or_without_the_kv_flag():
     assert from_record(record, "r").rows == weights.rows
     old = {**record, "rows": [row[:9] for row in record["rows"]]}     # a record written before the kv flag
     assert from_record(old, "r").rows[0].kv is False
+
+
+def test_a_stage_span_is_clamped_to_the_model_and_strides_sum_layer_by_layer():
+    """Three layers of 5, 7 and 8 B: prefix (0, 5, 12, 20). Layers past the model are dropped (range(1, 9): 7 + 8),
+    a reversed range holds none, a negative start clamps to layer 0, and a stride takes layers 0 and 2 (5 + 8)."""
+    prefix = (0, 5, 12, 20)
+    assert layers_span(prefix, range(1, 9)) == 15
+    assert layers_span(prefix, range(3, 1)) == 0 and layers_span(prefix, range(2, 2)) == 0
+    assert layers_span(prefix, range(-4, 1)) == 5
+    assert layers_span(prefix, range(0, 3, 2)) == 13 and layers_span(prefix, range(-2, 9, 2)) == 13
+    assert layers_span(prefix, range(9, 20)) == 0

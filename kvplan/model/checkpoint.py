@@ -14,7 +14,7 @@ from functools import cached_property
 from math import ceil
 
 from ..dtypes import DType
-from .ranks import rank_share
+from .ranks import layers_span, rank_share
 
 # Bits per element of each safetensors dtype (safetensors/src/tensor.rs Dtype::bitsize).
 DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
@@ -121,13 +121,7 @@ class CheckpointWeights:
         every stage (SGLang's Llama); `towers_everywhere`: the towers on every stage (SGLang's Qwen3.5); `ranks`: how
         the engine splits the vocabulary, KV heads and experts (`RankRules`; None: plain splits)."""
         parts = self._shares(model_dtype, tp, skip, moe_ranks or tp, attn_ranks or tp, ranks or RankRules())
-        top = len(parts.prefix) - 1
-        if layers.step == 1:
-            start = max(0, min(layers.start, top))
-            stop = max(start, min(layers.stop, top))  # range(3, 1) holds no layer: 0 B, not prefix[1] - prefix[3]
-            total = parts.prefix[stop] - parts.prefix[start]
-        else:
-            total = sum(parts.prefix[i + 1] - parts.prefix[i] for i in layers if 0 <= i < top)
+        total = layers_span(parts.prefix, layers)
         total += (parts.first if first else 0) + (parts.last if last else 0)
         total += parts.towers if first or towers_everywhere else 0
         total += parts.head if last or head_everywhere else 0

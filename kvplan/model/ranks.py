@@ -1,6 +1,7 @@
 """How many rows of a TP-split tensor one rank holds: the vocabulary (padded first), KV heads (replicated past
-their number) and routed experts (whole under expert parallelism). Pure integer arithmetic, shared by the config
-rule (kvplan.weights.split), a checkpoint's headers (kvplan.model.checkpoint) and the drafters (spec_decode).
+their number) and routed experts (whole under expert parallelism), and the bytes of a pipeline stage's layers. Pure
+integer arithmetic, shared by the config rule (kvplan.weights.split), a checkpoint's headers
+(kvplan.model.checkpoint) and the drafters (spec_decode).
 """
 
 from __future__ import annotations
@@ -124,3 +125,17 @@ def rank_share(group: str, size: int, whole: bool, split: tuple, tp: int, moe_ra
     if group == "experts":
         return experts_share(size, split[1] if kind == "experts" else 0, moe_ranks, expert_parallel)
     return ceil(size / (attn_ranks if group == "attention" else tp))
+
+
+def layers_span(prefix: tuple[int, ...], layers: range) -> int:
+    """The bytes of `layers` from `prefix` (prefix[i]: the bytes of layers 0..i-1), layers past the model ignored.
+
+    A plain range is two lookups, clamped: range(3, 1) holds no layer and gives 0 B, not prefix[1] - prefix[3]; with
+    prefix (0, 5, 12, 20) (3 layers), range(1, 9) gives 20 - 5 = 15. A strided range sums its layers one by one.
+    """
+    top = len(prefix) - 1
+    if layers.step != 1:
+        return sum(prefix[i + 1] - prefix[i] for i in layers if 0 <= i < top)
+    start = max(0, min(layers.start, top))
+    stop = max(start, min(layers.stop, top))
+    return prefix[stop] - prefix[start]

@@ -130,13 +130,15 @@ def header_tensors(header: Mapping[str, Any], label: str,
             raise ConfigError(f"{label} holds more than {MAX_TENSORS:,} tensors, more than any checkpoint: "
                               "re-download it, or pass the config.json alone")
         dtype, shape, (start, end) = _tensor_info(name, info, label)
-        if prod(shape) * DTYPE_BITS[dtype] % 8:
+        # integers throughout: a shape whose product passes 1e308 raised OverflowError from a float division
+        elements = prod(shape)
+        bits = elements * DTYPE_BITS[dtype]
+        if bits % 8:
             # safetensors 0.8.0 refuses it on opening ("the slice does not end up at a byte boundary"): 3 F4
             # elements are 12 bits, a byte and a half
-            raise ConfigError(f"{label}: tensor {shown(name)} has {prod(shape):,} elements of {dtype}, "
-                              f"{prod(shape) * DTYPE_BITS[dtype]:,} bits, which do not end at a byte boundary: the "
-                              "header is corrupt (re-download the file)")
-        if _stored_bytes(shape, dtype) != end - start:
+            raise ConfigError(f"{label}: tensor {shown(name)} has {elements:,} elements of {dtype}, {bits:,} bits, "
+                              "which do not end at a byte boundary: the header is corrupt (re-download the file)")
+        if bits // 8 != end - start:
             raise ConfigError(f"{label}: tensor {shown(name)} is {end - start:,} bytes for shape {shown(list(shape))} "
                               f"in {dtype}: the header is corrupt (re-download the file)")
         out.append((name, dtype, shape, end - start))
@@ -173,12 +175,6 @@ def _tensor_info(name: Any, info: Any, label: str) -> tuple[str, tuple[int, ...]
         raise ConfigError(f"{label}: tensor {shown(name)} has data_offsets {shown(offsets)}, not [start, end] with "
                           "0 <= start <= end: the header is corrupt (re-download the file)")
     return dtype, tuple(shape), (offsets[0], offsets[1])
-
-
-def _stored_bytes(shape: tuple[int, ...], dtype: str) -> int:
-    # integers throughout: a shape whose product passes 1e308 raised OverflowError from a float division; whole
-    # bytes, since header_tensors refuses a tensor that ends inside one
-    return prod(shape) * DTYPE_BITS[dtype] // 8
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int]:
@@ -276,6 +272,8 @@ def shard_names(folder: Path) -> list[str] | None:
     index = folder / INDEX_FILE
     root = folder_root(folder)
     single = folder / SINGLE_FILE
+    # is_file first: a dangling link named model.safetensors (to a path outside) holds no weights and is passed
+    # over for the index, where inside() alone would refuse the folder
     if _is_file(single) and _is_file(inside(single, root, str(single))):
         return [SINGLE_FILE]
     if index.is_file():

@@ -18,7 +18,7 @@ from ..dtypes import DType
 from ..model.arch import ArchShape, AttentionDims, MoEDims, QuantDims
 from ..model.checkpoint import RankRules
 from ..model.layers import MLASpec
-from ..model.ranks import rank_share
+from ..model.ranks import layers_span, rank_share
 from .rule import priced_tensors, weights_bytes
 
 TOWER_GROUPS = frozenset({"vision", "projector", "audio"})
@@ -99,12 +99,7 @@ class _StageParts:
     buffers: int
 
     def layers(self, layers: range) -> int:
-        if layers.step != 1:
-            return sum(self.prefix[i + 1] - self.prefix[i] for i in layers if 0 <= i < len(self.prefix) - 1)
-        top = len(self.prefix) - 1
-        start = max(0, min(layers.start, top))
-        stop = max(start, min(layers.stop, top))  # range(3, 1) holds no layer: 0 B, not prefix[1] - prefix[3]
-        return self.prefix[stop] - self.prefix[start]
+        return layers_span(self.prefix, layers)
 
 
 @lru_cache(maxsize=256)
