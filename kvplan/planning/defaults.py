@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 
 from .engines.sglang_pool import DEFAULT_VERSION as SGLANG_LATEST
+from .engines.unread import release_text
 from .engines.vllm_profile import ENGINE_CONSTANTS, LATEST as VLLM_LATEST, default_utilization, parse_version
 
 ENGINE = "vllm"
@@ -28,13 +29,9 @@ LATEST = {"vllm": VLLM_LATEST, "sglang": SGLANG_LATEST}
 HF_UTILIZATION = 0.9
 
 
-def version_text(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
-
-
 def engine_version(engine: str) -> str | None:
     """The release whose accounting a plan follows when none is named: the latest kvplan read (None for hf)."""
-    return version_text(LATEST[engine]) if engine in LATEST else None
+    return release_text(LATEST[engine]) if engine in LATEST else None
 
 
 def utilization(engine: str, version: str | tuple[int, int, int] | None = None) -> float | None:
@@ -49,7 +46,7 @@ def utilization(engine: str, version: str | tuple[int, int, int] | None = None) 
 def _vllm_utilization_text() -> str:
     table = ENGINE_CONSTANTS["default_gpu_memory_utilization"]
     newest, *older = sorted(table, reverse=True)
-    return f"vLLM {table[newest]:.2f}" + "".join(f" ({table[v]:.2f} before {version_text(newest)})" for v in older[:1])
+    return f"vLLM {table[newest]:.2f}" + "".join(f" ({table[v]:.2f} before {release_text(newest)})" for v in older[:1])
 
 
 DEFAULTS = {   # each default in words, as the CLI's --help and the app's help texts say it
@@ -58,8 +55,8 @@ DEFAULTS = {   # each default in words, as the CLI's --help and the app's help t
     "num_gpus": f"{NUM_GPUS}",
     "max_model_len": "the model's context length (its config's, as the engine derives it)",
     "gpu_memory_utilization": f"{_vllm_utilization_text()}; SGLang from the card's memory and TP",
-    "engine_version": f"the latest releases kvplan read, vLLM {version_text(VLLM_LATEST)} and SGLang "
-                      f"{version_text(SGLANG_LATEST)}",
+    "engine_version": f"the latest releases kvplan read, vLLM {release_text(VLLM_LATEST)} and SGLang "
+                      f"{release_text(SGLANG_LATEST)}",
     "kv_dtype": "auto (the model's dtype)",
     "batch": "vLLM's max_num_seqs and max_num_batched_tokens for this GPU; SGLang sizes its batch from the pool",
 }

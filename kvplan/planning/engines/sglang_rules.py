@@ -6,6 +6,8 @@ release 0.5.1-0.5.23); paths are under `sglang/srt/`. The pool's arithmetic is i
 
 from __future__ import annotations
 
+from .unread import release_text   # sglang.py and sglang_notes.py take it from here
+
 Version = tuple[int, int, int]
 
 # ------------------------------------------------------------------------------------- pipeline parallelism
@@ -80,10 +82,6 @@ FIRST_RELEASE = {"Qwen3NextForCausalLM": (0, 5, 2), "FalconH1ForCausalLM": (0, 5
 MAMBA_POOL_ARCHS = {"Qwen3NextForCausalLM": "gdn", "Qwen3_5ForConditionalGeneration": "gdn",
                     "Qwen3_5MoeForConditionalGeneration": "gdn", "NemotronHForCausalLM": "mamba2",
                     "FalconH1ForCausalLM": "mamba2"}
-
-
-def release_text(version: Version) -> str:
-    return ".".join(map(str, version))
 
 
 # ------------------------------------------------------------------------------------- sliding-window pool

@@ -7,6 +7,12 @@ from __future__ import annotations
 from ...errors import WorkloadError
 from ...model.spec import ModelSpec
 
+
+def release_text(version: tuple[int, ...]) -> str:
+    """A release as its wheel names it: (0, 5, 23) -> "0.5.23"; the release warnings and the defaults write versions with it."""
+    return ".".join(map(str, version))
+
+
 # model_type prefix -> (what vLLM 0.33 does, what SGLang 0.5.23 has), each read from the engine's source
 UNREAD = {
     # vLLM 0.20.1-0.26 and 0.31-0.33: planned (engines/vllm_dsv4.py), its refusals there
@@ -58,7 +64,7 @@ def newer_release(engine: str, version: tuple[int, int, int], newest: tuple[int,
     gpu_model_runner.py is gone."""
     if version <= newest:
         return []
-    asked, read = (".".join(map(str, v)) for v in (version, newest))
+    asked, read = release_text(version), release_text(newest)
     known = KNOWN_CHANGES.get((engine, version[:2]))
     return [f"{engine} {asked} is newer than {read}, the newest release kvplan read: its figures follow {read}'s "
             f"rules, not checked against {asked}" + (f"; {known}" if known else "")
