@@ -714,15 +714,30 @@ def test_the_hybrid_block_holds_the_largest_state():
 
 def test_pages_are_unified_to_the_largest_that_they_divide():
     # gemma-4-E4B-it: full 4,096 B a token, sliding 2,048: the sliding block is twice as long (block_scale 2); a
-    # 3,000 B page (48,000 at 16 tokens) does not divide 16 x 4,096 = 65,536 and is padded to it at 0.33; Mamba
-    # pages and zero-byte layers are left alone
+    # 3,000 B page (48,000 at 16 tokens) does not divide 16 x 4,096 = 65,536 and is padded to it at 0.33, and so is
+    # a 10 B Mamba state (0.33 kv_cache_planning.py :380, the MambaSpec branch); zero-byte layers are left alone
     full, sliding = vk.VllmLayerSpec("full", 4096), vk.VllmLayerSpec("sliding", 2048, window=512)
     odd, mamba = vk.VllmLayerSpec("full", 3000), vk.VllmLayerSpec("mamba", 0, state_bytes=10)
-    out = vk.unify_page_sizes(vk.page_rule([full, sliding, odd, mamba], (0, 33, 0)), 16)
-    assert [x.block_scale for x in out] == [1, 2, 1, 1]
-    assert [x.padded_bytes for x in out] == [0, 0, 65_536, 0]   # 16 x 4,096
+    empty = vk.VllmLayerSpec("full", 0)
+    out = vk.unify_page_sizes(vk.page_rule([full, sliding, odd, mamba, empty], (0, 33, 0)), 16)
+    assert [x.block_scale for x in out] == [1, 2, 1, 1, 1]
+    assert [x.padded_bytes for x in out] == [0, 0, 65_536, 65_536, 0]   # 16 x 4,096
     assert vk.unify_page_sizes([full, full], 16) == [full, full]           # one page size: unchanged
-    assert vk.unify_page_sizes([mamba, full], 16) == [mamba, full]
+
+
+def test_a_draft_state_larger_than_every_page_sets_the_page():
+    # a hybrid whose attention page equals its state (16 x 4,096 = 65,536 B: vLLM leaves mamba_page_size_padded
+    # unset) beside a draft model's 131,072 B state: the attention block doubles (131,072 / 65,536) and the
+    # target's state is padded to 131,072 from 0.26; 0.25 cannot pad a Mamba page (it scales the state's block,
+    # which leaves its page as it was, and asserts) and is refused
+    full = vk.VllmLayerSpec("full", 4096)
+    state, drafted = vk.VllmLayerSpec("mamba", 0, state_bytes=65_536), vk.VllmLayerSpec("mamba", 0, state_bytes=131_072)
+    out = vk.unify_page_sizes(vk.page_rule([full, state, drafted], (0, 26, 0)), 16)
+    assert [(x.block_scale, x.padded_bytes) for x in out] == [(2, 0), (1, 131_072), (1, 0)]   # 2 x 65,536
+    with pytest.raises(WorkloadError, match=r"^vLLM cannot put this model's KV layers in one block pool: a 65,536 B "
+                       r"Mamba/linear state page beside a 131,072 B page, which vLLM before 0\.26 cannot pad and "
+                       r"fails on at start-up: plan --engine-version 0\.26 or later$"):
+        vk.unify_page_sizes(vk.page_rule([full, state, drafted], (0, 25, 1)), 16)
 
 
 @pytest.mark.parametrize("conv, groups, tp, expected", [

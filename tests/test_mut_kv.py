@@ -201,14 +201,15 @@ def test_tuple_groups_refuse_unequal_window_page_counts():
 def test_unify_pads_a_page_that_does_not_divide_where_the_release_does():
     """Block 16: full 4,096 B a token (page 65,536), sliding 2,048 (32,768: block x 2), a full layer of 1,500
     (24,000 B: 65,536 / 24,000 = 2.73, does not divide: padded to 65,536 from 0.24, its block still 16 tokens), a
-    Mamba state of 16,384 B (divides 65,536 but is not an attention page: kv_groups pads it, it keeps its block)."""
+    Mamba state of 16,384 B (divides 65,536, but a state's page does not grow with its block: padded to 65,536 from
+    0.26, 0.26.0 kv_cache_utils.py :1098, its block_scale still 1)."""
     specs = [VllmLayerSpec("full", 4096), VllmLayerSpec("sliding", 2048, window=512), VllmLayerSpec("full", 1500),
              VllmLayerSpec("mamba", 0, state_bytes=16_384)]
     out = unify_page_sizes(page_rule(specs, (0, 26, 0)), 16)
     assert [x.block_scale for x in out] == [1, 2, 1, 1]
     marked = page_rule([*specs, VllmLayerSpec("full", 0)], (0, 26, 0))   # a layer of no bytes has no page to unify
     assert unify_page_sizes(marked, 16)[-1] is marked[-1]
-    assert [x.page_bytes(16) for x in out] == [65_536, 65_536, 65_536, 16_384]   # 16 x 4,096; 32 x 2,048; padded
+    assert [x.page_bytes(16) for x in out] == [65_536] * 4   # 16 x 4,096; 32 x 2,048; padded; padded
     assert out[2].block_tokens(16) == 16
 
 
@@ -243,10 +244,16 @@ def test_an_mla_page_beside_sliding_layers_names_033s_fallback():
 
 def test_the_page_rule_by_release():
     # vLLM unify_kv_cache_spec_page_size: no padding through 0.23; 0.24-0.28 every attention page its backend reads by
-    # block stride (all of the defaults, MLA's too); 0.29+ any attention page but MLA's; a Mamba state never here
+    # block stride (all of the defaults, MLA's too); 0.29+ any attention page but MLA's; a Mamba state from 0.26
+    # (0.25.1 has no MambaSpec branch, 0.26.0 kv_cache_utils.py :1098 has), a page of its type from 0.29 (0.28.0
+    # MambaSpec.is_uniform_with_collection compares no page, 0.29.0 kv_cache_interface.py :915 does)
     specs = [VllmLayerSpec("full", 4096), VllmLayerSpec("mla", 1152), VllmLayerSpec("mamba", 0, state_bytes=10)]
-    assert [[x.pads_page for x in page_rule(specs, v)] for v in ((0, 23, 9), (0, 24, 0), (0, 28, 0), (0, 29, 0))] == [
-        [False, False, False], [True, True, False], [True, True, False], [True, False, False]]
+    releases = ((0, 23, 9), (0, 24, 0), (0, 25, 1), (0, 26, 0), (0, 28, 0), (0, 29, 0))
+    assert [[x.pads_page for x in page_rule(specs, v)] for v in releases] == [
+        [False, False, False], [True, True, False], [True, True, False], [True, True, True], [True, True, True],
+        [True, False, True]]
+    assert [page_rule(specs, v)[2].typed_page for v in releases] == [False] * 5 + [True]
+    assert not any(x.typed_page for v in releases for x in page_rule(specs, v)[:2])   # attention: never
 
 
 # ----------------------------------------------------------------------------- rank_layer_specs and the MLA kinds

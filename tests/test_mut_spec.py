@@ -667,3 +667,75 @@ def test_a_draft_of_two_state_kinds_names_both():
     with pytest.raises(WorkloadError, match=re.escape("the draft model hand/two-states holds gated_deltanet and mamba "
                                                       "state and tiiuae/falcon-40b-instruct none")):
         check_vllm_draft_state(load_model("tiiuae/falcon-40b-instruct"), Speculative("draft_model", 2, two))
+
+
+# ----------------------------------------------------------------------------- state-holding drafts on vLLM
+
+QWEN35_MOE, QWEN35_DENSE = "Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.5-27B"
+
+
+def _qwen35_moe_card(**text) -> dict:
+    card = json.loads((REPO / "model_configs" / "Qwen__Qwen3.5-35B-A3B.json").read_text())
+    return {**card, "text_config": {**card["text_config"], **text}}
+
+
+def test_a_draft_state_larger_than_the_targets_padded_page_is_refused():
+    """vLLM pads every Mamba state to the target's attention page (cache_config.mamba_page_size_padded, one cache
+    config for target and drafter) and asserts the page holds the state (0.33 kv_cache_interface.py :1127).
+    Qwen3.5-35B-A3B at TP 2 (model_configs): 2 KV heads of 256 -> 1 a rank, 1 x 256 x 2 x 2 B = 1,024 B a token;
+    its gated-DeltaNet state 32 / 2 = 16 value heads x 128 x 128 x 4 B (float32) = 1,048,576 B + conv
+    (2 x 16 x 128 + 32 x 128) / 2 = 4,096 channels x (4 - 1 + 1 drafted) x 2 B = 32,768: 1,081,344 B, so the block is
+    64 x cdiv(1,081,344, 64 x 1,024) = 1,088 tokens (0.33 'align' mode on an H200: lcm(16, 64) = 64), a
+    1,114,112 B page. Qwen3.5-27B drafting (same 248,320-token vocabulary): 48 / 2 = 24 heads x 128 x 128 x 4 B =
+    1,572,864 + (2 x 16 x 128 + 48 x 128) / 2 = 5,120 channels x 4 x 2 B = 40,960: 1,613,824 B, more than the page."""
+    with pytest.raises(WorkloadError, match=_exact(
+            "the draft model's Mamba/linear state is 1,613,824 B a layer on each GPU, more than the 1,114,112 B page "
+            "vLLM pads the target's states to (1,088-token attention blocks x 1,024 B a token), and vLLM stops at "
+            "start-up on it (MambaSpec.page_size_bytes asserts the padded page holds the state): use a draft model "
+            "whose state is at most 1,114,112 B a layer on each GPU, such as a smaller one of the target's family")):
+        plan(QWEN35_MOE, engine="vllm", gpu="H200", num_gpus=2, max_model_len=32768,
+             speculative={"method": "draft_model", "num_speculative_tokens": 1, "model": QWEN35_DENSE})
+
+
+def test_the_hybrid_block_is_the_targets_whatever_the_draft():
+    """vLLM sizes the hybrid block from the target's config alone (platforms/interface.py `_align_hybrid_block_size`
+    reads model_config). A draft of 35B-A3B's card with 4 KV heads (2 a rank at TP 2: 2,048 B a token) and 16 value
+    heads (a 548,864 B state with its drafted conv column): the block stays the target's 1,088 tokens (above), not
+    64 x cdiv(1,081,344, 64 x 2,048) = 576; the draft's 2,228,224 B attention page (1,088 x 2,048) is then the
+    largest, so the target's attention blocks double (unify_kv_cache_spec_page_size) and every state is padded to
+    it."""
+    draft = load_model(_qwen35_moe_card(num_key_value_heads=4, linear_num_value_heads=16, num_hidden_layers=8,
+                                        layer_types=None))
+    spec = {"method": "draft_model", "num_speculative_tokens": 1, "model": draft}
+    p = plan(QWEN35_MOE, engine="vllm", gpu="H200", num_gpus=2, max_model_len=32768, speculative=spec)
+    alone = plan(QWEN35_MOE, engine="vllm", gpu="H200", num_gpus=2, max_model_len=32768)
+    assert p.block_size == alone.block_size == 1088
+    assert "full layers' blocks hold 2176 tokens, the others 1088" in " ".join(p.notes)
+
+
+def _mamba_130m():
+    """state-spaces/mamba-130m-hf's shape on mamba-2.8b-hf's card (one 50,280-token vocabulary): 24 layers,
+    hidden 768, intermediate 1,536, state 16, conv kernel 4."""
+    card = json.loads((REPO / "model_configs" / "state-spaces__mamba-2.8b-hf.json").read_text())
+    return load_model({**card, "hidden_size": 768, "num_hidden_layers": 24, "intermediate_size": 1536,
+                       "_name_or_path": "hand/mamba-130m"})
+
+
+@pytest.mark.parametrize("version, blocks, block_bytes, concurrency", [
+    # 0.28: Mamba states of any size are one type (MambaSpec.is_uniform_with_collection compares no page): one
+    # group, a block every layer's page, 64 x 215,040 + 24 x 64,512 = 15,310,848 B; 3 pages a request
+    ("0.28.0", 4580, 15_310_848, 4580 / 3),
+    # 0.33: a page of its type (0.33 kv_cache_interface.py :1163), so 64 target and 24 draft layers are two
+    # buckets; 64 >= 1.5 x 24, so groups of 24: 3 of the target's (8 padding layers) and the draft's, each state
+    # padded to 215,040 B (kv_cache_planning.py :380): a block 24 x 215,040 = 5,160,960 B, and a request takes its
+    # 3 pages in each of the 4 groups
+    ("0.33.0", 13580, 5_160_960, 13580 / 12),
+])
+def test_a_mamba_draft_beside_a_mamba_target_of_another_state_size(version, blocks, block_bytes, concurrency):
+    """mamba-2.8b-hf drafted by a 130m-shaped model, 2 tokens a step, mamba_cache_mode 'none': 1 + 2 state pages a
+    request. vLLM keeps kernel - 1 + k = 5 conv columns: 2.8b 5,120 x 5 x 2 B = 51,200 + SSM 5,120 x 16 x 2 B =
+    163,840 -> 215,040 B a layer; 130m 1,536 x 5 x 2 = 15,360 + 1,536 x 16 x 2 = 49,152 -> 64,512 B."""
+    p = plan("state-spaces/mamba-2.8b-hf", engine="vllm", gpu="H100", max_model_len=4096, engine_version=version,
+             speculative={"method": "draft_model", "num_speculative_tokens": 2, "model": _mamba_130m()})
+    assert (p.num_blocks, p.max_concurrency) == (blocks, pytest.approx(concurrency, abs=1e-4))
+    assert p.num_blocks == p.kv_pool_bytes // block_bytes

@@ -27,6 +27,7 @@ layers) and gives the draft its own pool of as many tokens.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ...errors import WorkloadError, shown
@@ -110,7 +111,9 @@ def check_vllm_draft_state(model, spec: Speculative) -> None:
     the Mamba cache mode and gives its states k speculative pages and k more conv columns, where kvplan, reading the
     mode from the target, planned one page: tiiuae/falcon-mamba-7b drafting for tiiuae/falcon-40b-instruct (one
     vocabulary of 65,024). SGLang's draft pool keeps no state (engines/sglang.py `_check_draft`). A hybrid target's
-    mode and widening are the draft's too (the cache config is shared), and that case is planned."""
+    mode and widening are the draft's too (the cache config is shared), and that case is planned, with the block
+    from the target alone and a draft state too large for the target's padded page refused
+    (vllm_kv.hybrid_block_size)."""
     draft = spec.draft
     if spec.method == "draft_model" and draft.has_state and not model.has_state:
         raise WorkloadError(f"the draft model {draft.name} holds {' and '.join(sorted(draft.state_mixers))} state "
@@ -264,11 +267,15 @@ def idle_mtp_note(model, act, kv_bytes: float, tp: int, moe_ranks: int,
 
 
 def draft_layer_specs(model, spec: Speculative, tp: int, kv_bytes: float, act_bytes: int) -> list[VllmLayerSpec]:
-    """The drafter's KV layers on one rank, as the pool sees them."""
+    """The drafter's KV layers on one rank, as the pool sees them, each marked `draft` (the hybrid block size is
+    the target's alone: vllm_kv.hybrid_block_size)."""
     if spec.method == "mtp":
         last = rank_layer_specs(model, range(model.num_layers - 1, model.num_layers), tp, kv_bytes, act_bytes)
-        return last * model.require_arch().mtp_layers
-    return rank_layer_specs(spec.draft, range(spec.draft.num_layers), tp, kv_bytes, act_bytes)
+        layers = last * model.require_arch().mtp_layers
+    else:
+        layers = rank_layer_specs(spec.draft, range(spec.draft.num_layers), tp, kv_bytes, act_bytes)
+    marked = {id(x): dataclasses.replace(x, draft=True) for x in layers}   # a few distinct objects, each once
+    return [marked[id(x)] for x in layers]
 
 
 def config_json(spec: Speculative) -> str:

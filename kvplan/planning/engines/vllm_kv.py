@@ -35,7 +35,8 @@ class VllmLayerSpec:
     conv_bytes_per_column: int = 0  # mamba: one conv-state column on this rank (speculative decoding widens it)
     padded_bytes: int = 0     # mamba: the page vLLM pads the state to (the attention page), when larger
     block_scale: int = 1      # attention: its block is this many times the model's (`unify_page_sizes`)
-    pads_page: bool = False   # attention: the release pads this page to the largest it does not divide (`page_rule`)
+    pads_page: bool = False   # the release pads this page to the largest it does not divide (`page_rule`)
+    typed_page: bool = False  # mamba: its page is part of its type, so states of two sizes are two groups (`page_rule`)
     # DeepSeek-V4's caches (engines/vllm_dsv4.py), grouped by `packed_groups`: a block of `own_block` tokens whatever
     # the model's (0: the model's), one stored entry of `bytes_per_token` B per `tokens_per_state` tokens, the page
     # rounded up to a multiple of `alignment` B (v1/kv_cache_interface.py `_apply_alignment_padding`, 0.33.0)
@@ -49,6 +50,9 @@ class VllmLayerSpec:
     # equal bytes a token but other shapes (8 x 64 and 4 x 128) are other buckets in `kv_groups`. Not compared: every
     # figure of a spec follows from its bytes, and only the buckets need the shape
     heads: tuple = field(default=(), compare=False)
+    # a drafter's layer (spec_decode.draft_layer_specs): in the pool, bucketed with the target's layers it equals, but
+    # left out of the hybrid block size, which vLLM takes from the target's config alone (`hybrid_block_size`)
+    draft: bool = field(default=False, compare=False)
 
     def block_tokens(self, block_size: int) -> int:
         """Tokens one block of this layer covers."""
@@ -258,13 +262,37 @@ def hybrid_block_size(specs: list[VllmLayerSpec], block_size: int, alignment: in
 
     Qwen3-Next (GDN state ~1.1 MiB per layer, 2 KV heads x 256 x 2 x 2 B = 2 KiB per token): the block
     becomes 16 x cdiv(state, 16 x 2 KiB) tokens, in the hundreds.
+
+    The target's layers alone: vLLM reads the state shapes from the target's model class and the page of a token
+    from its model_config (0.33 interface.py :1026-1040; 0.19 model_executor/models/config.py), never the drafter's.
+    It then pads every state to that attention page (cache_config.mamba_page_size_padded), a draft model's too: its
+    Mamba layers take the same cache config (model_executor/layers/mamba/abstract.py `get_kv_cache_spec`, 0.19-0.33),
+    and MambaSpec.page_size_bytes asserts `page_size_padded >= page_size` (0.33 kv_cache_interface.py :1127, 0.19
+    :289), so a draft state larger than the page stops the start-up (`_draft_state_refusal`). Qwen3.5-35B-A3B at
+    TP 2 drafted by Qwen3.5-27B: the target's 1,088-token blocks of 1,024 B a token pad to 1,114,112 B, which the
+    27B's state of 24 heads x 128 x 128 x 4 B = 1,572,864 B (+ its conv state) does not fit.
     """
-    states = [s.state_bytes for s in specs if s.kind == "mamba"]
-    attn = [s.bytes_per_token for s in specs if s.kind != "mamba"]
+    target = [s for s in specs if not s.draft]
+    states = [s.state_bytes for s in target if s.kind == "mamba"]
+    attn = [s.bytes_per_token for s in target if s.kind != "mamba"]
     if not states or not attn:
         return block_size
-    needed = alignment * cdiv(max(states), alignment * max(attn))
-    return max(block_size, needed)
+    block = max(block_size, alignment * cdiv(max(states), alignment * max(attn)))
+    page = block * max(attn)
+    drafted = max((s.state_bytes for s in specs if s.draft and s.kind == "mamba"), default=0)
+    # an attention page equal to the target's state leaves mamba_page_size_padded unset (interface.py :1115): the
+    # draft's state keeps its own page, and unify_page_sizes pads the others to it
+    if page > max(states) and drafted > page:
+        raise WorkloadError(_draft_state_refusal(drafted, page, block, max(attn)))
+    return block
+
+
+def _draft_state_refusal(drafted: int, page: int, block: int, per_token: int) -> str:
+    return (f"the draft model's Mamba/linear state is {drafted:,} B a layer on each GPU, more than the {page:,} B page "
+            f"vLLM pads the target's states to ({block:,}-token attention blocks x {per_token:,} B a token), and vLLM "
+            "stops at start-up on it (MambaSpec.page_size_bytes asserts the padded page holds the state): use a draft "
+            f"model whose state is at most {page:,} B a layer on each GPU, such as a smaller one of the target's "
+            "family")
 
 
 def hybrid_alignment(version: tuple[int, int, int], is_mla: bool, gdn_checkpoint: bool = False) -> int:
@@ -290,12 +318,22 @@ def page_rule(specs: list[VllmLayerSpec], version: tuple[int, int, int]) -> list
       set from `AttentionBackend.indexes_kv_by_block_stride`, v1/attention/backend.py 0.25.1 :206): FlashAttention,
       FlashInfer, Triton and the MLA backends (FlashMLA, CUTLASS, FlashInfer, Triton MLA) all put num_blocks first
       in their layered stride order, so every attention page;
-    - from 0.29 any attention page but MLA's (sparse MLA indexes its cache in whole token rows)."""
+    - from 0.29 any attention page but MLA's (sparse MLA indexes its cache in whole token rows).
+    Mamba pages (a draft model's state beside its target's): from 0.26 one smaller than the largest is padded to it
+    (the `isinstance(layer_spec, MambaSpec)` branch, 0.26.0 kv_cache_utils.py :1098, 0.33 kv_cache_planning.py
+    :380); 0.19-0.25 scale its block, which leaves a state's page as it was, and the assert after it fails. From
+    0.29 a state's page is part of its type (MambaSpec.is_uniform_with_collection compares page_size_bytes, 0.29.0
+    kv_cache_interface.py :915, 0.33 :1163; 0.28 compares the speculative blocks alone), so a Mamba draft model
+    beside a Mamba target of another state size is not one group of both but groups of equal pages."""
     if version[:2] < (0, 24):
         return specs
     mla_too = version[:2] < (0, 29)
-    return _each_once(specs, lambda x: dataclasses.replace(x, pads_page=True)
-                      if x.kind != "mamba" and (mla_too or x.kind != "mla") else x)
+
+    def rule(x: VllmLayerSpec) -> VllmLayerSpec:
+        if x.kind == "mamba":
+            return dataclasses.replace(x, pads_page=version[:2] >= (0, 26), typed_page=version[:2] >= (0, 29))
+        return dataclasses.replace(x, pads_page=True) if mla_too or x.kind != "mla" else x
+    return _each_once(specs, rule)
 
 
 def _each_once(specs: list[VllmLayerSpec], change) -> list[VllmLayerSpec]:
@@ -312,23 +350,26 @@ def _distinct(specs: list[VllmLayerSpec]) -> list[VllmLayerSpec]:
 
 
 def unify_page_sizes(specs: list[VllmLayerSpec], block_size: int) -> list[VllmLayerSpec]:
-    """`unify_kv_cache_spec_page_size`: when attention pages differ, a layer whose page divides the largest gets a
+    """`unify_kv_cache_spec_page_size`: when pages differ, an attention layer whose page divides the largest gets a
     block that many times longer, so all pages are equal. gemma-4-E4B-it: full layers 2 KV heads x 512 x 2 x 2 B =
     4,096 B/token, sliding 2,048: a sliding block holds 32 tokens, and a request's 2,559-token window span (511 +
     2,048 batched) takes cdiv(2,559, 32) + 1 = 81 of those 64 KiB pages, not 161 half-pages (80.5 pages): vLLM 0.25.1
     prints 63.10x concurrency, not 63.20x. A page that does not divide the largest is padded to it where the
     release does (`page_rule`: a 3,072 B-a-token full page beside 2,048 B sliding ones at 16-token blocks, 49,152 B
-    and 32,768 B: each sliding page takes 49,152 B for its 16 tokens), and refused where vLLM fails to start."""
-    pages = {x.page_bytes(block_size) for x in specs if x.kind != "mamba" and x.bytes_per_token}
+    and 32,768 B: each sliding page takes 49,152 B for its 16 tokens), and refused where vLLM fails to start. A
+    Mamba state takes part (vLLM compares every layer's page_size_bytes), though a hybrid's states are already
+    padded to the attention page (`kv_groups`): it is a draft model's state that can be the largest, or a Mamba
+    draft beside a Mamba target, whose smaller state is padded to the larger from 0.26."""
+    pages = {x.page_bytes(block_size) for x in specs if x.kind == "mamba" or x.bytes_per_token}
     if len(pages) <= 1:
         return specs
     top = max(pages)
 
     def unified(x: VllmLayerSpec) -> VllmLayerSpec:
         page = x.page_bytes(block_size)
-        if x.kind == "mamba" or not x.bytes_per_token or page == top:
+        if not (x.kind == "mamba" or x.bytes_per_token) or page == top:
             return x
-        if top % page == 0:
+        if x.kind != "mamba" and top % page == 0:
             return dataclasses.replace(x, block_scale=x.block_scale * (top // page))
         if x.pads_page:
             return dataclasses.replace(x, padded_bytes=top)
@@ -340,6 +381,10 @@ def _odd_page_refusal(x: VllmLayerSpec, page: int, top: int, specs: list[VllmLay
     """Why vLLM does not start: an MLA page from 0.29 (0.33 get_kv_cache_groups falls back to treating sliding
     layers as full only beside regular sliding-window layers, `_try_get_full_allocation_fallback_groups`, which
     kvplan does not plan), any page before 0.24."""
+    if x.kind == "mamba":   # before 0.26 (`page_rule`)
+        return (f"vLLM cannot put this model's KV layers in one block pool: a {page:,} B Mamba/linear state page "
+                f"beside a {top:,} B page, which vLLM before 0.26 cannot pad and fails on at start-up: plan "
+                "--engine-version 0.26 or later")
     what = f"a {page:,} B KV page of its {x.kind} layers does not divide the {top:,} B page of the others"
     if x.kind == "mla" and any(y.pads_page for y in specs):
         tail = ("vLLM 0.29+ pads only non-MLA pages and raises NotImplementedError for this one"
@@ -355,10 +400,12 @@ def _uniform_type(specs: list[VllmLayerSpec]) -> bool:
     """`UniformTypeKVCacheSpecs.is_uniform_type` (0.33 kv_cache_interface.py :1348; 0.19 :397): one block size and
     one type, where MLA counts as full attention (MLAAttentionSpec subclasses FullAttentionSpec; 0.33
     single_type_kv_cache_manager.py :2708 registers it with uniform_type_base_spec=FullAttentionSpec), sliding layers
-    share one window, chunked ones one chunk, and Mamba states are one type (0.19; 0.33 also asks one page, which
-    the state-only models kvplan plans have). DeepSeek-V2-Lite with a Llama-3.2-1B draft model: 27 MLA + 16 full
-    layers in one group, a block the sum of their 43 pages."""
-    return len({("full", 0) if x.kind == "mla" else (x.kind, x.window) for x in _distinct(specs)}) == 1
+    share one window, chunked ones one chunk, and Mamba states are one type (0.19-0.28), of one page from 0.29
+    (`page_rule`'s typed_page: falcon-mamba's states beside a Mamba draft model's smaller ones are two types).
+    DeepSeek-V2-Lite with a Llama-3.2-1B draft model: 27 MLA + 16 full layers in one group, a block the sum of their
+    43 pages."""
+    return len({("full", 0) if x.kind == "mla" else (x.kind, x.page_bytes(0) if x.typed_page else x.window)
+                for x in _distinct(specs)}) == 1
 
 def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> KVGroups:
     """`get_kv_cache_groups`: one group when every layer has one type (`_uniform_type`), else groups of equal size
