@@ -9,7 +9,7 @@ from ...model.spec import ModelSpec
 
 
 def release_text(version: tuple[int, ...]) -> str:
-    """A release as its wheel names it: (0, 5, 23) -> "0.5.23"; the release warnings and the defaults write versions with it."""
+    """A release as its wheel names it, (0, 5, 23) -> "0.5.23": the release warnings and the defaults write it."""
     return ".".join(map(str, version))
 
 

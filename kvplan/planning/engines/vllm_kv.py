@@ -407,6 +407,7 @@ def _uniform_type(specs: list[VllmLayerSpec]) -> bool:
     return len({("full", 0) if x.kind == "mla" else (x.kind, x.page_bytes(0) if x.typed_page else x.window)
                 for x in _distinct(specs)}) == 1
 
+
 def kv_groups(specs: list[VllmLayerSpec], block_size: int, layout: str = "") -> KVGroups:
     """`get_kv_cache_groups`: one group when every layer has one type (`_uniform_type`), else groups of equal size
     (`_get_kv_cache_groups_uniform_page_size`, 0.33 kv_cache_planning.py :416): the layers go into buckets of equal
