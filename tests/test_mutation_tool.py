@@ -129,6 +129,24 @@ def test_a_run_that_left_mutants_unchecked_is_not_recorded(monkeypatch, capsys, 
         capsys.readouterr().err
 
 
+def test_a_run_stopped_before_its_mutants_were_listed_is_not_recorded(monkeypatch, capsys, tmp_path):
+    """mutmut stopped while it generated the mutants reports none: 0 / 0 is not a finished run (vllm_kv.py's was
+    recorded so, its survivors' reasons pruned)."""
+    results = tmp_path / "mutation.json"
+    old = {MOD: {**_shard({"x_f__mutmut_1": ["- a", "+ b"]}), "blob": "b"}}
+    results.write_text(json.dumps(old))
+    reasons = {f"{MOD} | - a / + b": "equivalent: a test-only line"}
+    (tmp_path / "reasons.json").write_text(json.dumps(reasons))
+    monkeypatch.setattr(mutation, "RESULTS", results)
+    monkeypatch.setattr(mutation, "REPORT", tmp_path / "mutation.md")
+    monkeypatch.setattr(mutation, "REASONS", tmp_path / "reasons.json")
+    monkeypatch.setattr(mutation, "run_shard", lambda *a: {**_shard({}), "statuses": {}})
+    assert mutation.main(["--only", "lora.py"]) == 0
+    assert json.loads(results.read_text()) == old
+    assert json.loads((tmp_path / "reasons.json").read_text()) == reasons
+    assert "no mutants (mutmut stopped before it generated them): nothing recorded" in capsys.readouterr().err
+
+
 def test_every_test_a_shard_names_or_leaves_out_exists():
     """A shard's list names test files and `--deselect=tests/FILE::TEST` ids: a test renamed without its deselect
     joins the shard unseen (the 12 s, 10,000-layer checkpoint test, renamed "bounded_work", ran again in each
