@@ -125,12 +125,10 @@ def hf_peak(est: Estimate, *, weights_bytes: int, hidden_size: int, intermediate
     if est.cache in ("offloaded", "offloaded_static"):
         prefill -= est.prefill_peak_bytes - _offloaded_prefill(est)
     peak = max(prefill, decode)
-    # both branches as summed: the decode side holds the output ids too (240 B of a llama-3.1-8b case in
-    # validation/results/2026-11-29-cpu, the whole gap between the formula it printed and its decode peak 93,450,096)
     formula = (f"weights {weights_bytes:,} + inputs {inputs:,} + max(prefill cache {est.prefill_peak_bytes:,} + "
                f"activations {prefill_activations:,} [{max(terms, key=lambda t: t[1])[0]}"
-               + (f", masks {masks:,}" if masks else "") + f"], output ids {sequences:,} + steady cache "
-               f"{_device_cache(est):,} + decode transient {decode_transient:,})")
+               + (f", masks {masks:,}" if masks else "") + f"], steady cache {_device_cache(est):,} + decode "
+               f"transient {decode_transient:,})")
     return HFPeak(weights_bytes, est.kv_cache_bytes, prefill_activations, decode_transient, peak, CUDA_CONTEXT_BYTES,
                   formula, prefill, decode, inputs, tuple(terms) + (("masks", masks), ("stream", stream)))
 
@@ -150,11 +148,7 @@ def _experts(s: ActivationShape, tokens: int, b: int, implementation: str) -> in
 
 
 def _attention(est: Estimate, s: ActivationShape, b: int, implementation: str) -> tuple[int, int]:
-    """(masks held for the whole forward, one layer's attention transient) during the prefill; none for an
-    attention-free model, no query projected (Mamba's MambaModel builds no mask and has no scores: eager priced
-    one head's B x P x P scores, 8 GiB at a 32,768-token prompt)."""
-    if not s.q_dim:
-        return 0, 0
+    """(masks held for the whole forward, one layer's attention transient) during the prefill."""
     B, P = est.batch_size, est.prompt_len
     tokens = B * P
     heads = s.num_heads or 1
