@@ -712,6 +712,37 @@ def test_the_hybrid_block_holds_the_largest_state():
     assert vk.hybrid_block_size([mamba, attn], 1024, 16) == 1024     # a larger block given stays
 
 
+def test_the_hybrid_block_is_the_targets_and_a_draft_state_must_fit_its_page():
+    """The target's 1,000,000 B state beside 2,048 B a token, alignment 16: 496 tokens (above), a 1,015,808 B page
+    (496 x 2,048), padded to by every state. A drafter's wider attention (8,192 B a token) or larger state does not
+    move the block; a draft state of exactly the page fits, one byte more stops vLLM (MambaSpec.page_size_bytes
+    asserts page_size_padded >= page_size). A target whose state fills the page exactly (16 x 2,048 = 32,768 B)
+    leaves the padding unset, and a larger draft state is the largest page instead (unify_page_sizes): no
+    refusal. A draft with state beside an attention-only target: the block as given (refused before, by
+    spec_decode.check_vllm_draft_state)."""
+    import dataclasses
+
+    mamba, attn = vk.VllmLayerSpec("mamba", 0, state_bytes=1_000_000), vk.VllmLayerSpec("full", 2048)
+
+    def drafted(x):
+        return dataclasses.replace(x, draft=True)
+
+    wide = drafted(vk.VllmLayerSpec("full", 8192))
+    assert vk.hybrid_block_size([mamba, attn, wide], 16, 16) == 496             # not 16 x cdiv(1e6, 16 x 8,192) = 128
+    fits = drafted(vk.VllmLayerSpec("mamba", 0, state_bytes=1_015_808))         # 496 x 2,048
+    assert vk.hybrid_block_size([mamba, attn, fits, wide], 16, 16) == 496
+    over = drafted(vk.VllmLayerSpec("mamba", 0, state_bytes=1_015_809))
+    with pytest.raises(WorkloadError, match=_exact(
+            "the draft model's Mamba/linear state is 1,015,809 B a layer on each GPU, more than the 1,015,808 B page "
+            "vLLM pads the target's states to (496-token attention blocks x 2,048 B a token), and vLLM stops at "
+            "start-up on it (MambaSpec.page_size_bytes asserts the padded page holds the state): use a draft model "
+            "whose state is at most 1,015,808 B a layer on each GPU, such as a smaller one of the target's family")):
+        vk.hybrid_block_size([mamba, attn, over], 16, 16)
+    exact = vk.VllmLayerSpec("mamba", 0, state_bytes=32_768)                    # 16 x 2,048: no padding
+    assert vk.hybrid_block_size([exact, attn, over], 16, 16) == 16
+    assert vk.hybrid_block_size([attn, over], 16, 16) == 16
+
+
 def test_pages_are_unified_to_the_largest_that_they_divide():
     # gemma-4-E4B-it: full 4,096 B a token, sliding 2,048: the sliding block is twice as long (block_scale 2); a
     # 3,000 B page (48,000 at 16 tokens) does not divide 16 x 4,096 = 65,536 and is padded to it at 0.33, and so is
