@@ -262,7 +262,8 @@ def prune_reasons(module: str, shard: dict) -> list[str]:
 def write_report(results: dict[str, dict], reasons: dict[str, str]) -> str:
     intro = ("Written by `python tools/mutation.py` (mutmut 3.8.1, one shard per module against the tests named; "
              "see the script's docstring). Score = killed / (killed + survived), a timeout counted as killed (a "
-             "mutant that used more than (its tests' time + 1 s) x 10 of CPU; their number in brackets); other = a "
+             "mutant that used more than (its tests' time + 1 s) x 2M of CPU, M the shard's timeout multiplier; their "
+             "number in brackets); other = a "
              "segfault or a mutant mutmut could not check, left out of the score. Every survivor is listed with the "
              "reason it stands (docs/mutation_reasons.json), or marked **no reason: a missing test**. mutmut also "
              "stops a mutant at (its tests' time + 1 s) x M of wall time: a shard measured at M = 5 on a loaded "
